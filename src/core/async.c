@@ -1,0 +1,120 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * async.c - asynchronous events: the context's async_fd and its queue.
+ *
+ * async_fd is an eventfd in semaphore mode: each queued event adds one,
+ * each ibv_get_async_event() takes one. It is pollable, blocks by default
+ * and honours O_NONBLOCK set by the application, like the kernel's fd.
+ */
+#include <stdlib.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "core/core.h"
+
+/* Contract: create the queue and ctx->async_fd; 0 or -errno. */
+int sv_async_init(struct sv_context *sctx)
+{
+	int fd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
+
+	if (fd < 0)
+		return -errno;
+	sctx->vctx.context.async_fd = fd;
+	sctx->async_head = sctx->async_tail = NULL;
+	pthread_mutex_init(&sctx->async_lock, NULL);
+	return 0;
+}
+
+/* Contract: drop unread events and close async_fd. */
+void sv_async_destroy(struct sv_context *sctx)
+{
+	struct sv_async_entry *e, *next;
+
+	for (e = sctx->async_head; e; e = next) {
+		next = e->next;
+		free(e);
+	}
+	sctx->async_head = sctx->async_tail = NULL;
+	pthread_mutex_destroy(&sctx->async_lock);
+	close(sctx->vctx.context.async_fd);
+	sctx->vctx.context.async_fd = -1;
+}
+
+/* Contract: see core.h. The entry is visible before the fd becomes readable. */
+int sv_async_post(struct ibv_context *ctx, const struct ibv_async_event *event)
+{
+	struct sv_context *sctx = sv_ctx(ctx);
+	struct sv_async_entry *e = malloc(sizeof(*e));
+	uint64_t one = 1;
+
+	if (!e)
+		return -ENOMEM;
+	e->event = *event;
+	e->next = NULL;
+	pthread_mutex_lock(&sctx->async_lock);
+	if (sctx->async_tail)
+		sctx->async_tail->next = e;
+	else
+		sctx->async_head = e;
+	sctx->async_tail = e;
+	pthread_mutex_unlock(&sctx->async_lock);
+	if (write(ctx->async_fd, &one, sizeof(one)) != sizeof(one))
+		return -errno;
+	return 0;
+}
+
+SV_EXPORT int ibv_get_async_event(struct ibv_context *ctx, struct ibv_async_event *event)
+{
+	struct sv_context *sctx = sv_ctx(ctx);
+	struct sv_async_entry *e;
+	uint64_t n;
+
+	if (read(ctx->async_fd, &n, sizeof(n)) != sizeof(n))
+		return -1; /* errno from read: EAGAIN when O_NONBLOCK and empty */
+	pthread_mutex_lock(&sctx->async_lock);
+	e = sctx->async_head;
+	sctx->async_head = e->next;
+	if (!sctx->async_head)
+		sctx->async_tail = NULL;
+	pthread_mutex_unlock(&sctx->async_lock);
+	*event = e->event;
+	free(e);
+	return 0;
+}
+
+/* Count an acknowledged event on its object and wake a waiting destroy. */
+#define ACK_ON(obj, field)                              \
+	do {                                            \
+		pthread_mutex_lock(&(obj)->mutex);      \
+		(obj)->field++;                         \
+		pthread_cond_signal(&(obj)->cond);      \
+		pthread_mutex_unlock(&(obj)->mutex);    \
+	} while (0)
+
+SV_EXPORT void ibv_ack_async_event(struct ibv_async_event *event)
+{
+	switch (event->event_type) {
+	case IBV_EVENT_CQ_ERR:
+		ACK_ON(event->element.cq, async_events_completed);
+		break;
+	case IBV_EVENT_QP_FATAL:
+	case IBV_EVENT_QP_REQ_ERR:
+	case IBV_EVENT_QP_ACCESS_ERR:
+	case IBV_EVENT_COMM_EST:
+	case IBV_EVENT_SQ_DRAINED:
+	case IBV_EVENT_PATH_MIG:
+	case IBV_EVENT_PATH_MIG_ERR:
+	case IBV_EVENT_QP_LAST_WQE_REACHED:
+		ACK_ON(event->element.qp, events_completed);
+		break;
+	case IBV_EVENT_SRQ_ERR:
+	case IBV_EVENT_SRQ_LIMIT_REACHED:
+		ACK_ON(event->element.srq, events_completed);
+		break;
+	case IBV_EVENT_WQ_FATAL:
+		ACK_ON(event->element.wq, events_completed);
+		break;
+	default:
+		break; /* device and port events name no object */
+	}
+}

@@ -1,0 +1,227 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * sw.h - the software RoCE v2 device: shared types of its parts.
+ *
+ *   ctrl/       configuration, device, context, PD / parent domain / TD
+ *   mem/        MR table, keys, access rules, registration, buffers, DMA handles
+ *   queue/      CQ, QP and SRQ rings                        (data path)
+ *   transport/  wire format, requester, responder, completer, network
+ *
+ * Objects embed the public struct first, so a cast from the public
+ * pointer is a container_of at offset 0. Every function follows the core
+ * convention: 0 or -errno.
+ */
+#ifndef SV_SW_H
+#define SV_SW_H
+
+#include <netinet/in.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <pthread.h>
+
+#include "core/core.h"
+
+/* Limits the device reports and enforces. */
+enum {
+	SW_MAX_PD = 1 << 16,
+	SW_MAX_MR = 1 << 18,
+	SW_MAX_TD = 1 << 12,
+	SW_MAX_DMAH = 1 << 12,
+	SW_MAX_QP = 1 << 14,
+	SW_MAX_QP_WR = 1 << 14,
+	SW_MAX_SGE = 32,
+	SW_MAX_SGE_RD = 32,
+	SW_MAX_CQ = 1 << 14,
+	SW_MAX_CQE = (1 << 20) - 1,
+	SW_MAX_SRQ = 1 << 12,
+	SW_MAX_SRQ_WR = 1 << 14,
+	SW_MAX_SRQ_SGE = 32,
+	SW_MAX_AH = 1 << 16,
+	SW_MAX_INLINE = 512,
+	SW_MAX_QP_RD_ATOM = 128,
+	SW_MAX_RES_RD_ATOM = SW_MAX_QP_RD_ATOM * SW_MAX_QP,
+	SW_MAX_PKEYS = 1,
+	SW_GID_TBL_LEN = 1,
+	SW_UDP_PORT = 4791,
+	SW_VENDOR_ID = 0xFFFFFF, /* not Mellanox (0x02c9), not Amazon (0x1d0f) */
+	SW_VENDOR_PART_ID = 0,
+	SW_HW_VER = 1,
+};
+
+#define SW_MAX_MSG_SZ (1ULL << 31)
+#define SW_MAX_MR_SIZE (~0ULL)
+#define SW_DEFAULT_PKEY 0xffff
+
+enum sw_cc_heap {
+	SW_CC_HEAP_AUTO,    /* the kernel heap if present, else the built-in pool */
+	SW_CC_HEAP_KERNEL,  /* the kernel heap only */
+	SW_CC_HEAP_BUILTIN, /* always the built-in pool */
+};
+
+/* ctrl/config.c: SOFTVERBS_* settings, read once per device probe. */
+struct sw_config {
+	char name[64];               /* SOFTVERBS_DEV_NAME, default "softverbs0" */
+	bool have_addr;              /* SOFTVERBS_ADDR given */
+	struct in_addr addr;         /* address to bind when have_addr */
+	uint16_t udp_port;           /* SOFTVERBS_UDP_PORT, default 4791 */
+	enum ibv_mtu mtu;            /* SOFTVERBS_MTU; 0 = by address (lo: 4096, else 1024) */
+	bool cc_dma_bounce;          /* SOFTVERBS_CC_DMA_BOUNCE */
+	enum sw_cc_heap cc_heap;     /* SOFTVERBS_CC_HEAP */
+	char error[256];             /* non-empty: a malformed setting; open fails */
+};
+
+/*
+ * Parse the environment into `cfg`. Never fails: a malformed value is
+ * recorded in cfg->error (with the variable's name) and the device then
+ * refuses to open with EINVAL.
+ */
+void sw_config_load(struct sw_config *cfg);
+
+/* transport/udp.c: the device's UDP endpoint, shared by its contexts. */
+struct sw_port {
+	int fd;                      /* bound UDP socket, -1 when closed */
+	struct in_addr addr;         /* bound address */
+	uint16_t udp_port;
+	enum ibv_mtu active_mtu;
+};
+
+/* Bind per config (explicit address, or the first free 127.0.0.N). */
+int sw_port_open(struct sw_port *port, const struct sw_config *cfg);
+void sw_port_close(struct sw_port *port);
+
+struct sw_mr;
+
+/*
+ * mem/mr_table.c: key -> MR, an open-addressed hash table. Keys are
+ * 32-bit random values, nonzero and unique among live MRs, so a peer
+ * cannot guess one. Lookups take a reference so that the transport can
+ * use an MR while the application deregisters it; the last put frees it.
+ * Safe from any thread.
+ */
+struct sw_mr_table {
+	pthread_rwlock_t lock;
+	struct sw_mr **slots;        /* power-of-two sized; NULL or a tombstone */
+	uint32_t nslots;
+	uint32_t used;               /* live entries */
+	uint32_t tombs;              /* deleted entries */
+	uint32_t max;
+};
+
+int sw_mr_table_init(struct sw_mr_table *t, uint32_t max);
+void sw_mr_table_destroy(struct sw_mr_table *t);
+/* Insert and assign mr->ibv.lkey == mr->ibv.rkey. -ENOMEM at the limit. */
+int sw_mr_table_insert(struct sw_mr_table *t, struct sw_mr *mr);
+void sw_mr_table_remove(struct sw_mr_table *t, struct sw_mr *mr);
+/* Returns a referenced MR or NULL; release with sw_mr_put(). */
+struct sw_mr *sw_mr_table_lookup(struct sw_mr_table *t, uint32_t key);
+
+/* The device: one per process and configured name. */
+struct sw_dev {
+	struct sv_device core;
+	struct sw_config cfg;
+	pthread_mutex_t lock;        /* guards port and nctx */
+	int nctx;                    /* open contexts sharing `port` */
+	struct sw_port port;
+	struct sw_mr_table mrs;
+	atomic_uint npd, ntd, ndmah; /* counts against the limits */
+};
+
+static inline struct sw_dev *sw_dev_of(struct ibv_context *ctx)
+{
+	return sv_container_of(ctx->device, struct sw_dev, core.ibv);
+}
+
+/* ctrl/device.c */
+int sw_device_create(struct sw_dev **dev);
+void sw_device_fill_attr(const struct sw_dev *dev, struct ibv_device_attr_ex *attr);
+void sw_device_fill_port(const struct sw_dev *dev, struct ibv_port_attr *attr);
+
+/* ctrl/context.c */
+struct sw_context {
+	struct sv_context core;
+};
+
+extern const struct sv_ops sw_ops;
+
+/* ctrl/pd.c: PDs and parent domains share one object. */
+struct sw_td {
+	struct ibv_td ibv;
+	atomic_int refcnt;           /* 1 + parent domains using it */
+};
+
+struct sw_pd {
+	struct ibv_pd ibv;
+	atomic_int usecnt;           /* objects that depend on this PD */
+	bool is_parent;
+	struct sw_pd *base;          /* parent domain: its protection domain */
+	struct sw_td *td;
+	void *(*alloc)(struct ibv_pd *pd, void *pd_context, size_t size, size_t alignment,
+		       uint64_t resource_type);
+	void (*free)(struct ibv_pd *pd, void *pd_context, void *ptr, uint64_t resource_type);
+	void *pd_context;
+	bool cc_alloc;               /* ALLOW_CC_UNPROTECTED_ALLOC took effect (bounce device) */
+	int heap_fd;                 /* kernel DMA-buf heap, or -1 */
+};
+
+static inline struct sw_pd *sw_pd(struct ibv_pd *pd)
+{
+	return (struct sw_pd *)pd;
+}
+
+/* The protection domain proper: a parent domain's base, else itself. */
+static inline struct sw_pd *sw_pd_base(struct ibv_pd *pd)
+{
+	struct sw_pd *p = sw_pd(pd);
+
+	return p->is_parent ? p->base : p;
+}
+
+int sw_alloc_pd(struct ibv_context *ctx, struct ibv_pd **pd);
+int sw_dealloc_pd(struct ibv_pd *pd);
+int sw_alloc_parent_domain(struct ibv_context *ctx, struct ibv_parent_domain_init_attr *attr,
+			   struct ibv_pd **pd);
+int sw_alloc_td(struct ibv_context *ctx, struct ibv_td_init_attr *attr, struct ibv_td **td);
+int sw_dealloc_td(struct ibv_td *td);
+
+/* mem/: memory regions */
+struct sw_dmah;
+
+struct sw_mr {
+	struct ibv_mr ibv;
+	atomic_int refcnt;           /* table lookups in flight + 1 while registered */
+	struct sw_pd *pd;            /* the protection domain proper (never a parent) */
+	uint64_t iova;               /* first byte's address as peers name it */
+	uint64_t length;
+	uint8_t *host;               /* where iova maps in this process */
+	int access;
+	int fd;                      /* fd path: our dup of the caller's fd, else -1 */
+	void *map;                   /* fd path: our mapping */
+	size_t map_len;
+	struct sw_dmah *dmah;
+};
+
+void sw_mr_get(struct sw_mr *mr);
+void sw_mr_put(struct sw_mr *mr);
+
+/* mem/access.c */
+/* Validate access bits for a registration; `fd_path` narrows the set. */
+int sw_access_check(int access, bool fd_path);
+
+/*
+ * Check that [iova, iova + len) lies inside the MR and that `need`
+ * (IBV_ACCESS_* bits) is granted. Returns 0, -EINVAL (range) or -EACCES.
+ */
+int sw_mr_check_range(const struct sw_mr *mr, uint64_t iova, uint64_t len, int need);
+
+/* mem/keys.c: unpredictable nonzero 32-bit key candidates */
+uint32_t sw_key_random(void);
+
+/* mem/mr.c */
+int sw_reg_mr(struct ibv_pd *pd, const struct ibv_mr_init_attr *attr, bool legacy_dmabuf,
+	      struct ibv_mr **mr);
+int sw_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr, size_t length,
+		int access);
+int sw_dereg_mr(struct ibv_mr *mr);
+
+#endif
