@@ -52,6 +52,12 @@ extern "C" {
 #endif
 #endif /* RDMA_UAPI_PTR */
 
+/*
+ * rdma-core makes the constants below macros (aliases of kernel names), so
+ * applications may test them with #ifdef.  They are enum constants here;
+ * each one is also #defined to itself to keep such tests working.
+ */
+
 /* Memory-registration access bits 20..29 are "optional": a device that
  * does not know one of them ignores it instead of failing the call. */
 #define IBV_ACCESS_OPTIONAL_FIRST	(1 << 20)
@@ -66,6 +72,9 @@ enum ibv_advise_mr_advice {
 	IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE = 1,
 	IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT = 2,
 };
+#define IBV_ADVISE_MR_ADVICE_PREFETCH IBV_ADVISE_MR_ADVICE_PREFETCH
+#define IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE
+#define IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT
 
 #define IBV_ADVISE_MR_FLAG_FLUSH	(1 << 0)
 
@@ -73,10 +82,12 @@ enum ibv_advise_mr_advice {
 enum ibv_flow_action_esp_keymat {
 	IBV_FLOW_ACTION_ESP_KEYMAT_AES_GCM = 0,
 };
+#define IBV_FLOW_ACTION_ESP_KEYMAT_AES_GCM IBV_FLOW_ACTION_ESP_KEYMAT_AES_GCM
 
 enum ibv_flow_action_esp_keymat_aes_gcm_iv_algo {
 	IBV_FLOW_ACTION_IV_ALGO_SEQ = 0,
 };
+#define IBV_FLOW_ACTION_IV_ALGO_SEQ IBV_FLOW_ACTION_IV_ALGO_SEQ
 
 struct ibv_flow_action_esp_keymat_aes_gcm {
 	__aligned_u64 iv;
@@ -91,6 +102,8 @@ enum ibv_flow_action_esp_replay {
 	IBV_FLOW_ACTION_ESP_REPLAY_NONE = 0,
 	IBV_FLOW_ACTION_ESP_REPLAY_BMP = 1,
 };
+#define IBV_FLOW_ACTION_ESP_REPLAY_NONE IBV_FLOW_ACTION_ESP_REPLAY_NONE
+#define IBV_FLOW_ACTION_ESP_REPLAY_BMP IBV_FLOW_ACTION_ESP_REPLAY_BMP
 
 struct ibv_flow_action_esp_replay_bmp {
 	__u32 size;
@@ -106,6 +119,13 @@ enum ibv_flow_action_esp_flags {
 	IBV_FLOW_ACTION_ESP_FLAGS_ENCRYPT = 1 << 2,
 	IBV_FLOW_ACTION_ESP_FLAGS_ESN_NEW_WINDOW = 1 << 3,
 };
+#define IBV_FLOW_ACTION_ESP_FLAGS_INLINE_CRYPTO IBV_FLOW_ACTION_ESP_FLAGS_INLINE_CRYPTO
+#define IBV_FLOW_ACTION_ESP_FLAGS_FULL_OFFLOAD IBV_FLOW_ACTION_ESP_FLAGS_FULL_OFFLOAD
+#define IBV_FLOW_ACTION_ESP_FLAGS_TUNNEL IBV_FLOW_ACTION_ESP_FLAGS_TUNNEL
+#define IBV_FLOW_ACTION_ESP_FLAGS_TRANSPORT IBV_FLOW_ACTION_ESP_FLAGS_TRANSPORT
+#define IBV_FLOW_ACTION_ESP_FLAGS_DECRYPT IBV_FLOW_ACTION_ESP_FLAGS_DECRYPT
+#define IBV_FLOW_ACTION_ESP_FLAGS_ENCRYPT IBV_FLOW_ACTION_ESP_FLAGS_ENCRYPT
+#define IBV_FLOW_ACTION_ESP_FLAGS_ESN_NEW_WINDOW IBV_FLOW_ACTION_ESP_FLAGS_ESN_NEW_WINDOW
 
 /* One link of a list of flow filters that wrap the payload (tunnel mode). */
 struct ibv_flow_action_esp_encap {
