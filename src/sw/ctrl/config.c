@@ -1,0 +1,246 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * config.c - the SOFTVERBS_* environment variables of the software device.
+ *
+ * Every variable is optional. A variable that is set must be well formed:
+ * a bad value never silently falls back to the default. Instead the first
+ * problem is described in cfg->error, the device is still listed, and
+ * opening it fails with EINVAL (see context.c).
+ */
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sw/sw.h"
+
+#define SW_DEFAULT_NAME "softverbs0"
+
+/*
+ * Contract: record a formatted problem in cfg->error unless an earlier
+ * problem is already recorded (the first one is the one reported).
+ */
+static void cfg_fail(struct sw_config *cfg, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void cfg_fail(struct sw_config *cfg, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (cfg->error[0])
+		return;
+	va_start(ap, fmt);
+	vsnprintf(cfg->error, sizeof(cfg->error), fmt, ap);
+	va_end(ap);
+}
+
+/*
+ * Contract: copy at most 48 characters of `value` into `out` (size >= 52)
+ * for quoting in a message, replacing unprintable bytes with '?' and
+ * marking truncation with "...".
+ */
+static void cfg_quote(char *out, size_t size, const char *value)
+{
+	size_t i, max = size - 4;
+
+	for (i = 0; value[i] && i < max; i++)
+		out[i] = isprint((unsigned char)value[i]) ? value[i] : '?';
+	if (value[i])
+		memcpy(out + i, "...", 4);
+	else
+		out[i] = '\0';
+}
+
+/* Contract: true if `s` is 1..63 characters of [A-Za-z0-9_-]. */
+static bool cfg_name_ok(const char *s)
+{
+	size_t n = strlen(s), i;
+
+	if (n < 1 || n > 63)
+		return false;
+	for (i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+
+		if (!isalnum(c) && c != '_' && c != '-')
+			return false;
+	}
+	return true;
+}
+
+/* Contract: SOFTVERBS_DEV_NAME into cfg->name (default on absence or error). */
+static void cfg_load_name(struct sw_config *cfg)
+{
+	const char *v = getenv("SOFTVERBS_DEV_NAME");
+	char q[52];
+
+	snprintf(cfg->name, sizeof(cfg->name), "%s", SW_DEFAULT_NAME);
+	if (!v)
+		return;
+	if (!cfg_name_ok(v)) {
+		cfg_quote(q, sizeof(q), v);
+		cfg_fail(cfg,
+			 "SOFTVERBS_DEV_NAME=\"%s\" is invalid: expected 1 to 63 characters "
+			 "of A-Z, a-z, 0-9, '_' and '-'",
+			 q);
+		return;
+	}
+	snprintf(cfg->name, sizeof(cfg->name), "%s", v);
+}
+
+/*
+ * Contract: true if the host-order IPv4 address can name this host as a
+ * unicast endpoint: not 0.0.0.0/8, not multicast (224/4), not reserved or
+ * broadcast (240/4).
+ */
+static bool cfg_addr_unicast(uint32_t a)
+{
+	return (a >> 24) != 0 && (a >> 28) != 0xe && (a >> 28) != 0xf;
+}
+
+/* Contract: SOFTVERBS_ADDR into cfg->have_addr / cfg->addr. */
+static void cfg_load_addr(struct sw_config *cfg)
+{
+	const char *v = getenv("SOFTVERBS_ADDR");
+	struct in_addr a;
+	char q[52];
+
+	if (!v)
+		return;
+	/* inet_pton accepts exactly four decimal octets, nothing else */
+	if (inet_pton(AF_INET, v, &a) != 1 || !cfg_addr_unicast(ntohl(a.s_addr))) {
+		cfg_quote(q, sizeof(q), v);
+		cfg_fail(cfg,
+			 "SOFTVERBS_ADDR=\"%s\" is invalid: expected a dotted IPv4 unicast "
+			 "address such as 127.0.0.1 (not 0.x.x.x, multicast or broadcast)",
+			 q);
+		return;
+	}
+	cfg->have_addr = true;
+	cfg->addr = a;
+}
+
+/*
+ * Contract: parse a plain decimal number (digits only, no sign or spaces)
+ * in [min, max] into *out; false if malformed or out of range.
+ */
+static bool cfg_parse_uint(const char *s, unsigned long min, unsigned long max, unsigned long *out)
+{
+	unsigned long v = 0;
+	size_t i;
+
+	if (!s[0])
+		return false;
+	for (i = 0; s[i]; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return false;
+		v = v * 10 + (unsigned long)(s[i] - '0');
+		if (v > max)
+			return false;
+	}
+	if (v < min)
+		return false;
+	*out = v;
+	return true;
+}
+
+/* Contract: SOFTVERBS_UDP_PORT into cfg->udp_port (default 4791). */
+static void cfg_load_udp_port(struct sw_config *cfg)
+{
+	const char *v = getenv("SOFTVERBS_UDP_PORT");
+	unsigned long port;
+	char q[52];
+
+	cfg->udp_port = SW_UDP_PORT;
+	if (!v)
+		return;
+	if (!cfg_parse_uint(v, 1, 65535, &port)) {
+		cfg_quote(q, sizeof(q), v);
+		cfg_fail(cfg,
+			 "SOFTVERBS_UDP_PORT=\"%s\" is invalid: expected a decimal port "
+			 "number from 1 to 65535",
+			 q);
+		return;
+	}
+	cfg->udp_port = (uint16_t)port;
+}
+
+/* Contract: SOFTVERBS_MTU into cfg->mtu (0 = chosen by address). */
+static void cfg_load_mtu(struct sw_config *cfg)
+{
+	static const struct {
+		const char *text;
+		enum ibv_mtu mtu;
+	} mtus[] = {
+		{"256", IBV_MTU_256},	{"512", IBV_MTU_512},	{"1024", IBV_MTU_1024},
+		{"2048", IBV_MTU_2048}, {"4096", IBV_MTU_4096},
+	};
+	const char *v = getenv("SOFTVERBS_MTU");
+	char q[52];
+	size_t i;
+
+	cfg->mtu = 0;
+	if (!v)
+		return;
+	for (i = 0; i < SV_ARRAY_SIZE(mtus); i++) {
+		if (!strcmp(v, mtus[i].text)) {
+			cfg->mtu = mtus[i].mtu;
+			return;
+		}
+	}
+	cfg_quote(q, sizeof(q), v);
+	cfg_fail(cfg, "SOFTVERBS_MTU=\"%s\" is invalid: expected 256, 512, 1024, 2048 or 4096", q);
+}
+
+/* Contract: SOFTVERBS_CC_DMA_BOUNCE into cfg->cc_dma_bounce (default 0). */
+static void cfg_load_bounce(struct sw_config *cfg)
+{
+	const char *v = getenv("SOFTVERBS_CC_DMA_BOUNCE");
+	char q[52];
+
+	cfg->cc_dma_bounce = false;
+	if (!v)
+		return;
+	if (!strcmp(v, "0") || !strcmp(v, "1")) {
+		cfg->cc_dma_bounce = v[0] == '1';
+		return;
+	}
+	cfg_quote(q, sizeof(q), v);
+	cfg_fail(cfg, "SOFTVERBS_CC_DMA_BOUNCE=\"%s\" is invalid: expected 0 or 1", q);
+}
+
+/* Contract: SOFTVERBS_CC_HEAP into cfg->cc_heap (default auto). */
+static void cfg_load_heap(struct sw_config *cfg)
+{
+	const char *v = getenv("SOFTVERBS_CC_HEAP");
+	char q[52];
+
+	cfg->cc_heap = SW_CC_HEAP_AUTO;
+	if (!v)
+		return;
+	if (!strcmp(v, "auto"))
+		cfg->cc_heap = SW_CC_HEAP_AUTO;
+	else if (!strcmp(v, "kernel"))
+		cfg->cc_heap = SW_CC_HEAP_KERNEL;
+	else if (!strcmp(v, "builtin"))
+		cfg->cc_heap = SW_CC_HEAP_BUILTIN;
+	else {
+		cfg_quote(q, sizeof(q), v);
+		cfg_fail(cfg,
+			 "SOFTVERBS_CC_HEAP=\"%s\" is invalid: expected auto, kernel or builtin",
+			 q);
+	}
+}
+
+/* Contract: see sw.h. Unset variables give the defaults. */
+void sw_config_load(struct sw_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg_load_name(cfg);
+	cfg_load_addr(cfg);
+	cfg_load_udp_port(cfg);
+	cfg_load_mtu(cfg);
+	cfg_load_bounce(cfg);
+	cfg_load_heap(cfg);
+}
