@@ -84,6 +84,7 @@ struct sw_port {
 	struct in_addr addr;         /* bound address */
 	uint16_t udp_port;
 	enum ibv_mtu active_mtu;
+	uint32_t ifindex;            /* interface owning addr, 0 if none */
 };
 
 /* Bind per config (explicit address, or the first free 127.0.0.N). */
@@ -143,6 +144,17 @@ struct sw_context {
 };
 
 extern const struct sv_ops sw_ops;
+
+/* sv_device.open: a context sharing the device's port; EINVAL on a bad config */
+int sw_context_open(struct sv_device *dev, struct sv_context **ctx, const struct sv_ops **ops);
+void sw_close_context(struct ibv_context *ctx);
+
+/* ctrl/query.c: the sv_ops query slots (port 1 only) */
+int sw_query_device_ex(struct ibv_context *ctx, struct ibv_device_attr_ex *attr);
+int sw_query_port(struct ibv_context *ctx, uint8_t port, struct ibv_port_attr *attr);
+int sw_query_gid_ex(struct ibv_context *ctx, uint8_t port, uint32_t index,
+		    struct ibv_gid_entry *entry);
+int sw_query_pkey(struct ibv_context *ctx, uint8_t port, int index, __be16 *pkey);
 
 /* ctrl/pd.c: PDs and parent domains share one object. */
 struct sw_td {

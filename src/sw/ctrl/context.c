@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * context.c - opening and closing a context, and the device's ops table.
+ *
+ * All contexts of one device share its UDP port: the first context binds
+ * it, the last one to close releases it (dev->lock guards both).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sw/sw.h"
+
+/* Every op the software device implements; the core fills in the rest. */
+const struct sv_ops sw_ops = {
+	.query_device_ex = sw_query_device_ex,
+	.query_port = sw_query_port,
+	.query_gid_ex = sw_query_gid_ex,
+	.query_pkey = sw_query_pkey,
+	.alloc_pd = sw_alloc_pd,
+	.dealloc_pd = sw_dealloc_pd,
+	.alloc_parent_domain = sw_alloc_parent_domain,
+	.alloc_td = sw_alloc_td,
+	.dealloc_td = sw_dealloc_td,
+	.reg_mr = sw_reg_mr,
+	.rereg_mr = sw_rereg_mr,
+	.dereg_mr = sw_dereg_mr,
+	.close_context = sw_close_context,
+};
+
+static pthread_mutex_t report_lock = PTHREAD_MUTEX_INITIALIZER;
+static char reported[sizeof(((struct sw_config *)0)->error)]; /* last message printed */
+
+/*
+ * Contract: print a configuration problem to stderr, once per distinct
+ * message in this process (repeated opens stay quiet).
+ */
+static void report_config_error(const char *msg)
+{
+	pthread_mutex_lock(&report_lock);
+	if (strcmp(reported, msg)) {
+		fprintf(stderr, "softverbs: %s\n", msg);
+		snprintf(reported, sizeof(reported), "%s", msg);
+	}
+	pthread_mutex_unlock(&report_lock);
+}
+
+/*
+ * Contract: see sw.h. Binds the device's port if this is its first
+ * context. -EINVAL if the configuration is malformed, the bind error
+ * (e.g. -EADDRINUSE) or -ENOMEM otherwise.
+ */
+int sw_context_open(struct sv_device *core, struct sv_context **ctx, const struct sv_ops **ops)
+{
+	struct sw_dev *dev = sv_container_of(core, struct sw_dev, core);
+	struct sw_context *c;
+	int ret = 0;
+
+	if (dev->cfg.error[0]) {
+		report_config_error(dev->cfg.error);
+		return -EINVAL;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	pthread_mutex_lock(&dev->lock);
+	if (dev->nctx == 0)
+		ret = sw_port_open(&dev->port, &dev->cfg);
+	if (!ret)
+		dev->nctx++;
+	pthread_mutex_unlock(&dev->lock);
+	if (ret) {
+		free(c);
+		return ret;
+	}
+	*ctx = &c->core;
+	*ops = &sw_ops;
+	return 0;
+}
+
+/* Contract: free the context; the last context of the device unbinds its port. */
+void sw_close_context(struct ibv_context *ctx)
+{
+	struct sw_context *c = sv_container_of(sv_ctx(ctx), struct sw_context, core);
+	struct sw_dev *dev = sw_dev_of(ctx);
+
+	pthread_mutex_lock(&dev->lock);
+	if (--dev->nctx == 0)
+		sw_port_close(&dev->port);
+	pthread_mutex_unlock(&dev->lock);
+	free(c);
+}
