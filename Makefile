@@ -1,0 +1,49 @@
+# Thin wrapper over CMake. Targets:
+#   all (default)  configure + build build/ (gcc, RelWithDebInfo, -Werror)
+#   check          gcc + valgrind, clang, ASan/UBSan stages (scripts/check.sh)
+#   demo           build, then run build/tools/sv_devinfo -v
+#   install        cmake --install build --prefix $(PREFIX)
+#   format         clang-format -i our sources (never include/infiniband)
+#   clean          remove the build directories
+# Variables: PREFIX, CHECK_STAGES (e.g. "gcc" or "gcc clang asan tsan"),
+# CTEST_ARGS (passed to ctest in check), JOBS.
+
+PREFIX ?= /usr/local
+BUILD ?= build
+JOBS ?= $(shell nproc)
+CMAKE ?= cmake
+CHECK_STAGES ?= gcc clang asan
+CLANG_FORMAT ?= clang-format
+
+# Same settings as the gcc stage of check, so both share build/.
+CONFIG_ARGS = -DCMAKE_C_COMPILER=gcc -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	-DSV_WERROR=ON -DSV_SANITIZE=OFF -DSV_TSAN=OFF
+# Ninja for a new build directory when available; an existing one keeps its generator.
+GENERATOR = $(if $(wildcard $(BUILD)/CMakeCache.txt),,$(if $(shell command -v ninja),-G Ninja))
+
+FORMAT_DIRS = src tools tests include/softverbs
+
+.PHONY: all check demo install format format-check clean
+
+all:
+	@$(CMAKE) -S . -B $(BUILD) $(GENERATOR) --log-level=WARNING $(CONFIG_ARGS) >/dev/null
+	@$(CMAKE) --build $(BUILD) -j $(JOBS)
+
+check:
+	@JOBS=$(JOBS) bash scripts/check.sh $(CHECK_STAGES)
+
+demo: all
+	$(BUILD)/tools/sv_devinfo -v
+
+install: all
+	$(CMAKE) --install $(BUILD) --prefix $(PREFIX)
+
+format:
+	@find $(FORMAT_DIRS) -name '*.[ch]' -print 2>/dev/null | xargs -r $(CLANG_FORMAT) -i
+
+format-check:
+	@find $(FORMAT_DIRS) -name '*.[ch]' -print 2>/dev/null | \
+		xargs -r $(CLANG_FORMAT) --dry-run -Werror
+
+clean:
+	rm -rf $(BUILD) build build-clang build-asan build-tsan

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# scripts/check.sh [STAGE ...]    (make check; default stages: gcc clang asan)
+#
+#   gcc    build/        gcc, RelWithDebInfo, -Werror; all tests (memcheck too)
+#   clang  build-clang/  clang, RelWithDebInfo, -Werror; tests without memcheck
+#   asan   build-asan/   gcc, Debug, ASan+UBSan; tests without memcheck
+#   tsan   build-tsan/   gcc, RelWithDebInfo, TSan; tests without memcheck
+#
+# Stops at the first stage that fails. Build logs are shown only on error.
+# Last line: "check: N passed, N failed, N skipped", summed over the stages.
+# Environment: JOBS (build jobs, default nproc), CTEST_JOBS (default 2),
+# CTEST_ARGS (extra ctest arguments, e.g. "-R api_").
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 2
+
+JOBS=${JOBS:-$(nproc)}
+CTEST_JOBS=${CTEST_JOBS:-2}
+read -r -a extra_ctest <<<"${CTEST_ARGS:-}"
+stages=("$@")
+[ ${#stages[@]} -gt 0 ] || stages=(gcc clang asan)
+
+passed=0 failed=0 skipped=0
+
+finish() {
+	echo "check: $passed passed, $failed failed, $skipped skipped"
+	exit "$1"
+}
+
+# junit_attr FILE ATTR: attribute of the <testsuite> element
+junit_attr() {
+	tr '\n' ' ' <"$1" | sed -n "s/.*<testsuite [^>]*[[:space:]]$2=\"\\([0-9]*\\)\".*/\\1/p"
+}
+
+for stage in "${stages[@]}"; do
+	off=(-DSV_SANITIZE=OFF -DSV_TSAN=OFF)
+	ctest_sel=(-LE memcheck)
+	case $stage in
+	gcc) dir=build cc=gcc args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DSV_WERROR=ON "${off[@]}")
+		ctest_sel=() ;;
+	clang) dir=build-clang cc=clang
+		args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DSV_WERROR=ON "${off[@]}") ;;
+	asan) dir=build-asan cc=gcc
+		args=(-DCMAKE_BUILD_TYPE=Debug -DSV_WERROR=OFF -DSV_SANITIZE=ON -DSV_TSAN=OFF) ;;
+	tsan) dir=build-tsan cc=gcc
+		args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DSV_WERROR=OFF -DSV_SANITIZE=OFF -DSV_TSAN=ON) ;;
+	*) echo "check: unknown stage '$stage' (gcc, clang, asan, tsan)" >&2
+		finish 2 ;;
+	esac
+
+	mkdir -p "$dir"
+	gen=()
+	if [ ! -f "$dir/CMakeCache.txt" ] && command -v ninja >/dev/null; then
+		gen=(-G Ninja)
+	fi
+
+	t0=$SECONDS
+	if ! cmake -S . -B "$dir" "${gen[@]}" --log-level=WARNING \
+		-DCMAKE_C_COMPILER="$cc" "${args[@]}" >"$dir/configure.log" 2>&1; then
+		cat "$dir/configure.log"
+		echo "check: stage $stage: configure failed (log: $dir/configure.log)"
+		failed=$((failed + 1))
+		finish 1
+	fi
+	t1=$SECONDS
+	if ! cmake --build "$dir" -j "$JOBS" >"$dir/build.log" 2>&1; then
+		grep -v '^\[[0-9/]*\] ' "$dir/build.log" | tail -n 200
+		echo "check: stage $stage: build failed (log: $dir/build.log)"
+		failed=$((failed + 1))
+		finish 1
+	fi
+	nwarn=$(grep -c 'warning:' "$dir/build.log")
+	if [ "$nwarn" -gt 0 ]; then
+		echo "== $stage: $nwarn compiler warnings:"
+		grep 'warning:' "$dir/build.log" | head -n 50
+	fi
+	t2=$SECONDS
+
+	echo "== $stage: ctest in $dir/"
+	junit=$PWD/$dir/ctest-junit.xml
+	rm -f "$junit"
+	ctest --test-dir "$dir" --output-on-failure -j "$CTEST_JOBS" --no-tests=error \
+		--output-junit "$junit" "${ctest_sel[@]}" "${extra_ctest[@]}"
+	rc=$?
+	t3=$SECONDS
+
+	if [ -f "$junit" ]; then
+		n=$(junit_attr "$junit" tests) f=$(junit_attr "$junit" failures)
+		s=$(junit_attr "$junit" skipped) d=$(junit_attr "$junit" disabled)
+		n=${n:-0} f=${f:-0} s=$((${s:-0} + ${d:-0}))
+		passed=$((passed + n - f - s)) failed=$((failed + f)) skipped=$((skipped + s))
+	else
+		f=?
+	fi
+	echo "== $stage: configure $((t1 - t0))s, build $((t2 - t1))s, test $((t3 - t2))s"
+	if [ "$rc" -ne 0 ]; then
+		case $f in 0 | '?') failed=$((failed + 1)) ;; esac # no failed test counted
+		echo "check: stage $stage failed"
+		finish 1
+	fi
+done
+finish 0
