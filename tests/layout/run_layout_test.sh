@@ -7,8 +7,9 @@
 # once against /usr/include only (Debian's libibverbs-dev), runs both and
 # compares every fact the two report: they must be identical, except for
 # the ones listed in expected_65_diffs.txt, which must have exactly the
-# values listed there.  Then builds and runs rc65_facts.c (rdma-core 65
-# only facts) against our headers.
+# values listed there.  Then runs inline_helpers.c (behaviour of the inline
+# helpers, against both headers) and rc65_facts.c (rdma-core 65 only facts,
+# against ours).
 # Exit status: 0 pass, 1 mismatch or build failure, 77 Debian headers absent.
 set -u
 
@@ -99,6 +100,22 @@ rc=$?
 if [ -s "$OUT/mismatches.txt" ]; then
 	sort "$OUT/mismatches.txt"
 fi
+
+# Behaviour of the inline helpers: ours (with the strict warning set the
+# library uses) and, as a cross-check of the test's expectations, Debian's.
+STRICT="-Wall -Wextra -Wmissing-prototypes -Wshadow -Wformat=2 \
+-Wstrict-prototypes -Wpointer-arith -Wcast-align -Wundef -Werror"
+if ! $CC -std=gnu11 -O2 $STRICT -I"$OURS" -o "$OUT/inline_ours" \
+	"$HERE/inline_helpers.c"; then
+	echo "inline_helpers: FAIL: does not build against $OURS" >&2
+	exit 1
+fi
+if ! $CC -std=gnu11 -O2 -w -o "$OUT/inline_debian" "$HERE/inline_helpers.c"; then
+	echo "inline_helpers: FAIL: does not build against /usr/include" >&2
+	exit 1
+fi
+printf "ours:   "; "$OUT/inline_ours" || rc=1
+printf "debian: "; "$OUT/inline_debian" || rc=1
 
 # rdma-core 65 facts, against our headers only
 if ! $CC -std=gnu11 -Wall -Wextra -Werror -I"$OURS" \
