@@ -21,6 +21,9 @@ stages=("$@")
 
 passed=0 failed=0 skipped=0
 
+now_ms() { local t=${EPOCHREALTIME//[!0-9]/}; echo $((10#$t / 1000)); }
+secs() { printf '%d.%ds' $(($1 / 1000)) $(($1 % 1000 / 100)); }
+
 finish() {
 	echo "check: $passed passed, $failed failed, $skipped skipped"
 	exit "$1"
@@ -53,7 +56,7 @@ for stage in "${stages[@]}"; do
 		gen=(-G Ninja)
 	fi
 
-	t0=$SECONDS
+	t0=$(now_ms)
 	if ! cmake -S . -B "$dir" "${gen[@]}" --log-level=WARNING \
 		-DCMAKE_C_COMPILER="$cc" "${args[@]}" >"$dir/configure.log" 2>&1; then
 		cat "$dir/configure.log"
@@ -61,7 +64,7 @@ for stage in "${stages[@]}"; do
 		failed=$((failed + 1))
 		finish 1
 	fi
-	t1=$SECONDS
+	t1=$(now_ms)
 	if ! cmake --build "$dir" -j "$JOBS" >"$dir/build.log" 2>&1; then
 		grep -v '^\[[0-9/]*\] ' "$dir/build.log" | tail -n 200
 		echo "check: stage $stage: build failed (log: $dir/build.log)"
@@ -73,7 +76,7 @@ for stage in "${stages[@]}"; do
 		echo "== $stage: $nwarn compiler warnings:"
 		grep 'warning:' "$dir/build.log" | head -n 50
 	fi
-	t2=$SECONDS
+	t2=$(now_ms)
 
 	echo "== $stage: ctest in $dir/"
 	junit=$PWD/$dir/ctest-junit.xml
@@ -81,7 +84,7 @@ for stage in "${stages[@]}"; do
 	ctest --test-dir "$dir" --output-on-failure -j "$CTEST_JOBS" --no-tests=error \
 		--output-junit "$junit" "${ctest_sel[@]}" "${extra_ctest[@]}"
 	rc=$?
-	t3=$SECONDS
+	t3=$(now_ms)
 
 	if [ -f "$junit" ]; then
 		n=$(junit_attr "$junit" tests) f=$(junit_attr "$junit" failures)
@@ -91,7 +94,8 @@ for stage in "${stages[@]}"; do
 	else
 		f=?
 	fi
-	echo "== $stage: configure $((t1 - t0))s, build $((t2 - t1))s, test $((t3 - t2))s"
+	echo "== $stage: configure $(secs $((t1 - t0))), build $(secs $((t2 - t1)))," \
+		"test $(secs $((t3 - t2)))"
 	if [ "$rc" -ne 0 ]; then
 		case $f in 0 | '?') failed=$((failed + 1)) ;; esac # no failed test counted
 		echo "check: stage $stage failed"
