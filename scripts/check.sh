@@ -41,7 +41,9 @@ for stage in "${stages[@]}"; do
 	gcc) dir=build cc=gcc args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DSV_WERROR=ON "${off[@]}")
 		ctest_sel=() ;;
 	clang) dir=build-clang cc=clang
-		args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DSV_WERROR=ON "${off[@]}") ;;
+		args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DSV_WERROR=ON "${off[@]}")
+		# C++ compiler of the header_hygiene test (only checked, never required)
+		if command -v clang++ >/dev/null; then args+=(-DCMAKE_CXX_COMPILER=clang++); fi ;;
 	asan) dir=build-asan cc=gcc
 		args=(-DCMAKE_BUILD_TYPE=Debug -DSV_WERROR=OFF -DSV_SANITIZE=ON -DSV_TSAN=OFF) ;;
 	tsan) dir=build-tsan cc=gcc
