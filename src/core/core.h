@@ -32,7 +32,7 @@
 #define SV_EXPORT __attribute__((visibility("default")))
 
 #define sv_container_of(ptr, type, member) \
-	((type *)((char *)(ptr) - offsetof(type, member)))
+	((type *)(void *)((char *)(ptr) - offsetof(type, member)))
 
 #define SV_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -83,7 +83,8 @@ struct sv_ops {
 	 * comp_mask one of ADDR[|IOVA][|DMAH] or FD|FD_OFFSET|IOVA[|DMAH].
 	 * `legacy_dmabuf` marks ibv_reg_dmabuf_mr, whose method takes no DMAH.
 	 * The device fills lkey, rkey and handle; the core fills context, pd,
-	 * addr and length.
+	 * addr and length. Every MR a device returns (here, alloc_null_mr,
+	 * reg_dm_mr) embeds a zeroed struct sv_mr first.
 	 */
 	int (*reg_mr)(struct ibv_pd *pd, const struct ibv_mr_init_attr *attr, bool legacy_dmabuf,
 		      struct ibv_mr **mr);
@@ -183,6 +184,28 @@ struct sv_ops {
 	int (*post_srq_ops)(struct ibv_srq *srq, struct ibv_ops_wr *op, struct ibv_ops_wr **bad);
 	int (*bind_mw)(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *bind);
 };
+
+/*
+ * The core's part of every MR (rdma-core's verbs_mr). A device MR embeds
+ * it first and zeroes it at allocation; the fields after `ibv` belong to
+ * the core, which sets them after a successful registration.
+ */
+enum sv_mr_type {
+	SV_MR_TYPE_OTHER,  /* null MR, device-memory MR: not re-registrable */
+	SV_MR_TYPE_VA,     /* registered by address */
+	SV_MR_TYPE_DMABUF, /* registered by fd and offset */
+};
+
+struct sv_mr {
+	struct ibv_mr ibv;
+	enum sv_mr_type type;
+	bool dontfork; /* [ibv.addr, +ibv.length) holds one sv_dontfork_range() */
+};
+
+static inline struct sv_mr *sv_mr_of(struct ibv_mr *mr)
+{
+	return sv_container_of(mr, struct sv_mr, ibv);
+}
 
 /*
  * A device as the core lists it. `ibv` is what applications see; a device

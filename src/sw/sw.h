@@ -110,12 +110,25 @@ struct sw_mr_table {
 };
 
 int sw_mr_table_init(struct sw_mr_table *t, uint32_t max);
+/* Frees the slots; MRs still in the table lose their registration reference. */
 void sw_mr_table_destroy(struct sw_mr_table *t);
-/* Insert and assign mr->ibv.lkey == mr->ibv.rkey. -ENOMEM at the limit. */
+/*
+ * Insert and assign mr->key == mr->ibv.lkey == mr->ibv.rkey (a fresh
+ * random key). -ENOMEM at the limit or when the table cannot grow.
+ */
 int sw_mr_table_insert(struct sw_mr_table *t, struct sw_mr *mr);
+/* Remove a registered MR; its key no longer resolves. No reference is dropped. */
 void sw_mr_table_remove(struct sw_mr_table *t, struct sw_mr *mr);
 /* Returns a referenced MR or NULL; release with sw_mr_put(). */
 struct sw_mr *sw_mr_table_lookup(struct sw_mr_table *t, uint32_t key);
+/*
+ * Quiesce a registered MR so that its fields may be rewritten (rereg):
+ * lookups of its key fail from now on, and the call returns once every
+ * reference taken by an earlier lookup has been put. The caller must not
+ * hold such a reference. sw_mr_table_unblock() makes the key resolve again.
+ */
+void sw_mr_table_block(struct sw_mr_table *t, struct sw_mr *mr);
+void sw_mr_table_unblock(struct sw_mr_table *t, struct sw_mr *mr);
 
 /* The device: one per process and configured name. */
 struct sw_dev {
@@ -199,9 +212,19 @@ int sw_dealloc_td(struct ibv_td *td);
 /* mem/: memory regions */
 struct sw_dmah;
 
+/*
+ * A registered MR. `ibv` and `core.ibv` are the same object: the core's
+ * struct sv_mr starts with the public struct ibv_mr. While a reference is
+ * held, the fields below `key` stay constant (rereg quiesces the MR first).
+ */
 struct sw_mr {
-	struct ibv_mr ibv;
+	union {
+		struct ibv_mr ibv;
+		struct sv_mr core;
+	};
 	atomic_int refcnt;           /* table lookups in flight + 1 while registered */
+	uint32_t key;                /* lkey == rkey; our copy, the app may scribble on ibv */
+	bool blocked;                /* rereg in progress: lookups fail (table lock) */
 	struct sw_pd *pd;            /* the protection domain proper (never a parent) */
 	uint64_t iova;               /* first byte's address as peers name it */
 	uint64_t length;
@@ -213,8 +236,23 @@ struct sw_mr {
 	struct sw_dmah *dmah;
 };
 
+static inline struct sw_mr *sw_mr(struct ibv_mr *mr)
+{
+	return (struct sw_mr *)mr;
+}
+
+/* Take another reference on an MR the caller already holds one on. */
 void sw_mr_get(struct sw_mr *mr);
+/* Drop a reference; the last one unmaps, closes and frees the MR. */
 void sw_mr_put(struct sw_mr *mr);
+
+/*
+ * mem/mr.c: the device's memory state. The device code calls
+ * sw_mem_dev_init() once when it creates a struct sw_dev (before any
+ * context opens) and sw_mem_dev_fini() when it frees it.
+ */
+int sw_mem_dev_init(struct sw_dev *dev);
+void sw_mem_dev_fini(struct sw_dev *dev);
 
 /* mem/access.c */
 /* Validate access bits for a registration; `fd_path` narrows the set. */
