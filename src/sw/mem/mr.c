@@ -1,0 +1,338 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * mr.c - registration, re-registration and deregistration of MRs.
+ *
+ * Validation follows rdma-core's ibv_cmd_reg_mr_ex and the kernel's
+ * UVERBS_METHOD_REG_MR, in their order (behaviour.md 1.5, 1.6, 3.3):
+ *   1. mask: FD needs FD_OFFSET and no ADDR; otherwise ADDR and no
+ *      FD_OFFSET; the fd path needs IOVA                   -> EINVAL
+ *   2. page offsets of (addr, iova) or (fd_offset, iova)    -> EINVAL
+ *   3. access bits (access.c)                    -> EINVAL / EOPNOTSUPP
+ *   4. DMA handle                                           -> EOPNOTSUPP
+ *   5. CC DMA bounce device: the address path     -> EOPNOTSUPP
+ *   6. the memory: length, overflow                         -> EINVAL
+ *      address path: every page mapped                      -> EFAULT
+ *      fd path: fd valid, range inside the file, mappable   -> EBADF,
+ *                                                  EINVAL, mmap's errno
+ *   7. the MR limit                                         -> ENOMEM
+ *
+ * The device never pins: an address MR points at the caller's memory,
+ * an fd MR at our own MAP_SHARED mapping of the caller's fd (duplicated,
+ * so the caller may close theirs). Keys are random, lkey == rkey, and
+ * the handle is the key. Re-registration keeps the keys.
+ */
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "sw/sw.h"
+
+#define MASK_IOVA IBV_REG_MR_MASK_IOVA
+#define MASK_ADDR IBV_REG_MR_MASK_ADDR
+#define MASK_FD IBV_REG_MR_MASK_FD
+#define MASK_FD_OFFSET IBV_REG_MR_MASK_FD_OFFSET
+#define MASK_DMAH IBV_REG_MR_MASK_DMAH
+
+static uint64_t page_size(void)
+{
+	return (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+static uint64_t page_offset(uint64_t v)
+{
+	return v & (page_size() - 1);
+}
+
+/* Contract: see sw.h. */
+void sw_mr_get(struct sw_mr *mr)
+{
+	atomic_fetch_add(&mr->refcnt, 1);
+}
+
+/* Contract: see sw.h. */
+void sw_mr_put(struct sw_mr *mr)
+{
+	if (atomic_fetch_sub(&mr->refcnt, 1) != 1)
+		return;
+	if (mr->map)
+		munmap(mr->map, mr->map_len);
+	if (mr->fd >= 0)
+		close(mr->fd);
+	free(mr);
+}
+
+/* Contract: see sw.h. */
+int sw_mem_dev_init(struct sw_dev *dev)
+{
+	return sw_mr_table_init(&dev->mrs, SW_MAX_MR);
+}
+
+/* Contract: see sw.h. */
+void sw_mem_dev_fini(struct sw_dev *dev)
+{
+	sw_mr_table_destroy(&dev->mrs);
+}
+
+/*
+ * Hook for DMA handles (TPH steering tags): the next step validates and
+ * references attr->dmah here. Until then a DMAH is refused the way a
+ * kernel driver without DMAH support refuses it.
+ */
+static int mr_attach_dmah(struct sw_mr *mr, const struct ibv_mr_init_attr *attr)
+{
+	(void)mr;
+	(void)attr;
+	return -EOPNOTSUPP;
+}
+
+/*
+ * Check the page-rounded span of [addr, +len) is mapped in full, as
+ * pinning it would: 0, -EFAULT (a hole), or mincore's errno. The caller
+ * has checked that the span does not wrap.
+ */
+static int check_mapped(uintptr_t addr, uint64_t len)
+{
+	uintptr_t page = (uintptr_t)page_size();
+	uintptr_t pos = addr & ~(page - 1);
+	uintptr_t end = (addr + len + page - 1) & ~(page - 1);
+	unsigned char vec[1024];
+
+	while (pos < end) {
+		uintptr_t n = (end - pos) / page;
+
+		if (n > sizeof(vec))
+			n = sizeof(vec);
+		if (mincore((void *)pos, n * page, vec))
+			return errno == ENOMEM ? -EFAULT : -errno;
+		pos += n * page;
+	}
+	return 0;
+}
+
+/*
+ * Validate an address-path span: nonzero, and neither [addr, +len) nor
+ * its page rounding nor [iova, +len) wraps. 0 or -EINVAL.
+ */
+static int check_va_span(uint64_t addr, uint64_t len, uint64_t iova)
+{
+	uint64_t page = page_size();
+
+	if (!len || addr + len < addr || iova + len < iova)
+		return -EINVAL;
+	if (addr + len + page - 1 < addr + len)
+		return -EINVAL;
+	return 0;
+}
+
+/* Address path: the MR is the caller's memory itself. */
+static int setup_va(struct sw_mr *mr, void *addr, uint64_t len, uint64_t iova)
+{
+	int ret = check_va_span((uintptr_t)addr, len, iova);
+
+	if (ret)
+		return ret;
+	ret = check_mapped((uintptr_t)addr, len);
+	if (ret)
+		return ret;
+	mr->host = addr;
+	return 0;
+}
+
+/*
+ * fd path: map [off, +len) of `fd` shared, read-write (read-only when
+ * the fd is read-only and nothing may write), and keep a duplicate of
+ * the fd. 0, -EINVAL (span), -EBADF, or the errno of fstat/mmap/fcntl.
+ */
+static int setup_fd(struct sw_mr *mr, int fd, uint64_t off, uint64_t len, uint64_t iova,
+		    int access)
+{
+	uint64_t page = page_size();
+	uint64_t start = off & ~(page - 1);
+	uint64_t span;
+	struct stat st;
+	void *map;
+
+	if (!len || off + len < off || iova + len < iova)
+		return -EINVAL;
+	span = off - start + len;
+	if (span + page - 1 < span || start > (uint64_t)INT64_MAX)
+		return -EINVAL;
+	span = (span + page - 1) & ~(page - 1);
+	if (fd < 0)
+		return -EBADF;
+	if (fstat(fd, &st))
+		return -errno;
+	/* a DMA-buf reports its size; so does a regular file or memfd */
+	if ((S_ISREG(st.st_mode) || st.st_size > 0) && off + len > (uint64_t)st.st_size)
+		return -EINVAL;
+	map = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)start);
+	if (map == MAP_FAILED && errno == EACCES &&
+	    !(access & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE)))
+		map = mmap(NULL, span, PROT_READ, MAP_SHARED, fd, (off_t)start);
+	if (map == MAP_FAILED)
+		return -errno;
+	mr->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (mr->fd < 0) {
+		int ret = -errno;
+
+		munmap(map, span);
+		return ret;
+	}
+	mr->map = map;
+	mr->map_len = span;
+	mr->host = (uint8_t *)map + (off - start);
+	return 0;
+}
+
+/* Steps 1 and 2: mask combination and page offsets. 0 or -EINVAL. */
+static int check_mask(const struct ibv_mr_init_attr *attr, uint64_t *iova)
+{
+	uint64_t mask = attr->comp_mask;
+
+	if (mask & MASK_FD) {
+		if (!(mask & MASK_FD_OFFSET) || (mask & MASK_ADDR))
+			return -EINVAL;
+		if (!(mask & MASK_IOVA))
+			return -EINVAL;
+		*iova = attr->iova;
+		return page_offset(attr->fd_offset) == page_offset(*iova) ? 0 : -EINVAL;
+	}
+	if ((mask & MASK_FD_OFFSET) || !(mask & MASK_ADDR))
+		return -EINVAL;
+	/* implicit ODP names the whole address space, with addr 0 only */
+	if ((attr->access & IBV_ACCESS_ON_DEMAND) && attr->length == SIZE_MAX && attr->addr)
+		return -EINVAL;
+	*iova = (mask & MASK_IOVA) ? attr->iova : (uintptr_t)attr->addr;
+	return page_offset((uintptr_t)attr->addr) == page_offset(*iova) ? 0 : -EINVAL;
+}
+
+/* Contract: the sv_ops reg_mr slot (core.h); steps as in the file comment. */
+int sw_reg_mr(struct ibv_pd *pd, const struct ibv_mr_init_attr *attr, bool legacy_dmabuf,
+	      struct ibv_mr **out)
+{
+	struct sw_dev *dev = sw_dev_of(pd->context);
+	bool fd_path = attr->comp_mask & MASK_FD;
+	struct sw_mr *mr;
+	uint64_t iova;
+	int ret;
+
+	ret = check_mask(attr, &iova);
+	if (ret)
+		return ret;
+	ret = sw_access_check(attr->access, fd_path);
+	if (ret)
+		return ret;
+	mr = calloc(1, sizeof(*mr));
+	if (!mr)
+		return -ENOMEM;
+	mr->fd = -1;
+	atomic_init(&mr->refcnt, 1);
+	if ((attr->comp_mask & MASK_DMAH) && !legacy_dmabuf) {
+		ret = mr_attach_dmah(mr, attr);
+		if (ret)
+			goto err;
+	}
+	if (!fd_path && dev->cfg.cc_dma_bounce) {
+		ret = -EOPNOTSUPP; /* bounce device: private memory cannot be DMA'd (3.3) */
+		goto err;
+	}
+	if (fd_path)
+		ret = setup_fd(mr, attr->fd, attr->fd_offset, attr->length, iova, attr->access);
+	else
+		ret = setup_va(mr, attr->addr, attr->length, iova);
+	if (ret)
+		goto err;
+	mr->pd = sw_pd_base(pd);
+	mr->iova = iova;
+	mr->length = attr->length;
+	mr->access = (int)((unsigned int)attr->access & ~(unsigned int)IBV_ACCESS_OPTIONAL_RANGE);
+	ret = sw_mr_table_insert(&dev->mrs, mr);
+	if (ret)
+		goto err;
+	mr->ibv.handle = mr->key;
+	atomic_fetch_add(&mr->pd->usecnt, 1);
+	*out = &mr->ibv;
+	return 0;
+err:
+	sw_mr_put(mr);
+	return ret;
+}
+
+/*
+ * Contract: the sv_ops rereg_mr slot. Kernel order: flags, translation
+ * arguments, access, new PD, then the device: DMA handle, bounce, the
+ * new memory. On failure the MR is unchanged. On success the keys stay;
+ * a new translation maps iova == addr. The MR is quiesced while its
+ * fields change, so the transport never sees half an update.
+ */
+int sw_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd, void *addr, size_t length,
+		int access)
+{
+	struct sw_mr *mr = sw_mr(ibmr);
+	struct sw_dev *dev = sw_dev_of(mr->pd->ibv.context);
+	bool trans = flags & IBV_REREG_MR_CHANGE_TRANSLATION;
+	struct sw_pd *new_pd = mr->pd;
+	int ret;
+
+	if (!flags || (flags & ~IBV_REREG_MR_FLAGS_SUPPORTED))
+		return -EINVAL;
+	if (trans && (!addr || !length))
+		return -EINVAL;
+	if (mr->fd >= 0)
+		return -EOPNOTSUPP; /* an fd MR has no address translation to change */
+	if (flags & IBV_REREG_MR_CHANGE_ACCESS) {
+		ret = sw_access_check(access, false);
+		if (ret)
+			return ret;
+	}
+	if (flags & IBV_REREG_MR_CHANGE_PD) {
+		if (!pd || sw_dev_of(pd->context) != dev)
+			return -EINVAL;
+		new_pd = sw_pd_base(pd);
+	}
+	if (mr->dmah)
+		return -EOPNOTSUPP; /* hook: an MR with steering tags keeps them */
+	if (trans) {
+		if (dev->cfg.cc_dma_bounce)
+			return -EOPNOTSUPP;
+		ret = check_va_span((uintptr_t)addr, length, (uintptr_t)addr);
+		if (!ret)
+			ret = check_mapped((uintptr_t)addr, length);
+		if (ret)
+			return ret;
+	}
+
+	sw_mr_table_block(&dev->mrs, mr);
+	if (new_pd != mr->pd) {
+		atomic_fetch_add(&new_pd->usecnt, 1);
+		atomic_fetch_sub(&mr->pd->usecnt, 1);
+		mr->pd = new_pd;
+	}
+	if (trans) {
+		mr->host = addr;
+		mr->iova = (uintptr_t)addr;
+		mr->length = length;
+	}
+	if (flags & IBV_REREG_MR_CHANGE_ACCESS)
+		mr->access = (int)((unsigned int)access & ~(unsigned int)IBV_ACCESS_OPTIONAL_RANGE);
+	sw_mr_table_unblock(&dev->mrs, mr);
+	return 0;
+}
+
+/*
+ * Contract: the sv_ops dereg_mr slot. The key stops resolving at once
+ * and the PD is released; the memory (our mapping and fd) goes when the
+ * last in-flight lookup puts its reference.
+ */
+int sw_dereg_mr(struct ibv_mr *ibmr)
+{
+	struct sw_mr *mr = sw_mr(ibmr);
+	struct sw_dev *dev = sw_dev_of(mr->pd->ibv.context);
+
+	sw_mr_table_remove(&dev->mrs, mr);
+	atomic_fetch_sub(&mr->pd->usecnt, 1);
+	sw_mr_put(mr);
+	return 0;
+}
