@@ -21,6 +21,7 @@
 #include <pthread.h>
 
 #include "core/core.h"
+#include "sw/place.h"
 
 /* Limits the device reports and enforces. */
 enum {
@@ -273,5 +274,27 @@ int sw_reg_mr(struct ibv_pd *pd, const struct ibv_mr_init_attr *attr, bool legac
 int sw_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr, size_t length,
 		int access);
 int sw_dereg_mr(struct ibv_mr *mr);
+
+/* mem/dmah.c: DMA handles (TPH hints) */
+struct sw_dmah {
+	struct ibv_dmah ibv;
+	atomic_int usecnt;           /* MRs registered with this handle */
+	struct sw_place_hint hint;   /* what placement into its MRs honours */
+};
+
+static inline struct sw_dmah *sw_dmah(struct ibv_dmah *d)
+{
+	return (struct sw_dmah *)d;
+}
+
+int sw_alloc_dmah(struct ibv_context *ctx, struct ibv_dmah_init_attr *attr,
+		  struct ibv_dmah **dmah);
+int sw_dealloc_dmah(struct ibv_dmah *dmah);
+
+/* mem/buf.c: provider-aware buffers; mem/shmem.c: CC shared memory */
+int sw_alloc_buf(struct ibv_pd *pd, size_t size, struct ibv_buf **buf, void **addr);
+void sw_free_buf(struct ibv_buf *buf);
+int sw_shmem_alloc(int heap_fd, size_t len, void **addr, int *fd);
+void sw_shmem_free(void *addr, size_t len, int fd);
 
 #endif

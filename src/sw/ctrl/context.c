@@ -25,6 +25,10 @@ const struct sv_ops sw_ops = {
 	.reg_mr = sw_reg_mr,
 	.rereg_mr = sw_rereg_mr,
 	.dereg_mr = sw_dereg_mr,
+	.alloc_buf = sw_alloc_buf,
+	.free_buf = sw_free_buf,
+	.alloc_dmah = sw_alloc_dmah,
+	.dealloc_dmah = sw_dealloc_dmah,
 	.close_context = sw_close_context,
 };
 

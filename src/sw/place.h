@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * place.h - placement of incoming bytes into memory regions, honouring
+ * the TPH hints of the MR's DMA handle (transport/place.c).
+ */
+#ifndef SV_SW_PLACE_H
+#define SV_SW_PLACE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <infiniband/verbs.h>
+
+/* The hints placement needs, copied from a DMA handle. */
+struct sw_place_hint {
+	bool has_cpu;
+	uint32_t cpu_id;
+	uint8_t ph;
+	uint8_t mem_type;
+};
+
+/* Process-wide counters, for diagnostics and tests. */
+struct sw_place_stats {
+	atomic_size_t nt_bytes;      /* bytes stored with non-temporal stores */
+	atomic_size_t flushed_lines; /* cache lines written back for PM */
+	atomic_size_t pinned_jobs;   /* placements run on a pinned worker */
+	atomic_int last_cpu;         /* CPU the last pinned placement ran on */
+};
+
+extern struct sw_place_stats sw_place_stats;
+
+/*
+ * Copy `len` bytes from `src` to `dst` as `hint` asks (NULL: no hint).
+ * The last byte becomes visible after all the others. Returns when the
+ * bytes are placed (and, for PM, written back): 0 or -errno.
+ */
+int sw_place(const struct sw_place_hint *hint, void *dst, const void *src, size_t len);
+
+/*
+ * Take / drop a reference on the worker pinned to `cpu`, starting it on
+ * the first reference and joining it on the last. A DMA handle with a
+ * CPU id holds one reference for its lifetime. 0 or -errno.
+ */
+int sw_place_worker_get(uint32_t cpu);
+void sw_place_worker_put(uint32_t cpu);
+
+#endif
