@@ -1,0 +1,356 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * api_config: the SOFTVERBS_* environment variables.
+ *
+ * A malformed value of any variable keeps the device listed (under the
+ * default name if the name was the bad value) but makes ibv_open_device
+ * fail with EINVAL, after one "softverbs: ..." line on stderr naming the
+ * variable and the value. Well-formed values take effect: device name,
+ * address, UDP port, MTU and the CC DMA bounce capability.
+ */
+#include "harness.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static const char *const vars[] = {
+	"SOFTVERBS_DEV_NAME", "SOFTVERBS_ADDR",		 "SOFTVERBS_UDP_PORT",
+	"SOFTVERBS_MTU",      "SOFTVERBS_CC_DMA_BOUNCE", "SOFTVERBS_CC_HEAP",
+};
+
+static void clear_env(void)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
+		unsetenv(vars[i]);
+}
+
+/*
+ * Lists the device and opens it with `name`=`value` set. Returns the
+ * context or NULL (errno kept); *listed_name gets the device name ("" if
+ * none was listed).
+ */
+static struct ibv_context *open_with(const char *name, const char *value, char *listed_name,
+				     size_t size)
+{
+	struct ibv_device **list;
+	struct ibv_context *ctx = NULL;
+	int n = 0, e;
+
+	listed_name[0] = '\0';
+	if (name)
+		setenv(name, value, 1);
+	list = ibv_get_device_list(&n);
+	if (!list || n != 1) {
+		e = errno;
+		ibv_free_device_list(list);
+		errno = e ? e : ENODEV;
+		return NULL;
+	}
+	snprintf(listed_name, size, "%s", ibv_get_device_name(list[0]));
+	errno = 0;
+	ctx = ibv_open_device(list[0]);
+	e = errno;
+	ibv_free_device_list(list);
+	errno = e;
+	return ctx;
+}
+
+/* stderr redirected to an unlinked temporary file, and the saved original. */
+struct capture {
+	int saved, fd;
+};
+
+static int capture_begin(struct capture *c)
+{
+	char path[] = "/tmp/api_config.XXXXXX";
+
+	fflush(stderr);
+	c->fd = mkstemp(path);
+	if (c->fd < 0)
+		return -1;
+	unlink(path);
+	c->saved = dup(STDERR_FILENO);
+	dup2(c->fd, STDERR_FILENO);
+	return 0;
+}
+
+static void capture_end(struct capture *c, char *out, size_t size)
+{
+	ssize_t n;
+
+	fflush(stderr);
+	dup2(c->saved, STDERR_FILENO);
+	close(c->saved);
+	n = pread(c->fd, out, size - 1, 0);
+	out[n > 0 ? n : 0] = '\0';
+	close(c->fd);
+}
+
+static int count_lines(const char *s)
+{
+	int n = 0;
+
+	for (; *s; s++)
+		n += *s == '\n';
+	return n;
+}
+
+static void check_bad(const char *name, const char *value)
+{
+	struct ibv_context *ctx, *again;
+	char listed[64], text[1024];
+	struct capture cap;
+	int e;
+
+	if (!CHECK(capture_begin(&cap) == 0))
+		return;
+	ctx = open_with(name, value, listed, sizeof(listed));
+	e = errno;
+	again = open_with(NULL, NULL, listed, sizeof(listed)); /* same config, repeat */
+	capture_end(&cap, text, sizeof(text));
+	unsetenv(name);
+
+	CHECK_MSG(listed[0] != '\0', "%s=\"%s\": the device is no longer listed", name, value);
+	CHECK_MSG(!ctx && e == EINVAL, "%s=\"%s\": open gave %s/%s, want NULL/EINVAL", name, value,
+		  ctx ? "a context" : "NULL", t_errname(e));
+	CHECK_MSG(!again, "%s=\"%s\": the second open succeeded", name, value);
+	if (!strcmp(name, "SOFTVERBS_DEV_NAME"))
+		CHECK_MSG(!strcmp(listed, "softverbs0"), "listed as \"%s\" with a bad name",
+			  listed);
+	CHECK_MSG(!strncmp(text, "softverbs: ", 11) && strstr(text, name),
+		  "%s=\"%s\": stderr was \"%s\"", name, value, text);
+	if (value[0] && strlen(value) < 40)
+		CHECK_MSG(strstr(text, value) != NULL, "message does not quote \"%s\": %s", value,
+			  text);
+	CHECK_MSG(count_lines(text) == 1, "%s=\"%s\": %d lines on stderr, want 1", name, value,
+		  count_lines(text));
+	if (ctx)
+		ibv_close_device(ctx);
+	if (again)
+		ibv_close_device(again);
+}
+
+static void case_malformed(void)
+{
+	static const char *const bad[][2] = {
+		{"SOFTVERBS_DEV_NAME", ""},
+		{"SOFTVERBS_DEV_NAME", "has space"},
+		{"SOFTVERBS_DEV_NAME", "dot.name"},
+		{"SOFTVERBS_DEV_NAME", "slash/name"},
+		{"SOFTVERBS_DEV_NAME",
+		 "a123456789b123456789c123456789d123456789e123456789f123456789abcd"}, /* 64 */
+		{"SOFTVERBS_ADDR", ""},
+		{"SOFTVERBS_ADDR", "localhost"},
+		{"SOFTVERBS_ADDR", "127.1"},
+		{"SOFTVERBS_ADDR", "127.0.0.256"},
+		{"SOFTVERBS_ADDR", "1.2.3.4.5"},
+		{"SOFTVERBS_ADDR", "0.0.0.0"},
+		{"SOFTVERBS_ADDR", "255.255.255.255"},
+		{"SOFTVERBS_ADDR", "224.0.0.1"},
+		{"SOFTVERBS_ADDR", "239.255.255.250"},
+		{"SOFTVERBS_ADDR", "::1"},
+		{"SOFTVERBS_UDP_PORT", ""},
+		{"SOFTVERBS_UDP_PORT", "0"},
+		{"SOFTVERBS_UDP_PORT", "65536"},
+		{"SOFTVERBS_UDP_PORT", "-1"},
+		{"SOFTVERBS_UDP_PORT", "+80"},
+		{"SOFTVERBS_UDP_PORT", " 80"},
+		{"SOFTVERBS_UDP_PORT", "80x"},
+		{"SOFTVERBS_UDP_PORT", "99999999999999999999999"},
+		{"SOFTVERBS_MTU", ""},
+		{"SOFTVERBS_MTU", "1500"},
+		{"SOFTVERBS_MTU", "4096 "},
+		{"SOFTVERBS_MTU", "128"},
+		{"SOFTVERBS_MTU", "8192"},
+		{"SOFTVERBS_CC_DMA_BOUNCE", ""},
+		{"SOFTVERBS_CC_DMA_BOUNCE", "2"},
+		{"SOFTVERBS_CC_DMA_BOUNCE", "yes"},
+		{"SOFTVERBS_CC_DMA_BOUNCE", "01"},
+		{"SOFTVERBS_CC_HEAP", ""},
+		{"SOFTVERBS_CC_HEAP", "Kernel"},
+		{"SOFTVERBS_CC_HEAP", "none"},
+	};
+	size_t i;
+
+	t_case("malformed values: listed, open fails with EINVAL");
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		check_bad(bad[i][0], bad[i][1]);
+}
+
+static void case_message_once(void)
+{
+	char listed[64], text[1024];
+	struct ibv_context *ctx;
+	struct capture cap;
+	int i;
+
+	t_case("the message is printed once");
+	if (!CHECK(capture_begin(&cap) == 0))
+		return;
+	setenv("SOFTVERBS_MTU", "9000", 1);
+	for (i = 0; i < 5; i++) {
+		ctx = open_with(NULL, NULL, listed, sizeof(listed));
+		CHECK(!ctx && errno == EINVAL);
+		if (ctx)
+			ibv_close_device(ctx);
+	}
+	unsetenv("SOFTVERBS_MTU");
+	capture_end(&cap, text, sizeof(text));
+	CHECK_MSG(count_lines(text) == 1, "%d lines: %s", count_lines(text), text);
+	/* once the configuration is fixed, the device opens again */
+	ctx = open_with(NULL, NULL, listed, sizeof(listed));
+	CHECK(ctx != NULL);
+	if (ctx)
+		ibv_close_device(ctx);
+}
+
+/* A UDP port that is free on addr right now (the kernel picks it). */
+static int free_udp_port(const char *addr)
+{
+	struct sockaddr_in sin = {.sin_family = AF_INET};
+	socklen_t len = sizeof(sin);
+	int fd = socket(AF_INET, SOCK_DGRAM, 0), port = -1;
+
+	inet_pton(AF_INET, addr, &sin.sin_addr);
+	if (fd >= 0 && !bind(fd, (struct sockaddr *)&sin, sizeof(sin)) &&
+	    !getsockname(fd, (struct sockaddr *)&sin, &len))
+		port = ntohs(sin.sin_port);
+	if (fd >= 0)
+		close(fd);
+	return port;
+}
+
+/* Binding addr:port ourselves fails with EADDRINUSE iff someone holds it. */
+static int udp_in_use(const char *addr, int port)
+{
+	struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	int fd = socket(AF_INET, SOCK_DGRAM, 0), busy;
+
+	inet_pton(AF_INET, addr, &sin.sin_addr);
+	busy = bind(fd, (struct sockaddr *)&sin, sizeof(sin)) && errno == EADDRINUSE;
+	close(fd);
+	return busy;
+}
+
+static void case_good(void)
+{
+	struct ibv_device_attr_ex ex;
+	struct ibv_port_attr p;
+	struct ibv_context *ctx;
+	union ibv_gid gid;
+	char listed[64], portstr[16];
+	static const struct {
+		const char *text;
+		enum ibv_mtu mtu;
+	} mtus[] = {
+		{"256", IBV_MTU_256},	{"512", IBV_MTU_512},	{"1024", IBV_MTU_1024},
+		{"2048", IBV_MTU_2048}, {"4096", IBV_MTU_4096},
+	};
+	static const char *const heaps[] = {"auto", "kernel", "builtin"};
+	size_t i;
+	int port;
+
+	t_case("well-formed values take effect");
+	/* device name: 1..63 of [A-Za-z0-9_-] */
+	ctx = open_with("SOFTVERBS_DEV_NAME", "My_dev-63", listed, sizeof(listed));
+	CHECK(!strcmp(listed, "My_dev-63"));
+	if (CHECK(ctx != NULL)) {
+		CHECK(!strcmp(ibv_get_device_name(ctx->device), "My_dev-63"));
+		ibv_close_device(ctx);
+	}
+	ctx = open_with("SOFTVERBS_DEV_NAME",
+			"a123456789b123456789c123456789d123456789e123456789f123456789abc", listed,
+			sizeof(listed));
+	CHECK(ctx != NULL && strlen(listed) == 63);
+	if (ctx)
+		ibv_close_device(ctx);
+	unsetenv("SOFTVERBS_DEV_NAME");
+
+	/* MTU */
+	for (i = 0; i < sizeof(mtus) / sizeof(mtus[0]); i++) {
+		ctx = open_with("SOFTVERBS_MTU", mtus[i].text, listed, sizeof(listed));
+		if (CHECK_MSG(ctx != NULL, "SOFTVERBS_MTU=%s: %s", mtus[i].text,
+			      t_errname(errno))) {
+			if (CHECK(ibv_query_port(ctx, 1, &p) == 0))
+				CHECK_EQ_INT(p.active_mtu, mtus[i].mtu);
+			ibv_close_device(ctx);
+		}
+	}
+	unsetenv("SOFTVERBS_MTU");
+
+	/* address and UDP port: the GID follows, and the socket holds the pair */
+	port = free_udp_port("127.0.0.77");
+	if (CHECK(port > 0)) {
+		snprintf(portstr, sizeof(portstr), "%d", port);
+		setenv("SOFTVERBS_UDP_PORT", portstr, 1);
+		ctx = open_with("SOFTVERBS_ADDR", "127.0.0.77", listed, sizeof(listed));
+		if (CHECK_MSG(ctx != NULL, "open: %s", t_errname(errno))) {
+			if (CHECK(ibv_query_gid(ctx, 1, 0, &gid) == 0)) {
+				CHECK(gid.raw[10] == 0xff && gid.raw[11] == 0xff);
+				CHECK(gid.raw[12] == 127 && gid.raw[13] == 0 && gid.raw[14] == 0 &&
+				      gid.raw[15] == 77);
+			}
+			CHECK(udp_in_use("127.0.0.77", port));
+			ibv_close_device(ctx);
+			CHECK(!udp_in_use("127.0.0.77", port));
+		}
+		unsetenv("SOFTVERBS_ADDR");
+		unsetenv("SOFTVERBS_UDP_PORT");
+	}
+
+	/* CC DMA bounce: reported in device_cap_flags_ex only when set */
+	ctx = open_with("SOFTVERBS_CC_DMA_BOUNCE", "1", listed, sizeof(listed));
+	if (CHECK(ctx != NULL)) {
+		if (CHECK_RET(ibv_query_device_ex(ctx, NULL, &ex), 0))
+			CHECK(ex.device_cap_flags_ex & IBV_DEVICE_CC_DMA_BOUNCE);
+		ibv_close_device(ctx);
+	}
+	ctx = open_with("SOFTVERBS_CC_DMA_BOUNCE", "0", listed, sizeof(listed));
+	if (CHECK(ctx != NULL)) {
+		if (CHECK_RET(ibv_query_device_ex(ctx, NULL, &ex), 0))
+			CHECK(!(ex.device_cap_flags_ex & IBV_DEVICE_CC_DMA_BOUNCE));
+		ibv_close_device(ctx);
+	}
+	unsetenv("SOFTVERBS_CC_DMA_BOUNCE");
+
+	for (i = 0; i < sizeof(heaps) / sizeof(heaps[0]); i++) {
+		ctx = open_with("SOFTVERBS_CC_HEAP", heaps[i], listed, sizeof(listed));
+		CHECK_MSG(ctx != NULL, "SOFTVERBS_CC_HEAP=%s: %s", heaps[i], t_errname(errno));
+		if (ctx)
+			ibv_close_device(ctx);
+	}
+	unsetenv("SOFTVERBS_CC_HEAP");
+}
+
+static void case_defaults(void)
+{
+	struct ibv_port_attr p;
+	struct ibv_context *ctx;
+	char listed[64];
+
+	t_case("defaults");
+	clear_env();
+	ctx = open_with(NULL, NULL, listed, sizeof(listed));
+	CHECK(!strcmp(listed, "softverbs0"));
+	if (!CHECK(ctx != NULL))
+		return;
+	/* a loopback address: MTU 4096 */
+	if (CHECK(ibv_query_port(ctx, 1, &p) == 0))
+		CHECK_EQ_INT(p.active_mtu, IBV_MTU_4096);
+	ibv_close_device(ctx);
+}
+
+int main(void)
+{
+	clear_env();
+	t_start("api_config");
+	case_defaults();
+	case_malformed();
+	case_message_once();
+	case_good();
+	return t_finish();
+}
