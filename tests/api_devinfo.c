@@ -35,7 +35,7 @@ static void slurp(FILE *f, char *buf, size_t size)
  */
 static int run_tool(struct run *r, const char *const *args, const char *const *env)
 {
-	const char *argv[16] = { tool };
+	const char *argv[16] = {tool};
 	FILE *out = tmpfile(), *err = tmpfile();
 	int i, st;
 	pid_t pid;
@@ -133,7 +133,7 @@ static struct run r;
 
 static void case_default(void)
 {
-	const char *const none[] = { NULL };
+	const char *const none[] = {NULL};
 	char v[256];
 	int ok = 1;
 
@@ -165,8 +165,8 @@ static void case_default(void)
 
 static void case_mtu(void)
 {
-	const char *const env[] = { "SOFTVERBS_MTU=1024", NULL };
-	const char *const none[] = { NULL };
+	const char *const env[] = {"SOFTVERBS_MTU=1024", NULL};
+	const char *const none[] = {NULL};
 	char v[256];
 
 	if (!CHECK(run_tool(&r, none, env) == 0))
@@ -178,8 +178,8 @@ static void case_mtu(void)
 
 static void case_verbose(void)
 {
-	const char *const env[] = { "SOFTVERBS_CC_DMA_BOUNCE=1", NULL };
-	const char *const args[] = { "-v", NULL };
+	const char *const env[] = {"SOFTVERBS_CC_DMA_BOUNCE=1", NULL};
+	const char *const args[] = {"-v", NULL};
 	char v[256];
 	int ok = 1;
 
@@ -196,7 +196,8 @@ static void case_verbose(void)
 	ok &= CHECK(value_of(r.out, "max_mr_size", v, sizeof(v))[0] != '\0');
 	ok &= CHECK(value_of(r.out, "atomic_cap", v, sizeof(v))[0] != '\0');
 	/* bit 41, wrapped or not, is named */
-	ok &= CHECK(!strncmp(value_of(r.out, "device_cap_flags_ex", v, sizeof(v)), "0x00000200", 10));
+	ok &= CHECK(
+		!strncmp(value_of(r.out, "device_cap_flags_ex", v, sizeof(v)), "0x00000200", 10));
 	ok &= CHECK(strstr(r.out, " CC_DMA_BOUNCE") != NULL);
 	ok &= CHECK(strstr(r.out, "bit41") == NULL);
 	ok &= CHECK(value_of(r.out, "phys_state", v, sizeof(v))[0] != '\0');
@@ -213,10 +214,10 @@ static void case_verbose(void)
 
 static void case_list_and_select(void)
 {
-	const char *const env[] = { "SOFTVERBS_DEV_NAME=svtest7", NULL };
-	const char *const l[] = { "-l", NULL };
-	const char *const d[] = { "-d", "svtest7", NULL };
-	const char *const bad[] = { "-d", "no-such-device", NULL };
+	const char *const env[] = {"SOFTVERBS_DEV_NAME=svtest7", NULL};
+	const char *const l[] = {"-l", NULL};
+	const char *const d[] = {"-d", "svtest7", NULL};
+	const char *const bad[] = {"-d", "no-such-device", NULL};
 
 	if (!CHECK(run_tool(&r, l, env) == 0))
 		return;
@@ -240,9 +241,9 @@ static void case_list_and_select(void)
 
 static void case_usage(void)
 {
-	const char *const h[] = { "-h", NULL };
-	const char *const x[] = { "-x", NULL };
-	const char *const extra[] = { "stray", NULL };
+	const char *const h[] = {"-h", NULL};
+	const char *const x[] = {"-x", NULL};
+	const char *const extra[] = {"stray", NULL};
 
 	if (!CHECK(run_tool(&r, h, NULL) == 0))
 		return;
@@ -263,8 +264,8 @@ static void case_usage(void)
 
 static void case_open_fails(void)
 {
-	const char *const env[] = { "SOFTVERBS_MTU=bogus", NULL };
-	const char *const none[] = { NULL };
+	const char *const env[] = {"SOFTVERBS_MTU=bogus", NULL};
+	const char *const none[] = {NULL};
 
 	if (!CHECK(run_tool(&r, none, env) == 0))
 		return;

@@ -47,16 +47,32 @@ static const char *wr_opcode_name(int v)
 }
 
 static const int wc_statuses[] = {
-	IBV_WC_SUCCESS,           IBV_WC_LOC_LEN_ERR,        IBV_WC_LOC_QP_OP_ERR,
-	IBV_WC_LOC_EEC_OP_ERR,    IBV_WC_LOC_PROT_ERR,       IBV_WC_WR_FLUSH_ERR,
-	IBV_WC_MW_BIND_ERR,       IBV_WC_BAD_RESP_ERR,       IBV_WC_LOC_ACCESS_ERR,
-	IBV_WC_REM_INV_REQ_ERR,   IBV_WC_REM_ACCESS_ERR,     IBV_WC_REM_OP_ERR,
-	IBV_WC_RETRY_EXC_ERR,     IBV_WC_RNR_RETRY_EXC_ERR,  IBV_WC_LOC_RDD_VIOL_ERR,
-	IBV_WC_REM_INV_RD_REQ_ERR, IBV_WC_REM_ABORT_ERR,     IBV_WC_INV_EECN_ERR,
-	IBV_WC_INV_EEC_STATE_ERR, IBV_WC_FATAL_ERR,          IBV_WC_RESP_TIMEOUT_ERR,
-	IBV_WC_GENERAL_ERR,       IBV_WC_TM_ERR,             IBV_WC_TM_RNDV_INCOMPLETE,
+	IBV_WC_SUCCESS,
+	IBV_WC_LOC_LEN_ERR,
+	IBV_WC_LOC_QP_OP_ERR,
+	IBV_WC_LOC_EEC_OP_ERR,
+	IBV_WC_LOC_PROT_ERR,
+	IBV_WC_WR_FLUSH_ERR,
+	IBV_WC_MW_BIND_ERR,
+	IBV_WC_BAD_RESP_ERR,
+	IBV_WC_LOC_ACCESS_ERR,
+	IBV_WC_REM_INV_REQ_ERR,
+	IBV_WC_REM_ACCESS_ERR,
+	IBV_WC_REM_OP_ERR,
+	IBV_WC_RETRY_EXC_ERR,
+	IBV_WC_RNR_RETRY_EXC_ERR,
+	IBV_WC_LOC_RDD_VIOL_ERR,
+	IBV_WC_REM_INV_RD_REQ_ERR,
+	IBV_WC_REM_ABORT_ERR,
+	IBV_WC_INV_EECN_ERR,
+	IBV_WC_INV_EEC_STATE_ERR,
+	IBV_WC_FATAL_ERR,
+	IBV_WC_RESP_TIMEOUT_ERR,
+	IBV_WC_GENERAL_ERR,
+	IBV_WC_TM_ERR,
+	IBV_WC_TM_RNDV_INCOMPLETE,
 };
-static const int wc_status_bad[] = { -1, IBV_WC_TM_RNDV_INCOMPLETE + 1, 100, INT_MAX, INT_MIN };
+static const int wc_status_bad[] = {-1, IBV_WC_TM_RNDV_INCOMPLETE + 1, 100, INT_MAX, INT_MIN};
 
 static const int events[] = {
 	IBV_EVENT_CQ_ERR,
@@ -81,20 +97,20 @@ static const int events[] = {
 	IBV_EVENT_WQ_FATAL,
 	IBV_EVENT_DEVICE_SPEED_CHANGE,
 };
-static const int event_bad[] = { -1, IBV_EVENT_DEVICE_SPEED_CHANGE + 1, 1000, INT_MAX, INT_MIN };
+static const int event_bad[] = {-1, IBV_EVENT_DEVICE_SPEED_CHANGE + 1, 1000, INT_MAX, INT_MIN};
 
 /* IBV_NODE_UNKNOWN (-1) names no node: it belongs to the "unknown" side. */
 static const int nodes[] = {
-	IBV_NODE_CA,   IBV_NODE_SWITCH,     IBV_NODE_ROUTER,      IBV_NODE_RNIC,
+	IBV_NODE_CA,	IBV_NODE_SWITCH,    IBV_NODE_ROUTER,	  IBV_NODE_RNIC,
 	IBV_NODE_USNIC, IBV_NODE_USNIC_UDP, IBV_NODE_UNSPECIFIED,
 };
-static const int node_bad[] = { IBV_NODE_UNKNOWN, 0, IBV_NODE_UNSPECIFIED + 1, INT_MAX, INT_MIN };
+static const int node_bad[] = {IBV_NODE_UNKNOWN, 0, IBV_NODE_UNSPECIFIED + 1, INT_MAX, INT_MIN};
 
 static const int port_states[] = {
-	IBV_PORT_NOP,   IBV_PORT_DOWN,   IBV_PORT_INIT,
+	IBV_PORT_NOP,	IBV_PORT_DOWN,	 IBV_PORT_INIT,
 	IBV_PORT_ARMED, IBV_PORT_ACTIVE, IBV_PORT_ACTIVE_DEFER,
 };
-static const int port_state_bad[] = { -1, IBV_PORT_ACTIVE_DEFER + 1, 255, INT_MAX, INT_MIN };
+static const int port_state_bad[] = {-1, IBV_PORT_ACTIVE_DEFER + 1, 255, INT_MAX, INT_MIN};
 
 static const int wr_opcodes[] = {
 	IBV_WR_RDMA_WRITE,
@@ -113,7 +129,7 @@ static const int wr_opcodes[] = {
 	IBV_WR_ATOMIC_WRITE,
 };
 /* 12 and 13 are holes of the enum. */
-static const int wr_opcode_bad[] = { -1, 12, 13, IBV_WR_ATOMIC_WRITE + 1, 64, INT_MAX, INT_MIN };
+static const int wr_opcode_bad[] = {-1, 12, 13, IBV_WR_ATOMIC_WRITE + 1, 64, INT_MAX, INT_MIN};
 
 static void check_names(const char *what, name_fn fn, const int *vals, size_t n, const int *bad,
 			size_t nbad)
@@ -130,8 +146,8 @@ static void check_names(const char *what, name_fn fn, const int *vals, size_t n,
 		for (j = 0; j < i; j++) {
 			const char *o = fn(vals[j]);
 
-			CHECK_MSG(!o || strcmp(s, o) != 0, "%s(%d) and %s(%d) are both \"%s\"", what,
-				  vals[i], what, vals[j], s);
+			CHECK_MSG(!o || strcmp(s, o) != 0, "%s(%d) and %s(%d) are both \"%s\"",
+				  what, vals[i], what, vals[j], s);
 		}
 	}
 	for (i = 0; i < nbad; i++) {
@@ -155,25 +171,25 @@ static const struct {
 	int gbps10;
 	int mult;
 } rate_tab[] = {
-	{ IBV_RATE_2_5_GBPS, 25, 1 },     { IBV_RATE_5_GBPS, 50, 2 },
-	{ IBV_RATE_10_GBPS, 100, 4 },     { IBV_RATE_20_GBPS, 200, 8 },
-	{ IBV_RATE_30_GBPS, 300, 12 },    { IBV_RATE_40_GBPS, 400, 16 },
-	{ IBV_RATE_60_GBPS, 600, 24 },    { IBV_RATE_80_GBPS, 800, 32 },
-	{ IBV_RATE_120_GBPS, 1200, 48 },  { IBV_RATE_14_GBPS, 140, 0 },
-	{ IBV_RATE_56_GBPS, 560, 0 },     { IBV_RATE_112_GBPS, 1120, 0 },
-	{ IBV_RATE_168_GBPS, 1680, 0 },   { IBV_RATE_25_GBPS, 250, 0 },
-	{ IBV_RATE_100_GBPS, 1000, 0 },   { IBV_RATE_200_GBPS, 2000, 0 },
-	{ IBV_RATE_300_GBPS, 3000, 0 },   { IBV_RATE_28_GBPS, 280, 11 },
-	{ IBV_RATE_50_GBPS, 500, 20 },    { IBV_RATE_400_GBPS, 4000, 160 },
-	{ IBV_RATE_600_GBPS, 6000, 240 }, { IBV_RATE_800_GBPS, 8000, 320 },
-	{ IBV_RATE_1200_GBPS, 12000, 480 },
+	{IBV_RATE_2_5_GBPS, 25, 1},	  {IBV_RATE_5_GBPS, 50, 2},
+	{IBV_RATE_10_GBPS, 100, 4},	  {IBV_RATE_20_GBPS, 200, 8},
+	{IBV_RATE_30_GBPS, 300, 12},	  {IBV_RATE_40_GBPS, 400, 16},
+	{IBV_RATE_60_GBPS, 600, 24},	  {IBV_RATE_80_GBPS, 800, 32},
+	{IBV_RATE_120_GBPS, 1200, 48},	  {IBV_RATE_14_GBPS, 140, 0},
+	{IBV_RATE_56_GBPS, 560, 0},	  {IBV_RATE_112_GBPS, 1120, 0},
+	{IBV_RATE_168_GBPS, 1680, 0},	  {IBV_RATE_25_GBPS, 250, 0},
+	{IBV_RATE_100_GBPS, 1000, 0},	  {IBV_RATE_200_GBPS, 2000, 0},
+	{IBV_RATE_300_GBPS, 3000, 0},	  {IBV_RATE_28_GBPS, 280, 11},
+	{IBV_RATE_50_GBPS, 500, 20},	  {IBV_RATE_400_GBPS, 4000, 160},
+	{IBV_RATE_600_GBPS, 6000, 240},	  {IBV_RATE_800_GBPS, 8000, 320},
+	{IBV_RATE_1200_GBPS, 12000, 480},
 };
 
 static void check_rates(void)
 {
-	static const int bad_rates[] = { IBV_RATE_MAX, 1, IBV_RATE_1200_GBPS + 1, 100, -1, INT_MAX };
-	static const int bad_mults[] = { 0, -1, 3, 5, 49, 1000, INT_MAX, INT_MIN };
-	static const int bad_mbps[] = { 0, -1, 1, 2499, 2501, 100000, INT_MAX, INT_MIN };
+	static const int bad_rates[] = {IBV_RATE_MAX, 1, IBV_RATE_1200_GBPS + 1, 100, -1, INT_MAX};
+	static const int bad_mults[] = {0, -1, 3, 5, 49, 1000, INT_MAX, INT_MIN};
+	static const int bad_mbps[] = {0, -1, 1, 2499, 2501, 100000, INT_MAX, INT_MIN};
 	size_t i, j;
 	int nmult = 0;
 
@@ -194,26 +210,28 @@ static void check_rates(void)
 				  "mult_to_ibv_rate(ibv_rate_to_mult(%d) = %d) = %d", (int)r, mult,
 				  (int)mult_to_ibv_rate(mult));
 		} else {
-			CHECK_MSG(mult == -1, "ibv_rate_to_mult(%d): want -1, got %d", (int)r, mult);
+			CHECK_MSG(mult == -1, "ibv_rate_to_mult(%d): want -1, got %d", (int)r,
+				  mult);
 		}
 		CHECK_MSG(mbps >= lo && mbps <= hi, "ibv_rate_to_mbps(%d) = %d, want %ld..%ld",
 			  (int)r, mbps, lo, hi);
-		CHECK_MSG(mbps_to_ibv_rate(mbps) == r, "mbps_to_ibv_rate(ibv_rate_to_mbps(%d) = %d) = %d",
-			  (int)r, mbps, (int)mbps_to_ibv_rate(mbps));
+		CHECK_MSG(mbps_to_ibv_rate(mbps) == r,
+			  "mbps_to_ibv_rate(ibv_rate_to_mbps(%d) = %d) = %d", (int)r, mbps,
+			  (int)mbps_to_ibv_rate(mbps));
 		for (j = 0; j < i; j++)
 			CHECK_MSG(ibv_rate_to_mbps(rate_tab[j].rate) != mbps,
-				  "rates %d and %d both have %d Mb/s", (int)r, (int)rate_tab[j].rate,
-				  mbps);
+				  "rates %d and %d both have %d Mb/s", (int)r,
+				  (int)rate_tab[j].rate, mbps);
 	}
 	CHECK_EQ_INT(nmult, 15);
 
 	for (i = 0; i < SV_ARRAY_SIZE(bad_rates); i++) {
 		enum ibv_rate r = (enum ibv_rate)bad_rates[i];
 
-		CHECK_MSG(ibv_rate_to_mult(r) == -1, "ibv_rate_to_mult(%d) = %d, want -1", bad_rates[i],
-			  ibv_rate_to_mult(r));
-		CHECK_MSG(ibv_rate_to_mbps(r) == -1, "ibv_rate_to_mbps(%d) = %d, want -1", bad_rates[i],
-			  ibv_rate_to_mbps(r));
+		CHECK_MSG(ibv_rate_to_mult(r) == -1, "ibv_rate_to_mult(%d) = %d, want -1",
+			  bad_rates[i], ibv_rate_to_mult(r));
+		CHECK_MSG(ibv_rate_to_mbps(r) == -1, "ibv_rate_to_mbps(%d) = %d, want -1",
+			  bad_rates[i], ibv_rate_to_mbps(r));
 	}
 	for (i = 0; i < SV_ARRAY_SIZE(bad_mults); i++)
 		CHECK_MSG(mult_to_ibv_rate(bad_mults[i]) == IBV_RATE_MAX,
@@ -227,8 +245,9 @@ static void check_rates(void)
 
 static void check_mtu(void)
 {
-	static const int bad_mtus[] = { 0, -1, IBV_MTU_4096 + 1, 100, INT_MAX, INT_MIN };
-	static const int bad_bytes[] = { 0, -1, 128, 255, 257, 1000, 1500, 8192, 9000, INT_MAX, INT_MIN };
+	static const int bad_mtus[] = {0, -1, IBV_MTU_4096 + 1, 100, INT_MAX, INT_MIN};
+	static const int bad_bytes[] = {0,    -1,   128,  255,	   257,	   1000,
+					1500, 8192, 9000, INT_MAX, INT_MIN};
 	int m, bytes = 256;
 	size_t i;
 

@@ -23,9 +23,9 @@ static const struct {
 	size_t off;
 	const char *name;
 } not_ops[] = {
-	{ offsetof(struct verbs_context, priv), "priv" },
-	{ offsetof(struct verbs_context, ABI_placeholder1), "ABI_placeholder1" },
-	{ offsetof(struct verbs_context, ABI_placeholder2), "ABI_placeholder2" },
+	{offsetof(struct verbs_context, priv), "priv"},
+	{offsetof(struct verbs_context, ABI_placeholder1), "ABI_placeholder1"},
+	{offsetof(struct verbs_context, ABI_placeholder2), "ABI_placeholder2"},
 };
 
 static int is_op_slot(size_t off)
@@ -132,8 +132,9 @@ static void check_pd_verbs(struct ibv_context *ctx)
 	memset(&sge, 0, sizeof(sge));
 	sge.addr = (uintptr_t)buf;
 	sge.length = sizeof(buf);
-	CHECK_RET(ibv_advise_mr(pd, IBV_ADVISE_MR_ADVICE_PREFETCH, IBV_ADVISE_MR_FLAG_FLUSH, &sge, 1),
-		  EOPNOTSUPP);
+	CHECK_RET(
+		ibv_advise_mr(pd, IBV_ADVISE_MR_ADVICE_PREFETCH, IBV_ADVISE_MR_FLAG_FLUSH, &sge, 1),
+		EOPNOTSUPP);
 
 	CHECK_ERRNO_PTR(ibv_alloc_mw(pd, IBV_MW_TYPE_1), EOPNOTSUPP);
 	CHECK_ERRNO_PTR(ibv_alloc_mw(pd, IBV_MW_TYPE_2), EOPNOTSUPP);

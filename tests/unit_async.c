@@ -23,7 +23,7 @@
 /* revents of a zero-timeout poll for POLLIN, or -1 if poll failed. */
 static int poll_now(int fd)
 {
-	struct pollfd p = { .fd = fd, .events = POLLIN };
+	struct pollfd p = {.fd = fd, .events = POLLIN};
 	int n = poll(&p, 1, 0);
 
 	if (n < 0)
@@ -66,10 +66,10 @@ static void case_fifo(struct ibv_context *ctx)
 		enum ibv_event_type type;
 		int port;
 	} seq[] = {
-		{ IBV_EVENT_PORT_ERR, 1 },        { IBV_EVENT_LID_CHANGE, 2 },
-		{ IBV_EVENT_GID_CHANGE, 3 },      { IBV_EVENT_PORT_ACTIVE, 4 },
-		{ IBV_EVENT_PKEY_CHANGE, 5 },     { IBV_EVENT_DEVICE_FATAL, 0 },
-		{ IBV_EVENT_CLIENT_REREGISTER, 7 },
+		{IBV_EVENT_PORT_ERR, 1},	  {IBV_EVENT_LID_CHANGE, 2},
+		{IBV_EVENT_GID_CHANGE, 3},	  {IBV_EVENT_PORT_ACTIVE, 4},
+		{IBV_EVENT_PKEY_CHANGE, 5},	  {IBV_EVENT_DEVICE_FATAL, 0},
+		{IBV_EVENT_CLIENT_REREGISTER, 7},
 	};
 	struct ibv_async_event ev;
 	size_t i;
@@ -115,8 +115,8 @@ static void case_nonblock(struct ibv_context *ctx)
 	ibv_ack_async_event(&ev);
 	errno = 0;
 	ret = ibv_get_async_event(ctx, &ev);
-	CHECK_MSG(ret == -1 && errno == EAGAIN, "drained queue: got %d / %s, want -1 / EAGAIN",
-		  ret, t_errname(errno));
+	CHECK_MSG(ret == -1 && errno == EAGAIN, "drained queue: got %d / %s, want -1 / EAGAIN", ret,
+		  t_errname(errno));
 
 	CHECK_EQ_INT(fcntl(ctx->async_fd, F_SETFL, flags), 0);
 }
@@ -139,7 +139,7 @@ static void *reader_main(void *arg)
 
 static void sleep_ms(long ms)
 {
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
 
 	while (nanosleep(&ts, &ts) && errno == EINTR)
 		;
@@ -226,8 +226,7 @@ static void *waiter_main(void *arg)
 	return NULL;
 }
 
-static void ack_one(struct ibv_context *ctx, struct ibv_async_event *post,
-		    enum ibv_event_type type)
+static void ack_one(struct ibv_context *ctx, struct ibv_async_event *post, enum ibv_event_type type)
 {
 	struct ibv_async_event ev;
 
@@ -237,16 +236,16 @@ static void ack_one(struct ibv_context *ctx, struct ibv_async_event *post,
 	if (!CHECK_EQ_INT(ibv_get_async_event(ctx, &ev), 0))
 		return;
 	CHECK_EQ_INT(ev.event_type, type);
-	CHECK_MSG(ev.element.qp == post->element.qp, "event %d names %p, posted with %p",
-		  (int)type, (void *)ev.element.qp, (void *)post->element.qp);
+	CHECK_MSG(ev.element.qp == post->element.qp, "event %d names %p, posted with %p", (int)type,
+		  (void *)ev.element.qp, (void *)post->element.qp);
 	ibv_ack_async_event(&ev);
 }
 
 static void case_ack_counts(struct ibv_context *ctx)
 {
 	static const enum ibv_event_type qp_events[] = {
-		IBV_EVENT_QP_FATAL,   IBV_EVENT_QP_REQ_ERR,    IBV_EVENT_QP_ACCESS_ERR,
-		IBV_EVENT_COMM_EST,   IBV_EVENT_SQ_DRAINED,    IBV_EVENT_PATH_MIG,
+		IBV_EVENT_QP_FATAL,	IBV_EVENT_QP_REQ_ERR,	       IBV_EVENT_QP_ACCESS_ERR,
+		IBV_EVENT_COMM_EST,	IBV_EVENT_SQ_DRAINED,	       IBV_EVENT_PATH_MIG,
 		IBV_EVENT_PATH_MIG_ERR, IBV_EVENT_QP_LAST_WQE_REACHED,
 	};
 	struct ibv_async_event post;

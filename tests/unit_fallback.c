@@ -218,8 +218,8 @@ int main(void)
 		if (i % 2 == 0)
 			CHECK_MSG(f == marker_a, "set slot %zu was replaced", i);
 		else
-			CHECK_MSG(f == slot_get(&before, i), "unset slot %zu not given its fallback",
-				  i);
+			CHECK_MSG(f == slot_get(&before, i),
+				  "unset slot %zu not given its fallback", i);
 	}
 
 	return t_finish();

@@ -43,8 +43,8 @@ struct bit_name {
 /* output helpers                                                     */
 
 /* One "label value" line; `indent` spaces before the label. */
-__attribute__((format(printf, 3, 4))) static void kv(int indent, const char *label,
-						     const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) static void kv(int indent, const char *label, const char *fmt,
+						     ...)
 {
 	int pad = VALUE_COL - indent - (int)strlen(label);
 	va_list ap;
@@ -104,111 +104,106 @@ static void kv_flags(int indent, const char *label, uint64_t v, int hex_digits,
 /* names                                                              */
 
 static const struct bit_name device_cap_names[] = {
-	{ 0, "RESIZE_MAX_WR" },
-	{ 1, "BAD_PKEY_CNTR" },
-	{ 2, "BAD_QKEY_CNTR" },
-	{ 3, "RAW_MULTI" },
-	{ 4, "AUTO_PATH_MIG" },
-	{ 5, "CHANGE_PHY_PORT" },
-	{ 6, "UD_AV_PORT_ENFORCE" },
-	{ 7, "CURR_QP_STATE_MOD" },
-	{ 8, "SHUTDOWN_PORT" },
-	{ 9, "INIT_TYPE" },
-	{ 10, "PORT_ACTIVE_EVENT" },
-	{ 11, "SYS_IMAGE_GUID" },
-	{ 12, "RC_RNR_NAK_GEN" },
-	{ 13, "SRQ_RESIZE" },
-	{ 14, "N_NOTIFY_CQ" },
-	{ 17, "MEM_WINDOW" },
-	{ 18, "UD_IP_CSUM" },
-	{ 20, "XRC" },
-	{ 21, "MEM_MGT_EXTENSIONS" },
-	{ 23, "MEM_WINDOW_TYPE_2A" },
-	{ 24, "MEM_WINDOW_TYPE_2B" },
-	{ 25, "RC_IP_CSUM" },
-	{ 26, "RAW_IP_CSUM" },
-	{ 29, "MANAGED_FLOW_STEERING" },
+	{0, "RESIZE_MAX_WR"},
+	{1, "BAD_PKEY_CNTR"},
+	{2, "BAD_QKEY_CNTR"},
+	{3, "RAW_MULTI"},
+	{4, "AUTO_PATH_MIG"},
+	{5, "CHANGE_PHY_PORT"},
+	{6, "UD_AV_PORT_ENFORCE"},
+	{7, "CURR_QP_STATE_MOD"},
+	{8, "SHUTDOWN_PORT"},
+	{9, "INIT_TYPE"},
+	{10, "PORT_ACTIVE_EVENT"},
+	{11, "SYS_IMAGE_GUID"},
+	{12, "RC_RNR_NAK_GEN"},
+	{13, "SRQ_RESIZE"},
+	{14, "N_NOTIFY_CQ"},
+	{17, "MEM_WINDOW"},
+	{18, "UD_IP_CSUM"},
+	{20, "XRC"},
+	{21, "MEM_MGT_EXTENSIONS"},
+	{23, "MEM_WINDOW_TYPE_2A"},
+	{24, "MEM_WINDOW_TYPE_2B"},
+	{25, "RC_IP_CSUM"},
+	{26, "RAW_IP_CSUM"},
+	{29, "MANAGED_FLOW_STEERING"},
 	/* only in device_cap_flags_ex */
-	{ 34, "RAW_SCATTER_FCS" },
-	{ 36, "PCI_WRITE_END_PADDING" },
-	{ 41, "CC_DMA_BOUNCE" },
+	{34, "RAW_SCATTER_FCS"},
+	{36, "PCI_WRITE_END_PADDING"},
+	{41, "CC_DMA_BOUNCE"},
 };
 
 static const struct bit_name port_cap_names[] = {
-	{ 1, "SM" },
-	{ 2, "NOTICE_SUP" },
-	{ 3, "TRAP_SUP" },
-	{ 4, "OPT_IPD_SUP" },
-	{ 5, "AUTO_MIGR_SUP" },
-	{ 6, "SL_MAP_SUP" },
-	{ 7, "MKEY_NVRAM" },
-	{ 8, "PKEY_NVRAM" },
-	{ 9, "LED_INFO_SUP" },
-	{ 11, "SYS_IMAGE_GUID_SUP" },
-	{ 12, "PKEY_SW_EXT_PORT_TRAP_SUP" },
-	{ 14, "EXTENDED_SPEEDS_SUP" },
-	{ 15, "CAP_MASK2_SUP" },
-	{ 16, "CM_SUP" },
-	{ 17, "SNMP_TUNNEL_SUP" },
-	{ 18, "REINIT_SUP" },
-	{ 19, "DEVICE_MGMT_SUP" },
-	{ 20, "VENDOR_CLASS_SUP" },
-	{ 21, "DR_NOTICE_SUP" },
-	{ 22, "CAP_MASK_NOTICE_SUP" },
-	{ 23, "BOOT_MGMT_SUP" },
-	{ 24, "LINK_LATENCY_SUP" },
-	{ 25, "CLIENT_REG_SUP" },
-	{ 26, "IP_BASED_GIDS" },
+	{1, "SM"},
+	{2, "NOTICE_SUP"},
+	{3, "TRAP_SUP"},
+	{4, "OPT_IPD_SUP"},
+	{5, "AUTO_MIGR_SUP"},
+	{6, "SL_MAP_SUP"},
+	{7, "MKEY_NVRAM"},
+	{8, "PKEY_NVRAM"},
+	{9, "LED_INFO_SUP"},
+	{11, "SYS_IMAGE_GUID_SUP"},
+	{12, "PKEY_SW_EXT_PORT_TRAP_SUP"},
+	{14, "EXTENDED_SPEEDS_SUP"},
+	{15, "CAP_MASK2_SUP"},
+	{16, "CM_SUP"},
+	{17, "SNMP_TUNNEL_SUP"},
+	{18, "REINIT_SUP"},
+	{19, "DEVICE_MGMT_SUP"},
+	{20, "VENDOR_CLASS_SUP"},
+	{21, "DR_NOTICE_SUP"},
+	{22, "CAP_MASK_NOTICE_SUP"},
+	{23, "BOOT_MGMT_SUP"},
+	{24, "LINK_LATENCY_SUP"},
+	{25, "CLIENT_REG_SUP"},
+	{26, "IP_BASED_GIDS"},
 };
 
 static const struct bit_name port_cap2_names[] = {
-	{ 0, "SET_NODE_DESC_SUP" },
-	{ 1, "INFO_EXT_SUP" },
-	{ 2, "VIRT_SUP" },
-	{ 3, "SWITCH_PORT_STATE_TABLE_SUP" },
-	{ 4, "LINK_WIDTH_2X_SUP" },
-	{ 5, "LINK_SPEED_HDR_SUP" },
-	{ 10, "LINK_SPEED_NDR_SUP" },
-	{ 12, "LINK_SPEED_XDR_SUP" },
+	{0, "SET_NODE_DESC_SUP"},	    {1, "INFO_EXT_SUP"},	{2, "VIRT_SUP"},
+	{3, "SWITCH_PORT_STATE_TABLE_SUP"}, {4, "LINK_WIDTH_2X_SUP"},	{5, "LINK_SPEED_HDR_SUP"},
+	{10, "LINK_SPEED_NDR_SUP"},	    {12, "LINK_SPEED_XDR_SUP"},
 };
 
 static const struct bit_name odp_general_names[] = {
-	{ 0, "ODP_SUPPORT" },
-	{ 1, "ODP_SUPPORT_IMPLICIT" },
+	{0, "ODP_SUPPORT"},
+	{1, "ODP_SUPPORT_IMPLICIT"},
 };
 
 static const struct bit_name odp_transport_names[] = {
-	{ 0, "SEND" },  { 1, "RECV" },     { 2, "WRITE" }, { 3, "READ" },
-	{ 4, "ATOMIC" }, { 5, "SRQ_RECV" }, { 6, "FLUSH" }, { 7, "ATOMIC_WRITE" },
+	{0, "SEND"},   {1, "RECV"},	{2, "WRITE"}, {3, "READ"},
+	{4, "ATOMIC"}, {5, "SRQ_RECV"}, {6, "FLUSH"}, {7, "ATOMIC_WRITE"},
 };
 
 /* Masks of (1 << enum ibv_qp_type). */
 static const struct bit_name qpt_names[] = {
-	{ IBV_QPT_RC, "RC" },
-	{ IBV_QPT_UC, "UC" },
-	{ IBV_QPT_UD, "UD" },
-	{ IBV_QPT_RAW_PACKET, "RAW_PACKET" },
-	{ IBV_QPT_XRC_SEND, "XRC_SEND" },
-	{ IBV_QPT_XRC_RECV, "XRC_RECV" },
+	{IBV_QPT_RC, "RC"},
+	{IBV_QPT_UC, "UC"},
+	{IBV_QPT_UD, "UD"},
+	{IBV_QPT_RAW_PACKET, "RAW_PACKET"},
+	{IBV_QPT_XRC_SEND, "XRC_SEND"},
+	{IBV_QPT_XRC_RECV, "XRC_RECV"},
 };
 
 static const struct bit_name raw_packet_names[] = {
-	{ 0, "CVLAN_STRIPPING" },
-	{ 1, "SCATTER_FCS" },
-	{ 2, "IP_CSUM" },
-	{ 3, "DELAY_DROP" },
+	{0, "CVLAN_STRIPPING"},
+	{1, "SCATTER_FCS"},
+	{2, "IP_CSUM"},
+	{3, "DELAY_DROP"},
 };
 
 static const struct bit_name rx_hash_names[] = {
-	{ 0, "SRC_IPV4" },     { 1, "DST_IPV4" },     { 2, "SRC_IPV6" },     { 3, "DST_IPV6" },
-	{ 4, "SRC_PORT_TCP" }, { 5, "DST_PORT_TCP" }, { 6, "SRC_PORT_UDP" }, { 7, "DST_PORT_UDP" },
-	{ 8, "IPSEC_SPI" },    { 31, "INNER" },
+	{0, "SRC_IPV4"},     {1, "DST_IPV4"},	  {2, "SRC_IPV6"},     {3, "DST_IPV6"},
+	{4, "SRC_PORT_TCP"}, {5, "DST_PORT_TCP"}, {6, "SRC_PORT_UDP"}, {7, "DST_PORT_UDP"},
+	{8, "IPSEC_SPI"},    {31, "INNER"},
 };
 
 static const struct bit_name pci_atomic_names[] = {
-	{ 0, "4_BYTE" },
-	{ 1, "8_BYTE" },
-	{ 2, "16_BYTE" },
+	{0, "4_BYTE"},
+	{1, "8_BYTE"},
+	{2, "16_BYTE"},
 };
 
 static const char *transport_name(enum ibv_transport_type t)
@@ -275,8 +270,8 @@ static const char *gid_type_name(uint32_t t)
 static const char *phys_state_name(uint8_t s)
 {
 	static const char *const names[] = {
-		[1] = "sleep",    [2] = "polling",         [3] = "disabled",
-		[4] = "training", [5] = "link up",         [6] = "link error recovery",
+		[1] = "sleep",	  [2] = "polling", [3] = "disabled",
+		[4] = "training", [5] = "link up", [6] = "link error recovery",
 		[7] = "phy test",
 	};
 
@@ -353,7 +348,7 @@ static void fmt_gid(char *buf, size_t size, const union ibv_gid *gid)
 /* "ipv4 a.b.c.d" for an IPv4-mapped GID, "ipv6 ..." for another non-zero one. */
 static void fmt_gid_addr(char *buf, size_t size, const union ibv_gid *gid)
 {
-	static const uint8_t mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+	static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
 	static const uint8_t zero[16];
 	char a[INET6_ADDRSTRLEN];
 
@@ -601,16 +596,15 @@ out:
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: " PROG " [-v] [-d NAME]\n"
-		"       " PROG " -l\n"
-		"Show the RDMA devices, their ports, GIDs and P_Keys.\n"
-		"  -d NAME  only the device NAME\n"
-		"  -l       list the device names and nothing else\n"
-		"  -v       also every device limit and capability, and more port detail\n"
-		"  -h       this help\n"
-		"Exit status: 0 if all went well, 1 if no device was found or a verb\n"
-		"failed, 2 for a bad command line.\n");
+	fprintf(f, "usage: " PROG " [-v] [-d NAME]\n"
+		   "       " PROG " -l\n"
+		   "Show the RDMA devices, their ports, GIDs and P_Keys.\n"
+		   "  -d NAME  only the device NAME\n"
+		   "  -l       list the device names and nothing else\n"
+		   "  -v       also every device limit and capability, and more port detail\n"
+		   "  -h       this help\n"
+		   "Exit status: 0 if all went well, 1 if no device was found or a verb\n"
+		   "failed, 2 for a bad command line.\n");
 }
 
 int main(int argc, char **argv)
