@@ -57,9 +57,20 @@ int sv_async_post(struct ibv_context *ctx, const struct ibv_async_event *event)
 	else
 		sctx->async_head = e;
 	sctx->async_tail = e;
+	/* Count it while still holding the lock, so a failure can unlink it. */
+	if (write(ctx->async_fd, &one, sizeof(one)) != sizeof(one)) {
+		int ret = -errno;
+		struct sv_async_entry **pp = &sctx->async_head;
+
+		while (*pp != e)
+			pp = &(*pp)->next;
+		*pp = NULL;
+		sctx->async_tail = sctx->async_head ? sv_container_of(pp, struct sv_async_entry, next) : NULL;
+		pthread_mutex_unlock(&sctx->async_lock);
+		free(e);
+		return ret;
+	}
 	pthread_mutex_unlock(&sctx->async_lock);
-	if (write(ctx->async_fd, &one, sizeof(one)) != sizeof(one))
-		return -errno;
 	return 0;
 }
 

@@ -14,7 +14,7 @@ SV_EXPORT void *ibv_alloc_buf(struct ibv_pd *pd, size_t size, struct ibv_buf **b
 {
 	void *addr = NULL;
 
-	return sv_ret_ptr(sv_ops_of(pd->context)->alloc_buf(pd, size, buf, &addr), addr);
+	return SV_RET_PTR(sv_ops_of(pd->context)->alloc_buf(pd, size, buf, &addr), addr);
 }
 
 SV_EXPORT void ibv_free_buf(struct ibv_buf *buf)
@@ -35,7 +35,7 @@ SV_EXPORT struct ibv_dmah *ibv_alloc_dmah(struct ibv_context *ctx, struct ibv_dm
 {
 	struct ibv_dmah *dmah = NULL;
 
-	return sv_ret_ptr(sv_ops_of(ctx)->alloc_dmah(ctx, attr, &dmah), dmah);
+	return SV_RET_PTR(sv_ops_of(ctx)->alloc_dmah(ctx, attr, &dmah), dmah);
 }
 
 SV_EXPORT int ibv_dealloc_dmah(struct ibv_dmah *dmah)

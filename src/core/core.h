@@ -36,15 +36,16 @@
 
 #define SV_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
-/* Hand an internal 0/-errno result to a pointer-returning API. */
-static inline void *sv_ret_ptr(int ret, void *obj)
-{
-	if (ret) {
-		errno = -ret;
-		return NULL;
-	}
-	return obj;
-}
+/*
+ * Hand an internal 0/-errno result to a pointer-returning API: NULL with
+ * errno, or `obj`. A macro, so that `call` (which usually fills `obj`
+ * through an out-parameter) is evaluated before `obj` is read.
+ */
+#define SV_RET_PTR(call, obj)                         \
+	({                                            \
+		int sv_ret_ = (call);                 \
+		sv_ret_ ? (errno = -sv_ret_, NULL) : (obj); \
+	})
 
 /* Hand an internal 0/-errno result to an int verb (positive errno). */
 static inline int sv_ret_int(int ret)

@@ -89,12 +89,20 @@ static int fb_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
 	}
 
 FALLBACK_ABI(req_notify_cq, struct ibv_cq *cq, int s)
-FALLBACK_ABI(post_send, struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
-FALLBACK_ABI(post_recv, struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
-FALLBACK_ABI(post_srq_recv, struct ibv_srq *s, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
-FALLBACK_ABI(post_srq_ops, struct ibv_srq *s, struct ibv_ops_wr *op, struct ibv_ops_wr **bad)
 FALLBACK_ABI(bind_mw, struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *b)
 
+/* A post that fails names its first work request as the bad one. */
+#define FALLBACK_POST(name, obj_t, wr_t)                            \
+	static int fb_##name(obj_t *o, wr_t *wr, wr_t **bad)        \
+	{                                                           \
+		*bad = wr;                                          \
+		return EOPNOTSUPP;                                  \
+	}
+
+FALLBACK_POST(post_send, struct ibv_qp, struct ibv_send_wr)
+FALLBACK_POST(post_recv, struct ibv_qp, struct ibv_recv_wr)
+FALLBACK_POST(post_srq_recv, struct ibv_srq, struct ibv_recv_wr)
+FALLBACK_POST(post_srq_ops, struct ibv_srq, struct ibv_ops_wr)
 static void fb_free_buf(struct ibv_buf *buf)
 {
 }

@@ -15,7 +15,7 @@ SV_EXPORT struct ibv_pd *ibv_alloc_pd(struct ibv_context *context)
 
 	if (!ret)
 		pd->context = context;
-	return sv_ret_ptr(ret, pd);
+	return SV_RET_PTR(ret, pd);
 }
 
 SV_EXPORT int ibv_dealloc_pd(struct ibv_pd *pd)

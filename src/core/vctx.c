@@ -55,14 +55,14 @@ static struct ibv_pd *vq_alloc_parent_domain(struct ibv_context *ctx,
 {
 	struct ibv_pd *pd = NULL;
 
-	return sv_ret_ptr(sv_ops_of(ctx)->alloc_parent_domain(ctx, attr, &pd), pd);
+	return SV_RET_PTR(sv_ops_of(ctx)->alloc_parent_domain(ctx, attr, &pd), pd);
 }
 
 static struct ibv_td *vq_alloc_td(struct ibv_context *ctx, struct ibv_td_init_attr *attr)
 {
 	struct ibv_td *td = NULL;
 
-	return sv_ret_ptr(sv_ops_of(ctx)->alloc_td(ctx, attr, &td), td);
+	return SV_RET_PTR(sv_ops_of(ctx)->alloc_td(ctx, attr, &td), td);
 }
 
 static int vq_dealloc_td(struct ibv_td *td)
@@ -79,7 +79,7 @@ static struct ibv_mr *vq_alloc_null_mr(struct ibv_pd *pd)
 		mr->context = pd->context;
 		mr->pd = pd;
 	}
-	return sv_ret_ptr(ret, mr);
+	return SV_RET_PTR(ret, mr);
 }
 
 static int vq_advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice, uint32_t flags,
@@ -92,7 +92,7 @@ static struct ibv_dm *vq_alloc_dm(struct ibv_context *ctx, struct ibv_alloc_dm_a
 {
 	struct ibv_dm *dm = NULL;
 
-	return sv_ret_ptr(sv_ops_of(ctx)->alloc_dm(ctx, attr, &dm), dm);
+	return SV_RET_PTR(sv_ops_of(ctx)->alloc_dm(ctx, attr, &dm), dm);
 }
 
 static int vq_free_dm(struct ibv_dm *dm)
@@ -112,7 +112,7 @@ static struct ibv_mr *vq_reg_dm_mr(struct ibv_pd *pd, struct ibv_dm *dm, uint64_
 		mr->addr = (void *)(uintptr_t)off;
 		mr->length = len;
 	}
-	return sv_ret_ptr(ret, mr);
+	return SV_RET_PTR(ret, mr);
 }
 
 static int vq_dm_export_dmabuf_fd(struct ibv_dm *dm)
@@ -130,7 +130,7 @@ static struct ibv_cq_ex *vq_create_cq_ex(struct ibv_context *ctx, struct ibv_cq_
 {
 	struct ibv_cq_ex *cq = NULL;
 
-	return sv_ret_ptr(sv_ops_of(ctx)->create_cq_ex(ctx, a, &cq), cq);
+	return SV_RET_PTR(sv_ops_of(ctx)->create_cq_ex(ctx, a, &cq), cq);
 }
 
 static int vq_modify_cq(struct ibv_cq *cq, struct ibv_modify_cq_attr *attr)
@@ -142,14 +142,14 @@ static struct ibv_qp *vq_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_ini
 {
 	struct ibv_qp *qp = NULL;
 
-	return sv_ret_ptr(sv_ops_of(ctx)->create_qp_ex(ctx, a, &qp), qp);
+	return SV_RET_PTR(sv_ops_of(ctx)->create_qp_ex(ctx, a, &qp), qp);
 }
 
 static struct ibv_qp *vq_open_qp(struct ibv_context *ctx, struct ibv_qp_open_attr *a)
 {
 	struct ibv_qp *qp = NULL;
 
-	return sv_ret_ptr(sv_ops_of(ctx)->open_qp(ctx, a, &qp), qp);
+	return SV_RET_PTR(sv_ops_of(ctx)->open_qp(ctx, a, &qp), qp);
 }
 
 static int vq_modify_qp_rate_limit(struct ibv_qp *qp, struct ibv_qp_rate_limit_attr *attr)
@@ -161,7 +161,7 @@ static struct ibv_srq *vq_create_srq_ex(struct ibv_context *ctx, struct ibv_srq_
 {
 	struct ibv_srq *srq = NULL;
 
-	return sv_ret_ptr(sv_ops_of(ctx)->create_srq_ex(ctx, a, &srq), srq);
+	return SV_RET_PTR(sv_ops_of(ctx)->create_srq_ex(ctx, a, &srq), srq);
 }
 
 static int vq_get_srq_num(struct ibv_srq *srq, uint32_t *num)
@@ -173,7 +173,7 @@ static struct ibv_xrcd *vq_open_xrcd(struct ibv_context *ctx, struct ibv_xrcd_in
 {
 	struct ibv_xrcd *x = NULL;
 
-	return sv_ret_ptr(sv_ops_of(ctx)->open_xrcd(ctx, a, &x), x);
+	return SV_RET_PTR(sv_ops_of(ctx)->open_xrcd(ctx, a, &x), x);
 }
 
 static int vq_close_xrcd(struct ibv_xrcd *x)
@@ -185,7 +185,7 @@ static struct ibv_wq *vq_create_wq(struct ibv_context *ctx, struct ibv_wq_init_a
 {
 	struct ibv_wq *wq = NULL;
 
-	return sv_ret_ptr(sv_ops_of(ctx)->create_wq(ctx, a, &wq), wq);
+	return SV_RET_PTR(sv_ops_of(ctx)->create_wq(ctx, a, &wq), wq);
 }
 
 static int vq_modify_wq(struct ibv_wq *wq, struct ibv_wq_attr *a)
@@ -203,7 +203,7 @@ static struct ibv_rwq_ind_table *vq_create_rwq_ind_table(struct ibv_context *ctx
 {
 	struct ibv_rwq_ind_table *t = NULL;
 
-	return sv_ret_ptr(sv_ops_of(ctx)->create_rwq_ind_table(ctx, a, &t), t);
+	return SV_RET_PTR(sv_ops_of(ctx)->create_rwq_ind_table(ctx, a, &t), t);
 }
 
 static int vq_destroy_rwq_ind_table(struct ibv_rwq_ind_table *t)
@@ -215,7 +215,7 @@ static struct ibv_flow *vq_create_flow(struct ibv_qp *qp, struct ibv_flow_attr *
 {
 	struct ibv_flow *f = NULL;
 
-	return sv_ret_ptr(sv_ops_of(qp->context)->create_flow(qp, a, &f), f);
+	return SV_RET_PTR(sv_ops_of(qp->context)->create_flow(qp, a, &f), f);
 }
 
 static int vq_destroy_flow(struct ibv_flow *f)
@@ -228,7 +228,7 @@ static struct ibv_counters *vq_create_counters(struct ibv_context *ctx,
 {
 	struct ibv_counters *c = NULL;
 
-	return sv_ret_ptr(sv_ops_of(ctx)->create_counters(ctx, a, &c), c);
+	return SV_RET_PTR(sv_ops_of(ctx)->create_counters(ctx, a, &c), c);
 }
 
 static int vq_destroy_counters(struct ibv_counters *c)
@@ -240,7 +240,7 @@ static struct ibv_mw *vq_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)
 {
 	struct ibv_mw *mw = NULL;
 
-	return sv_ret_ptr(sv_ops_of(pd->context)->alloc_mw(pd, type, &mw), mw);
+	return SV_RET_PTR(sv_ops_of(pd->context)->alloc_mw(pd, type, &mw), mw);
 }
 
 static int vq_dealloc_mw(struct ibv_mw *mw)
