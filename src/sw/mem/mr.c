@@ -112,14 +112,15 @@ static int check_mapped(uintptr_t addr, uint64_t len)
 }
 
 /*
- * Validate an address-path span: nonzero, and neither [addr, +len) nor
- * its page rounding nor [iova, +len) wraps. 0 or -EINVAL.
+ * Validate an address-path span: nonzero, [addr, +len) and its page
+ * rounding do not wrap, and the last byte of [iova, +len) is addressable
+ * (an iova range may end exactly at 2^64). 0 or -EINVAL.
  */
 static int check_va_span(uint64_t addr, uint64_t len, uint64_t iova)
 {
 	uint64_t page = page_size();
 
-	if (!len || addr + len < addr || iova + len < iova)
+	if (!len || addr + len < addr || iova + (len - 1) < iova)
 		return -EINVAL;
 	if (addr + len + page - 1 < addr + len)
 		return -EINVAL;
@@ -154,7 +155,7 @@ static int setup_fd(struct sw_mr *mr, int fd, uint64_t off, uint64_t len, uint64
 	struct stat st;
 	void *map;
 
-	if (!len || off + len < off || iova + len < iova)
+	if (!len || off + len < off || iova + (len - 1) < iova)
 		return -EINVAL;
 	span = off - start + len;
 	if (span + page - 1 < span || start > (uint64_t)INT64_MAX)
