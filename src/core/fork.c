@@ -183,13 +183,18 @@ static int fork_range(void *base, size_t size, int delta)
 
 	if (!size)
 		return 0;
-	if ((uintptr_t)base + size < (uintptr_t)base)
-		return -EINVAL;
-	start = (uintptr_t)base & ~(page - 1);
-	end = ((uintptr_t)base + size + page - 1) & ~(page - 1);
 	pthread_mutex_lock(&fork_lock);
-	if (fork_enabled || fork_env_requested())
-		ret = adjust(start, end, delta);
+	/* like rdma-core, without protection any range is accepted as is */
+	if (fork_enabled || fork_env_requested()) {
+		end = (uintptr_t)base + size;
+		if (end < (uintptr_t)base || end + page - 1 < end) {
+			ret = -EINVAL;
+		} else {
+			start = (uintptr_t)base & ~(page - 1);
+			end = (end + page - 1) & ~(page - 1);
+			ret = adjust(start, end, delta);
+		}
+	}
 	pthread_mutex_unlock(&fork_lock);
 	return ret;
 }
