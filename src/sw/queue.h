@@ -1,0 +1,272 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * queue.h - the software device's queue objects: CQs, SRQs, QPs, AHs,
+ * their rings, and the hooks between them and the transport.
+ *
+ * Ownership and locking:
+ *   - A ring is a power-of-two array of fixed-size slots with free-running
+ *     32-bit producer/consumer counters.
+ *   - A CQ is guarded by cq->lock. Producers are the progress thread and
+ *     posting threads (flush and local errors); the consumer is poll_cq.
+ *   - A QP is guarded by qp->lock: its SQ and RQ rings, its attributes
+ *     and its transport state. post_send/post_recv, modify_qp and the
+ *     progress thread all take it. Lock order: qp->lock, then srq->lock,
+ *     then cq->lock; never the other way round.
+ *   - Lookups by QPN from the transport take a reference (sw_qp_get/put),
+ *     so a QP is freed only after the last packet handler is done.
+ *
+ * Rings live in ordinary memory, or, when the object's PD is a CC parent
+ * domain on a CC DMA bounce device, in shared memory from the same source
+ * as ibv_alloc_buf (sw_ring_alloc).
+ */
+#ifndef SV_SW_QUEUE_H
+#define SV_SW_QUEUE_H
+
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "sw/sw.h"
+
+/* ---- rings ---- */
+
+struct sw_ring {
+	uint8_t *buf;
+	size_t buf_len;     /* bytes mapped or allocated */
+	int shm_fd;         /* >= 0: shared memory (CC), else ordinary memory */
+	uint32_t nslots;    /* power of two */
+	uint32_t stride;    /* bytes per slot */
+	uint32_t prod, cons; /* free-running; used = prod - cons */
+};
+
+/*
+ * Allocate `nslots` (rounded up to a power of two) slots of `stride`
+ * bytes for an object on `pd` (NULL: no PD, e.g. a plain CQ). On a
+ * bounce device only a CC parent domain gets memory (shared); anything
+ * else is -EOPNOTSUPP, as the kernel refuses VA rings. 0 or -errno.
+ */
+int sw_ring_alloc(struct sw_ring *r, struct ibv_context *ctx, struct sw_pd *pd,
+		  uint32_t nslots, uint32_t stride);
+void sw_ring_free(struct sw_ring *r);
+
+static inline uint32_t sw_ring_used(const struct sw_ring *r)
+{
+	return r->prod - r->cons;
+}
+
+static inline void *sw_ring_slot(const struct sw_ring *r, uint32_t idx)
+{
+	return r->buf + (size_t)(idx & (r->nslots - 1)) * r->stride;
+}
+
+/* ---- address vectors ---- */
+
+/* Where packets for a peer go: resolved from an ibv_ah_attr. */
+struct sw_av {
+	struct sockaddr_in dst;  /* peer's IPv4 address and UDP port */
+	union ibv_gid dgid;
+	uint32_t flow_label;
+	uint8_t sgid_index;
+	uint8_t hop_limit;
+	uint8_t traffic_class;
+	uint8_t sl;
+};
+
+/*
+ * Resolve `attr` for a port of `ctx`: is_global with an IPv4-mapped dgid
+ * is required (RoCE), sgid_index < gid_tbl_len, port 1. 0 or -EINVAL.
+ */
+int sw_av_from_attr(struct ibv_context *ctx, const struct ibv_ah_attr *attr, struct sw_av *av);
+
+struct sw_ah {
+	struct ibv_ah ibv;
+	struct sw_av av;
+	struct ibv_ah_attr attr; /* as created, for ibv_query_ah-style use */
+};
+
+static inline struct sw_ah *sw_ah(struct ibv_ah *ah)
+{
+	return (struct sw_ah *)ah;
+}
+
+/* ---- completion queues ---- */
+
+struct sw_cqe {
+	struct ibv_wc wc;
+	uint64_t ts_ns;          /* completion timestamp, CLOCK_MONOTONIC ns */
+};
+
+struct sw_cq {
+	struct ibv_cq_ex ibv;    /* ibv_cq is its prefix */
+	pthread_mutex_t lock;
+	struct sw_ring ring;     /* struct sw_cqe slots, nslots > cqe */
+	uint64_t wc_flags;       /* ibv_create_cq_wc_flags the CQ reports */
+	struct sw_pd *pd;        /* parent domain given at creation, or NULL */
+	atomic_int usecnt;       /* QPs and SRQs using it */
+	int armed;               /* 0, or 1 + solicited_only */
+	bool overflow;           /* an overflow was reported */
+	uint32_t events_reported;/* completion events delivered to the channel */
+	struct sw_cqe *cur;      /* cq_ex polling: current entry, or NULL */
+};
+
+static inline struct sw_cq *sw_cq(struct ibv_cq *cq)
+{
+	return (struct sw_cq *)cq;
+}
+
+/*
+ * Add one completion. Raises a completion event if the CQ is armed for
+ * it (solicited or error completions satisfy a solicited-only arm). On
+ * a full CQ the completion is dropped, IBV_EVENT_CQ_ERR is raised once,
+ * and -ENOSPC returned. Any thread; takes cq->lock.
+ */
+int sw_cq_push(struct sw_cq *cq, const struct ibv_wc *wc, bool solicited);
+
+/* ---- shared receive queues ---- */
+
+struct sw_recv_wqe {
+	uint64_t wr_id;
+	uint32_t num_sge;
+	uint32_t length;         /* sum of the SGE lengths */
+	struct ibv_sge sge[];    /* num_sge entries */
+};
+
+struct sw_srq {
+	struct ibv_srq ibv;
+	pthread_mutex_t lock;
+	struct sw_ring ring;     /* struct sw_recv_wqe slots */
+	uint32_t max_wr, max_sge;
+	uint32_t limit;          /* armed when nonzero */
+	uint32_t srq_num;
+	atomic_int usecnt;       /* QPs attached */
+};
+
+static inline struct sw_srq *sw_srq(struct ibv_srq *srq)
+{
+	return (struct sw_srq *)srq;
+}
+
+/* ---- queue pairs ---- */
+
+struct sw_send_wqe {
+	uint64_t wr_id;
+	uint32_t opcode;         /* enum ibv_wr_opcode */
+	uint32_t send_flags;     /* enum ibv_send_flags */
+	__be32 imm_data;
+	uint32_t num_sge;        /* 0 when the payload is inline */
+	uint32_t length;         /* payload bytes */
+	union {
+		struct {
+			uint64_t remote_addr;
+			uint32_t rkey;
+		} rdma;
+		struct {
+			uint64_t remote_addr;
+			uint64_t compare_add;
+			uint64_t swap;
+			uint32_t rkey;
+		} atomic;
+		struct {
+			struct sw_av av;
+			uint32_t remote_qpn;
+			uint32_t remote_qkey;
+		} ud;
+	} wr;
+	/* requester state */
+	uint32_t first_psn;      /* PSN of the first packet, once sent */
+	uint32_t npkts;          /* packets (PSNs) the message takes */
+	uint32_t state;          /* transport-private */
+	uint8_t data[];          /* struct ibv_sge[num_sge], or inline bytes */
+};
+
+/* QP attributes kept after modify_qp (the transport reads them). */
+struct sw_qp_attr {
+	enum ibv_mtu path_mtu;
+	uint32_t mtu;            /* path MTU in bytes */
+	uint32_t dest_qp_num;
+	uint32_t qkey;
+	uint32_t sq_psn, rq_psn;
+	unsigned int access;     /* qp_access_flags */
+	struct ibv_ah_attr ah_attr;
+	struct sw_av av;         /* resolved ah_attr (RC) */
+	uint8_t timeout, retry_cnt, rnr_retry, min_rnr_timer;
+	uint8_t max_rd_atomic, max_dest_rd_atomic;
+	uint8_t sq_draining;
+	uint16_t pkey_index;
+	uint8_t port_num;
+	bool en_sqd_async_notify;
+};
+
+struct sw_req;  /* transport/req.c: requester and completer state */
+struct sw_resp; /* transport/resp.c: responder state */
+
+struct sw_qp {
+	struct ibv_qp_ex ibv;    /* ibv_qp is its prefix */
+	pthread_mutex_t lock;
+	atomic_int refcnt;       /* 1 while it exists + transport lookups */
+	struct sw_pd *pd;        /* as given (may be a parent domain) */
+	struct sw_cq *scq, *rcq;
+	struct sw_srq *srq;
+	bool sq_sig_all;
+	bool is_ex;              /* created with send_ops_flags: ibv_qp_to_qp_ex works */
+	uint64_t send_ops_flags;
+	struct ibv_qp_cap cap;   /* as granted */
+	struct sw_qp_attr attr;
+	struct sw_ring sq;       /* struct sw_send_wqe slots */
+	struct sw_ring rq;       /* struct sw_recv_wqe slots (unused with an SRQ) */
+	struct sw_req *req;
+	struct sw_resp *resp;
+	/* ibv_wr_* session state */
+	struct sw_send_wqe *wr_cur;
+	uint32_t wr_prod;        /* producer index while a session is open */
+	int wr_err;
+};
+
+static inline struct sw_qp *sw_qp(struct ibv_qp *qp)
+{
+	return (struct sw_qp *)qp;
+}
+
+void sw_qp_get(struct sw_qp *qp);
+void sw_qp_put(struct sw_qp *qp);
+
+/*
+ * Move the QP to IBV_QPS_ERR and flush: every posted send and receive
+ * WQE completes with IBV_WC_WR_FLUSH_ERR (receives only without an SRQ).
+ * Caller holds qp->lock.
+ */
+void sw_qp_error_locked(struct sw_qp *qp);
+
+/*
+ * Take the next receive WQE for an incoming SEND (from the SRQ if the QP
+ * has one), copying it to `out` (room for max_recv_sge SGEs). Raises the
+ * SRQ limit event when the SRQ drops below its armed limit. Caller holds
+ * qp->lock. 0, or -EAGAIN when none is posted (RNR).
+ */
+int sw_qp_take_recv(struct sw_qp *qp, struct sw_recv_wqe *out);
+
+/* ---- the transport, as the queue layer sees it (transport/) ---- */
+
+/* Per-QP transport state: create on QP creation, destroy on QP destroy. */
+int sw_transport_qp_init(struct sw_qp *qp);
+void sw_transport_qp_fini(struct sw_qp *qp);
+
+/*
+ * State transitions the transport must see (qp->lock held): entering
+ * RTR/RTS (set up PSNs from qp->attr), ERR (stop timers, flush) and RESET
+ * (forget everything).
+ */
+void sw_transport_qp_state(struct sw_qp *qp, enum ibv_qp_state old_state);
+
+/* New send WQEs were posted: send what the window allows (qp->lock held). */
+void sw_transport_kick(struct sw_qp *qp);
+
+/* QPN space of the device: register / unregister a QP for incoming packets. */
+int sw_qp_table_insert(struct sw_dev *dev, struct sw_qp *qp);
+void sw_qp_table_remove(struct sw_dev *dev, struct sw_qp *qp);
+/* Returns a referenced QP or NULL. */
+struct sw_qp *sw_qp_table_lookup(struct sw_dev *dev, uint32_t qpn);
+
+#endif

@@ -1,0 +1,203 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * wire.h - RoCE v2 wire format: InfiniBand transport headers carried in
+ * UDP (destination port 4791), the opcode table, packet parsing with full
+ * validation, header building and the ICRC.
+ *
+ * A packet as the UDP payload:
+ *   BTH [DETH] [RETH] [AtomicETH] [ImmDt | IETH] [AETH] [AtomicAckETH]
+ *   payload, 0-3 pad bytes, ICRC (4 bytes)
+ * Which extension headers follow the BTH is a function of the opcode
+ * (transport/opcode.c); the parser accepts nothing else.
+ */
+#ifndef SV_SW_WIRE_H
+#define SV_SW_WIRE_H
+
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum {
+	SW_BTH_LEN = 12,
+	SW_DETH_LEN = 8,
+	SW_RETH_LEN = 16,
+	SW_ATMETH_LEN = 28,
+	SW_IMMDT_LEN = 4,
+	SW_IETH_LEN = 4,
+	SW_AETH_LEN = 4,
+	SW_ATMACK_LEN = 8,
+	SW_ICRC_LEN = 4,
+	SW_GRH_LEN = 40,
+	SW_MAX_HDR_LEN = SW_BTH_LEN + SW_DETH_LEN + SW_ATMETH_LEN + SW_IMMDT_LEN,
+	SW_PSN_MASK = 0xffffff,
+	SW_QPN_MASK = 0xffffff,
+};
+
+/* BTH opcodes: transport class in the top 3 bits, operation below. */
+enum sw_opcode {
+	SW_OP_RC = 0x00,
+	SW_OP_UC = 0x20,
+	SW_OP_UD = 0x60,
+
+	SW_OP_SEND_FIRST = 0x00,
+	SW_OP_SEND_MIDDLE = 0x01,
+	SW_OP_SEND_LAST = 0x02,
+	SW_OP_SEND_LAST_IMM = 0x03,
+	SW_OP_SEND_ONLY = 0x04,
+	SW_OP_SEND_ONLY_IMM = 0x05,
+	SW_OP_WRITE_FIRST = 0x06,
+	SW_OP_WRITE_MIDDLE = 0x07,
+	SW_OP_WRITE_LAST = 0x08,
+	SW_OP_WRITE_LAST_IMM = 0x09,
+	SW_OP_WRITE_ONLY = 0x0a,
+	SW_OP_WRITE_ONLY_IMM = 0x0b,
+	SW_OP_READ_REQ = 0x0c,
+	SW_OP_READ_RESP_FIRST = 0x0d,
+	SW_OP_READ_RESP_MIDDLE = 0x0e,
+	SW_OP_READ_RESP_LAST = 0x0f,
+	SW_OP_READ_RESP_ONLY = 0x10,
+	SW_OP_ACK = 0x11,
+	SW_OP_ATOMIC_ACK = 0x12,
+	SW_OP_CMP_SWAP = 0x13,
+	SW_OP_FETCH_ADD = 0x14,
+	SW_OP_SEND_LAST_INV = 0x16,
+	SW_OP_SEND_ONLY_INV = 0x17,
+};
+
+/* What an opcode carries and means (transport/opcode.c). */
+enum sw_op_flag {
+	SW_F_DETH = 1 << 0,
+	SW_F_RETH = 1 << 1,
+	SW_F_ATMETH = 1 << 2,
+	SW_F_IMMDT = 1 << 3,
+	SW_F_IETH = 1 << 4,
+	SW_F_AETH = 1 << 5,
+	SW_F_ATMACK = 1 << 6,
+	SW_F_PAYLOAD = 1 << 7, /* may carry payload */
+	SW_F_REQ = 1 << 8,     /* a request (to the responder) */
+	SW_F_RESP = 1 << 9,    /* a response (to the completer) */
+	SW_F_FIRST = 1 << 10,  /* first packet of a message */
+	SW_F_MIDDLE = 1 << 11,
+	SW_F_LAST = 1 << 12,   /* last packet of a message */
+	SW_F_ONLY = SW_F_FIRST | SW_F_LAST,
+	SW_F_SEND = 1 << 13,
+	SW_F_WRITE = 1 << 14,
+	SW_F_READ = 1 << 15,
+	SW_F_ATOMIC = 1 << 16,
+};
+
+struct sw_opinfo {
+	const char *name;       /* NULL: opcode not valid on the wire here */
+	uint32_t flags;         /* enum sw_op_flag */
+	uint8_t hdr_len;        /* BTH + extension headers */
+};
+
+/* Table lookup; NULL for opcodes the device does not accept. */
+const struct sw_opinfo *sw_opinfo(uint8_t opcode);
+
+/* AETH syndromes (top 3 bits: 0 ACK, 1 RNR NAK, 3 NAK). */
+enum {
+	SW_AETH_ACK = 0x00,       /* low 5 bits: credit count (0x1f: invalid) */
+	SW_AETH_RNR_NAK = 0x20,   /* low 5 bits: RNR timer code */
+	SW_AETH_NAK_PSN_SEQ = 0x60,
+	SW_AETH_NAK_INV_REQ = 0x61,
+	SW_AETH_NAK_REM_ACCESS = 0x62,
+	SW_AETH_NAK_REM_OP = 0x63,
+	SW_AETH_NAK_INV_RD_REQ = 0x64,
+};
+
+/*
+ * A packet, parsed or to be built. Only the fields of the headers the
+ * opcode carries are meaningful.
+ */
+struct sw_pkt {
+	/* BTH */
+	uint8_t opcode;
+	bool se;                /* solicited event */
+	bool mig;
+	uint8_t padcnt;
+	uint16_t pkey;
+	uint32_t dqpn;
+	bool ack_req;
+	uint32_t psn;
+	/* DETH */
+	uint32_t qkey;
+	uint32_t sqpn;
+	/* RETH / AtomicETH */
+	uint64_t va;
+	uint32_t rkey;
+	uint32_t dma_len;
+	uint64_t swap_add;
+	uint64_t compare;
+	/* ImmDt (network order, as the app sees it) or IETH (an rkey) */
+	uint32_t imm_be;
+	/* AETH */
+	uint8_t syndrome;
+	uint32_t msn;
+	/* AtomicAckETH */
+	uint64_t orig;
+	/* payload (parse: points into the buffer) */
+	const uint8_t *payload;
+	uint32_t paylen;
+	const struct sw_opinfo *info;
+};
+
+/* Addresses the ICRC covers (the IPv4 and UDP headers, masked). */
+struct sw_icrc_ctx {
+	struct in_addr src, dst;
+	uint16_t sport, dport;  /* host order */
+};
+
+/*
+ * ICRC of a RoCE v2 packet: CRC-32 over a masked LRH (eight 0xff bytes),
+ * the IPv4 header as the kernel sends it for our socket (DF set, ID 0)
+ * with TOS, TTL and checksum masked, the UDP header with its checksum
+ * masked, the BTH with its reserved byte masked, and the rest of the
+ * packet up to (not including) the ICRC. `len` is the UDP payload length
+ * including the 4 ICRC bytes.
+ */
+uint32_t sw_icrc(const struct sw_icrc_ctx *c, const uint8_t *pkt, size_t len);
+
+/*
+ * Validate and decode a UDP payload of `len` bytes. Checks, in order:
+ * length >= BTH + ICRC; opcode known; BTH transport version 0; length
+ * covers the opcode's headers, pad and ICRC; pad only on packets with
+ * payload; ICRC (when `icrc` is non-NULL). Returns 0, or -EBADMSG
+ * (malformed), -EPROTO (unknown opcode / version) or -EILSEQ (ICRC).
+ */
+int sw_pkt_parse(struct sw_pkt *p, const uint8_t *buf, size_t len, const struct sw_icrc_ctx *icrc);
+
+/* Header bytes `p` needs (BTH and its opcode's extension headers). */
+size_t sw_pkt_hdr_len(const struct sw_pkt *p);
+
+/*
+ * Write the headers of `p` (opcode, BTH fields and the extension fields)
+ * to `buf`; returns the header length. The payload goes right after.
+ */
+size_t sw_pkt_write_hdrs(uint8_t *buf, const struct sw_pkt *p);
+
+/*
+ * Finish a packet of `len` bytes (headers + payload) in `buf`: pad to a
+ * multiple of 4 (the pad count must already be in the BTH: use
+ * sw_pad_for()), append the ICRC, return the final length.
+ */
+size_t sw_pkt_finish(uint8_t *buf, size_t len, const struct sw_icrc_ctx *c);
+
+static inline uint8_t sw_pad_for(uint32_t paylen)
+{
+	return (uint8_t)((4 - (paylen & 3)) & 3);
+}
+
+/* PSN arithmetic modulo 2^24: a - b as a signed distance. */
+static inline int32_t sw_psn_diff(uint32_t a, uint32_t b)
+{
+	return (int32_t)((a - b) << 8) >> 8;
+}
+
+static inline uint32_t sw_psn_add(uint32_t psn, uint32_t n)
+{
+	return (psn + n) & SW_PSN_MASK;
+}
+
+#endif
