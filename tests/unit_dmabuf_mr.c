@@ -75,6 +75,12 @@ static void test_fd_data(void)
 	CHECK_EQ_INT(pwrite(m->fd, back, 1, (off_t)(off + 99)), 1);
 	CHECK_EQ_INT(m->host[99], 0x5a);
 
+	/* the core refuses rereg of fd MRs; the device does too */
+	CHECK_EQ_INT(sw_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0, 0), -EOPNOTSUPP);
+	CHECK_EQ_INT(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0, 0),
+		     IBV_REREG_MR_ERR_INPUT);
+	CHECK_EQ_INT(m->access, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+
 	t_case("fd path: a lookup keeps the mapping after dereg");
 	ref = lookup(mr->lkey);
 	CHECK(ref == m);
