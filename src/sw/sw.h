@@ -130,6 +130,14 @@ struct sw_mr *sw_mr_table_lookup(struct sw_mr_table *t, uint32_t key);
  */
 void sw_mr_table_block(struct sw_mr_table *t, struct sw_mr *mr);
 void sw_mr_table_unblock(struct sw_mr_table *t, struct sw_mr *mr);
+/*
+ * Remove up to `max` MRs for which match(mr, arg) holds, scanning from
+ * slot *cursor on (start with 0; it advances), into out[]. Returns how
+ * many; their registration references pass to the caller.
+ */
+size_t sw_mr_table_remove_matching(struct sw_mr_table *t,
+				   bool (*match)(const struct sw_mr *mr, const void *arg),
+				   const void *arg, uint32_t *cursor, struct sw_mr **out, size_t max);
 
 /* The device: one per process and configured name. */
 struct sw_dev {
@@ -254,6 +262,12 @@ void sw_mr_put(struct sw_mr *mr);
  */
 int sw_mem_dev_init(struct sw_dev *dev);
 void sw_mem_dev_fini(struct sw_dev *dev);
+/*
+ * Deregister every MR still registered through `ctx` (closed without
+ * ibv_dereg_mr), so that their keys stop resolving. close_context calls
+ * it before it frees the context's PDs.
+ */
+void sw_mem_ctx_close(struct ibv_context *ctx);
 
 /* mem/access.c */
 /* Validate access bits for a registration; `fd_path` narrows the set. */

@@ -323,9 +323,22 @@ int sw_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd, void *addr, s
 }
 
 /*
+ * Release what a registration holds besides memory (PD and DMA handle
+ * counts) and drop the registration reference. The MR is out of the table.
+ */
+static void mr_release(struct sw_mr *mr)
+{
+	atomic_fetch_sub(&mr->pd->usecnt, 1);
+	if (mr->dmah)
+		atomic_fetch_sub(&mr->dmah->usecnt, 1);
+	sw_mr_put(mr);
+}
+
+/*
  * Contract: the sv_ops dereg_mr slot. The key stops resolving at once
  * and the PD is released; the memory (our mapping and fd) goes when the
- * last in-flight lookup puts its reference.
+ * last in-flight lookup puts its reference. (Hook: memory windows bound
+ * to the MR will make this -EBUSY.)
  */
 int sw_dereg_mr(struct ibv_mr *ibmr)
 {
@@ -333,7 +346,27 @@ int sw_dereg_mr(struct ibv_mr *ibmr)
 	struct sw_dev *dev = sw_dev_of(mr->pd->ibv.context);
 
 	sw_mr_table_remove(&dev->mrs, mr);
-	atomic_fetch_sub(&mr->pd->usecnt, 1);
-	sw_mr_put(mr);
+	mr_release(mr);
 	return 0;
+}
+
+static bool mr_of_ctx(const struct sw_mr *mr, const void *ctx)
+{
+	return mr->pd->ibv.context == ctx;
+}
+
+/* Contract: see sw.h. */
+void sw_mem_ctx_close(struct ibv_context *ctx)
+{
+	struct sw_dev *dev = sw_dev_of(ctx);
+	struct sw_mr *batch[64];
+	uint32_t cursor = 0;
+	size_t n, i;
+
+	do {
+		n = sw_mr_table_remove_matching(&dev->mrs, mr_of_ctx, ctx, &cursor, batch,
+						SV_ARRAY_SIZE(batch));
+		for (i = 0; i < n; i++)
+			mr_release(batch[i]);
+	} while (n == SV_ARRAY_SIZE(batch));
 }

@@ -238,3 +238,31 @@ void sw_mr_table_unblock(struct sw_mr_table *t, struct sw_mr *mr)
 	mr->blocked = false;
 	pthread_rwlock_unlock(&t->lock);
 }
+
+/* Contract: see sw.h. */
+size_t sw_mr_table_remove_matching(struct sw_mr_table *t,
+				   bool (*match)(const struct sw_mr *mr, const void *arg),
+				   const void *arg, uint32_t *cursor, struct sw_mr **out, size_t max)
+{
+	size_t n = 0;
+	uint32_t i;
+
+	pthread_rwlock_wrlock(&t->lock);
+	for (i = *cursor; i < t->nslots && n < max; i++) {
+		struct sw_mr *mr = t->slots[i];
+
+		if (!mr || mr == TOMB || !match(mr, arg))
+			continue;
+		t->slots[i] = TOMB;
+		t->tombs++;
+		t->used--;
+		out[n++] = mr;
+	}
+	*cursor = i;
+	if (!t->used && t->tombs) {
+		memset(t->slots, 0, t->nslots * sizeof(*t->slots));
+		t->tombs = 0;
+	}
+	pthread_rwlock_unlock(&t->lock);
+	return n;
+}
