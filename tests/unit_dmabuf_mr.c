@@ -168,6 +168,52 @@ static void test_va(void)
 	munmap(buf, 4 * page);
 }
 
+/* Closing a context without deregistering: its MRs go, other contexts' stay. */
+static void test_ctx_close(void)
+{
+	enum { N = 200 }; /* more than one batch */
+	static uint32_t keys[N];
+	struct ibv_context *ctx2 = ibv_open_device(ctx->device);
+	struct ibv_pd *pd2 = ctx2 ? ibv_alloc_pd(ctx2) : NULL;
+	uint8_t *buf = mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct ibv_mr *keep;
+	struct sw_mr *m;
+	int i, n = 0, alive = 0;
+
+	t_case("sw_mem_ctx_close drops the context's MRs only");
+	if (!CHECK(ctx2 && pd2 && buf != MAP_FAILED))
+		return;
+	keep = ibv_reg_mr(pd, buf, page, IBV_ACCESS_LOCAL_WRITE);
+	CHECK(keep);
+	for (i = 0; i < N; i++) {
+		struct ibv_mr *mr = ibv_reg_mr(pd2, buf, page, IBV_ACCESS_LOCAL_WRITE);
+
+		keys[i] = mr ? mr->lkey : 0; /* the MR itself is freed by the close */
+		n += mr != NULL;
+	}
+	CHECK_EQ_INT(n, N);
+	CHECK_EQ_INT(atomic_load(&sw_pd(pd2)->usecnt), n);
+	sw_mem_ctx_close(ctx2);
+	CHECK_EQ_INT(atomic_load(&sw_pd(pd2)->usecnt), 0);
+	for (i = 0; i < N; i++) {
+		m = lookup(keys[i]);
+		alive += m != NULL;
+		if (m)
+			sw_mr_put(m);
+	}
+	CHECK_EQ_INT(alive, 0);
+	if (keep) {
+		m = lookup(keep->lkey);
+		CHECK(m == sw_mr(keep));
+		if (m)
+			sw_mr_put(m);
+		CHECK_RET(ibv_dereg_mr(keep), 0);
+	}
+	CHECK_RET(ibv_dealloc_pd(pd2), 0);
+	CHECK_RET(ibv_close_device(ctx2), 0);
+	munmap(buf, page);
+}
+
 int main(void)
 {
 	t_start("unit_dmabuf_mr");
@@ -182,6 +228,7 @@ int main(void)
 	}
 	test_fd_data();
 	test_va();
+	test_ctx_close();
 
 	t_case("teardown");
 	CHECK_RET(ibv_dealloc_pd(pd), 0);

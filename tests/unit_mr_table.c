@@ -11,6 +11,7 @@
 #include "harness.h"
 
 #include <fcntl.h>
+#include <sys/wait.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <time.h>
@@ -400,6 +401,90 @@ static void test_block(void)
 	sw_mr_table_destroy(&t);
 }
 
+static bool length_is(const struct sw_mr *mr, const void *arg)
+{
+	return mr->length == *(const uint64_t *)arg;
+}
+
+static void test_remove_matching(void)
+{
+	enum { N = 300 };
+	static struct sw_mr *mrs[N];
+	struct sw_mr *out[64];
+	struct sw_mr_table t;
+	const uint64_t one = 1;
+	uint32_t cursor = 0;
+	size_t n, total = 0;
+	int i, bad = 0, passes = 0;
+
+	t_case("remove_matching in batches");
+	if (!CHECK_EQ_INT(sw_mr_table_init(&t, N), 0))
+		return;
+	for (i = 0; i < N; i++) {
+		mrs[i] = new_mr();
+		mrs[i]->length = (uint64_t)(i & 1);
+		CHECK_EQ_INT(sw_mr_table_insert(&t, mrs[i]), 0);
+	}
+	do {
+		n = sw_mr_table_remove_matching(&t, length_is, &one, &cursor, out, 64);
+		for (size_t j = 0; j < n; j++) {
+			bad += out[j]->length != 1;
+			sw_mr_put(out[j]);
+		}
+		total += n;
+		passes++;
+	} while (n == 64);
+	CHECK_EQ_INT(total, N / 2);
+	CHECK_EQ_INT(passes, N / 2 / 64 + 1);
+	CHECK_EQ_INT(bad, 0);
+	CHECK_EQ_INT(t.used, N / 2);
+	for (i = 0; i < N; i += 2) {
+		struct sw_mr *m = sw_mr_table_lookup(&t, mrs[i]->key);
+
+		bad += m != mrs[i];
+		if (m)
+			sw_mr_put(m);
+	}
+	CHECK_EQ_INT(bad, 0);
+	cursor = 0;
+	CHECK_EQ_INT(sw_mr_table_remove_matching(&t, length_is, &one, &cursor, out, 64), 0);
+	sw_mr_table_destroy(&t);
+}
+
+/* Keys: nonzero, and a forked child does not replay the parent's pool. */
+static void test_keys_fork(void)
+{
+	uint32_t mine[8], theirs[8];
+	int p[2], i, j, status, same = 0, zero = 0;
+	pid_t pid;
+
+	t_case("a forked child never repeats the parent's keys");
+	(void)sw_key_random(); /* the pool is filled now */
+	if (!CHECK_EQ_INT(pipe(p), 0))
+		return;
+	fflush(stdout);
+	pid = fork();
+	if (pid == 0) {
+		for (i = 0; i < 8; i++)
+			theirs[i] = sw_key_random();
+		_exit(write(p[1], theirs, sizeof(theirs)) == sizeof(theirs) ? 0 : 1);
+	}
+	close(p[1]);
+	for (i = 0; i < 8; i++)
+		mine[i] = sw_key_random();
+	CHECK_EQ_INT(read(p[0], theirs, sizeof(theirs)), (long long)sizeof(theirs));
+	close(p[0]);
+	CHECK(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+	      WEXITSTATUS(status) == 0);
+	for (i = 0; i < 8; i++) {
+		zero += !mine[i] + !theirs[i];
+		for (j = 0; j < 8; j++)
+			same += mine[i] == theirs[j];
+	}
+	CHECK_EQ_INT(zero, 0);
+	CHECK_EQ_INT(same, 0);
+}
+
 /* ---- concurrency stress ------------------------------------------------ */
 
 enum { NPUB = 256, NREADERS = 4, NWRITERS = 2 };
@@ -549,6 +634,8 @@ int main(void)
 	test_tombstones();
 	test_ref_keeps_alive();
 	test_block();
+	test_remove_matching();
+	test_keys_fork();
 	test_stress();
 	return t_finish();
 }
