@@ -4,9 +4,11 @@
  * UDP (destination port 4791), the opcode table, packet parsing with full
  * validation, header building and the ICRC.
  *
- * A packet as the UDP payload:
- *   BTH [DETH] [RETH] [AtomicETH] [ImmDt | IETH] [AETH] [AtomicAckETH]
- *   payload, 0-3 pad bytes, ICRC (4 bytes)
+ * A packet as the UDP payload (extension headers in IBA order):
+ *   BTH [DETH] [RETH] [AtomicETH] [AETH] [AtomicAckETH] [ImmDt | IETH]
+ *   payload, 0-3 pad bytes, ICRC (4 bytes, least significant byte first)
+ * All header fields are big-endian. The length of a valid packet is a
+ * multiple of 4.
  * Which extension headers follow the BTH is a function of the opcode
  * (transport/opcode.c); the parser accepts nothing else.
  */
@@ -130,7 +132,11 @@ struct sw_pkt {
 	uint32_t dma_len;
 	uint64_t swap_add;
 	uint64_t compare;
-	/* ImmDt (network order, as the app sees it) or IETH (an rkey) */
+	/*
+	 * ImmDt (network order, as the app sees it) or IETH (the rkey to
+	 * invalidate, also in network order: ntohl() it). Either way the
+	 * four header bytes as they are on the wire.
+	 */
 	uint32_t imm_be;
 	/* AETH */
 	uint8_t syndrome;
@@ -149,38 +155,49 @@ struct sw_icrc_ctx {
 	uint16_t sport, dport;  /* host order */
 };
 
+/* zlib-compatible CRC-32 (start with 0; chain by passing the last result). */
+uint32_t sw_crc32(uint32_t crc, const void *buf, size_t len);
+
 /*
  * ICRC of a RoCE v2 packet: CRC-32 over a masked LRH (eight 0xff bytes),
  * the IPv4 header as the kernel sends it for our socket (DF set, ID 0)
  * with TOS, TTL and checksum masked, the UDP header with its checksum
  * masked, the BTH with its reserved byte masked, and the rest of the
  * packet up to (not including) the ICRC. `len` is the UDP payload length
- * including the 4 ICRC bytes.
+ * including the 4 ICRC bytes. The result goes on the wire least
+ * significant byte first (sw_pkt_finish()).
  */
 uint32_t sw_icrc(const struct sw_icrc_ctx *c, const uint8_t *pkt, size_t len);
 
 /*
  * Validate and decode a UDP payload of `len` bytes. Checks, in order:
  * length >= BTH + ICRC; opcode known; BTH transport version 0; length
- * covers the opcode's headers, pad and ICRC; pad only on packets with
- * payload; ICRC (when `icrc` is non-NULL). Returns 0, or -EBADMSG
- * (malformed), -EPROTO (unknown opcode / version) or -EILSEQ (ICRC).
+ * covers the opcode's headers, pad and ICRC; length a multiple of 4; pad
+ * and payload only on opcodes that carry payload; ICRC (when `icrc` is
+ * non-NULL). Returns 0, or -EBADMSG (malformed), -EPROTO (unknown opcode
+ * / version) or -EILSEQ (ICRC). Reserved BTH bits are ignored. On
+ * success p->payload points into `buf` and p->info is the opcode's row;
+ * on failure `p` is unspecified.
  */
 int sw_pkt_parse(struct sw_pkt *p, const uint8_t *buf, size_t len, const struct sw_icrc_ctx *icrc);
 
-/* Header bytes `p` needs (BTH and its opcode's extension headers). */
+/* Header bytes `p` needs (BTH and its opcode's extension headers); 0 for an unknown opcode. */
 size_t sw_pkt_hdr_len(const struct sw_pkt *p);
 
 /*
  * Write the headers of `p` (opcode, BTH fields and the extension fields)
- * to `buf`; returns the header length. The payload goes right after.
+ * to `buf` (room for sw_pkt_hdr_len() bytes); returns the header length,
+ * 0 (nothing written) for an opcode sw_opinfo() does not know. Transport
+ * version and reserved bits are written as 0; QPNs and PSN are masked
+ * to 24 bits, padcnt to 2. The payload goes right after.
  */
 size_t sw_pkt_write_hdrs(uint8_t *buf, const struct sw_pkt *p);
 
 /*
  * Finish a packet of `len` bytes (headers + payload) in `buf`: pad to a
  * multiple of 4 (the pad count must already be in the BTH: use
- * sw_pad_for()), append the ICRC, return the final length.
+ * sw_pad_for()), append the ICRC, return the final length. `buf` needs
+ * room for len + 3 + SW_ICRC_LEN bytes.
  */
 size_t sw_pkt_finish(uint8_t *buf, size_t len, const struct sw_icrc_ctx *c);
 

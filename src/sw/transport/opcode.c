@@ -1,0 +1,112 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * opcode.c - the BTH opcodes the device accepts, and what each carries.
+ *
+ * One row per opcode, indexed by the opcode byte itself, so a lookup is a
+ * bounds-free array access. Rows left empty (name NULL) are opcodes that
+ * are not valid here: UC (the device has no UC QPs), RD, CNP, the
+ * reserved and manufacturer-specific ranges, and RC RESYNC (0x15), which
+ * belongs to RD-style resynchronisation this device does not implement.
+ *
+ * Header lengths follow from the flags: BTH, then in IBA order DETH, RETH,
+ * AtomicETH, AETH, AtomicAckETH, ImmDt, IETH. The table is checked
+ * against that sum by tests/unit_wire.c.
+ */
+#include "sw/wire.h"
+
+/* Shorthands for the table below. */
+#define RQ (SW_F_REQ)
+#define RS (SW_F_RESP)
+#define PL (SW_F_PAYLOAD)
+
+#define L_BTH SW_BTH_LEN
+
+static const struct sw_opinfo sw_optab[256] = {
+	/* ---- RC requests: SEND ---- */
+	[SW_OP_RC | SW_OP_SEND_FIRST] = {
+		"RC_SEND_FIRST", RQ | PL | SW_F_SEND | SW_F_FIRST, L_BTH },
+	[SW_OP_RC | SW_OP_SEND_MIDDLE] = {
+		"RC_SEND_MIDDLE", RQ | PL | SW_F_SEND | SW_F_MIDDLE, L_BTH },
+	[SW_OP_RC | SW_OP_SEND_LAST] = {
+		"RC_SEND_LAST", RQ | PL | SW_F_SEND | SW_F_LAST, L_BTH },
+	[SW_OP_RC | SW_OP_SEND_LAST_IMM] = {
+		"RC_SEND_LAST_WITH_IMMEDIATE",
+		RQ | PL | SW_F_SEND | SW_F_LAST | SW_F_IMMDT, L_BTH + SW_IMMDT_LEN },
+	[SW_OP_RC | SW_OP_SEND_ONLY] = {
+		"RC_SEND_ONLY", RQ | PL | SW_F_SEND | SW_F_ONLY, L_BTH },
+	[SW_OP_RC | SW_OP_SEND_ONLY_IMM] = {
+		"RC_SEND_ONLY_WITH_IMMEDIATE",
+		RQ | PL | SW_F_SEND | SW_F_ONLY | SW_F_IMMDT, L_BTH + SW_IMMDT_LEN },
+	[SW_OP_RC | SW_OP_SEND_LAST_INV] = {
+		"RC_SEND_LAST_WITH_INVALIDATE",
+		RQ | PL | SW_F_SEND | SW_F_LAST | SW_F_IETH, L_BTH + SW_IETH_LEN },
+	[SW_OP_RC | SW_OP_SEND_ONLY_INV] = {
+		"RC_SEND_ONLY_WITH_INVALIDATE",
+		RQ | PL | SW_F_SEND | SW_F_ONLY | SW_F_IETH, L_BTH + SW_IETH_LEN },
+
+	/* ---- RC requests: RDMA WRITE ---- */
+	[SW_OP_RC | SW_OP_WRITE_FIRST] = {
+		"RC_RDMA_WRITE_FIRST",
+		RQ | PL | SW_F_WRITE | SW_F_FIRST | SW_F_RETH, L_BTH + SW_RETH_LEN },
+	[SW_OP_RC | SW_OP_WRITE_MIDDLE] = {
+		"RC_RDMA_WRITE_MIDDLE", RQ | PL | SW_F_WRITE | SW_F_MIDDLE, L_BTH },
+	[SW_OP_RC | SW_OP_WRITE_LAST] = {
+		"RC_RDMA_WRITE_LAST", RQ | PL | SW_F_WRITE | SW_F_LAST, L_BTH },
+	[SW_OP_RC | SW_OP_WRITE_LAST_IMM] = {
+		"RC_RDMA_WRITE_LAST_WITH_IMMEDIATE",
+		RQ | PL | SW_F_WRITE | SW_F_LAST | SW_F_IMMDT, L_BTH + SW_IMMDT_LEN },
+	[SW_OP_RC | SW_OP_WRITE_ONLY] = {
+		"RC_RDMA_WRITE_ONLY",
+		RQ | PL | SW_F_WRITE | SW_F_ONLY | SW_F_RETH, L_BTH + SW_RETH_LEN },
+	[SW_OP_RC | SW_OP_WRITE_ONLY_IMM] = {
+		"RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE",
+		RQ | PL | SW_F_WRITE | SW_F_ONLY | SW_F_RETH | SW_F_IMMDT,
+		L_BTH + SW_RETH_LEN + SW_IMMDT_LEN },
+
+	/* ---- RC requests: RDMA READ and atomics (no payload) ---- */
+	[SW_OP_RC | SW_OP_READ_REQ] = {
+		"RC_RDMA_READ_REQUEST",
+		RQ | SW_F_READ | SW_F_ONLY | SW_F_RETH, L_BTH + SW_RETH_LEN },
+	[SW_OP_RC | SW_OP_CMP_SWAP] = {
+		"RC_COMPARE_SWAP",
+		RQ | SW_F_ATOMIC | SW_F_ONLY | SW_F_ATMETH, L_BTH + SW_ATMETH_LEN },
+	[SW_OP_RC | SW_OP_FETCH_ADD] = {
+		"RC_FETCH_ADD",
+		RQ | SW_F_ATOMIC | SW_F_ONLY | SW_F_ATMETH, L_BTH + SW_ATMETH_LEN },
+
+	/* ---- RC responses ---- */
+	[SW_OP_RC | SW_OP_READ_RESP_FIRST] = {
+		"RC_RDMA_READ_RESPONSE_FIRST",
+		RS | PL | SW_F_READ | SW_F_FIRST | SW_F_AETH, L_BTH + SW_AETH_LEN },
+	[SW_OP_RC | SW_OP_READ_RESP_MIDDLE] = {
+		"RC_RDMA_READ_RESPONSE_MIDDLE", RS | PL | SW_F_READ | SW_F_MIDDLE, L_BTH },
+	[SW_OP_RC | SW_OP_READ_RESP_LAST] = {
+		"RC_RDMA_READ_RESPONSE_LAST",
+		RS | PL | SW_F_READ | SW_F_LAST | SW_F_AETH, L_BTH + SW_AETH_LEN },
+	[SW_OP_RC | SW_OP_READ_RESP_ONLY] = {
+		"RC_RDMA_READ_RESPONSE_ONLY",
+		RS | PL | SW_F_READ | SW_F_ONLY | SW_F_AETH, L_BTH + SW_AETH_LEN },
+	[SW_OP_RC | SW_OP_ACK] = {
+		"RC_ACKNOWLEDGE", RS | SW_F_ONLY | SW_F_AETH, L_BTH + SW_AETH_LEN },
+	[SW_OP_RC | SW_OP_ATOMIC_ACK] = {
+		"RC_ATOMIC_ACKNOWLEDGE",
+		RS | SW_F_ATOMIC | SW_F_ONLY | SW_F_AETH | SW_F_ATMACK,
+		L_BTH + SW_AETH_LEN + SW_ATMACK_LEN },
+
+	/* ---- UD: single-packet SENDs only ---- */
+	[SW_OP_UD | SW_OP_SEND_ONLY] = {
+		"UD_SEND_ONLY",
+		RQ | PL | SW_F_SEND | SW_F_ONLY | SW_F_DETH, L_BTH + SW_DETH_LEN },
+	[SW_OP_UD | SW_OP_SEND_ONLY_IMM] = {
+		"UD_SEND_ONLY_WITH_IMMEDIATE",
+		RQ | PL | SW_F_SEND | SW_F_ONLY | SW_F_DETH | SW_F_IMMDT,
+		L_BTH + SW_DETH_LEN + SW_IMMDT_LEN },
+};
+
+/* Contract: the row of `opcode`, or NULL when the device does not accept it. */
+const struct sw_opinfo *sw_opinfo(uint8_t opcode)
+{
+	const struct sw_opinfo *info = &sw_optab[opcode];
+
+	return info->name ? info : NULL;
+}

@@ -1,0 +1,248 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * pkt.c - RoCE v2 packets: parse (validating everything), build, finish.
+ *
+ * BTH layout (12 bytes, big-endian fields):
+ *   0      opcode
+ *   1      SE:1 M:1 PadCnt:2 TVer:4
+ *   2-3    P_Key
+ *   4      FECN:1 BECN:1 reserved:6 (IB: reserved 8; masked in the ICRC)
+ *   5-7    DestQP
+ *   8      AckReq:1 reserved:7
+ *   9-11   PSN
+ * Extension headers: DETH Q_Key(4) reserved(1) SrcQP(3); RETH VA(8)
+ * R_Key(4) DMALen(4); AtomicETH VA(8) R_Key(4) SwapAdd(8) Compare(8);
+ * AETH Syndrome(1) MSN(3); AtomicAckETH OrigRemDt(8); ImmDt(4); IETH(4).
+ *
+ * Everything here runs once per packet: no allocation, no locks, memcpy
+ * loads and stores (the compiler turns them into plain moves).
+ */
+#include <endian.h>
+#include <errno.h>
+#include <string.h>
+
+#include "sw/wire.h"
+
+/* Contract: big-endian loads from `p`, any alignment. */
+static inline uint16_t get_be16(const uint8_t *p)
+{
+	uint16_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return be16toh(v);
+}
+
+static inline uint32_t get_be24(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 16 | (uint32_t)p[1] << 8 | p[2];
+}
+
+static inline uint32_t get_be32(const uint8_t *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return be32toh(v);
+}
+
+static inline uint64_t get_be64(const uint8_t *p)
+{
+	uint64_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return be64toh(v);
+}
+
+/* Contract: big-endian stores to `p`, any alignment; put_be24 keeps the low 24 bits. */
+static inline void put_be16(uint8_t *p, uint16_t v)
+{
+	v = htobe16(v);
+	memcpy(p, &v, sizeof(v));
+}
+
+static inline void put_be24(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)(v >> 16);
+	p[1] = (uint8_t)(v >> 8);
+	p[2] = (uint8_t)v;
+}
+
+static inline void put_be32(uint8_t *p, uint32_t v)
+{
+	v = htobe32(v);
+	memcpy(p, &v, sizeof(v));
+}
+
+static inline void put_be64(uint8_t *p, uint64_t v)
+{
+	v = htobe64(v);
+	memcpy(p, &v, sizeof(v));
+}
+
+/* Contract: store the ICRC `v` at `p` in wire order (least significant byte first). */
+static inline void put_icrc(uint8_t *p, uint32_t v)
+{
+	v = htole32(v);
+	memcpy(p, &v, sizeof(v));
+}
+
+/* Contract: the ICRC stored at `p`, as sw_icrc() computes it. */
+static inline uint32_t get_icrc(const uint8_t *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return le32toh(v);
+}
+
+/* See wire.h. */
+int sw_pkt_parse(struct sw_pkt *p, const uint8_t *buf, size_t len, const struct sw_icrc_ctx *icrc)
+{
+	const struct sw_opinfo *info;
+	const uint8_t *h;
+	uint32_t flags;
+	size_t hdr_len, pad;
+
+	if (len < SW_BTH_LEN + SW_ICRC_LEN)
+		return -EBADMSG;
+	info = sw_opinfo(buf[0]);
+	if (!info)
+		return -EPROTO;
+	if (buf[1] & 0x0f)
+		return -EPROTO;
+	flags = info->flags;
+	hdr_len = info->hdr_len;
+	pad = (buf[1] >> 4) & 3;
+	if (len < hdr_len + pad + SW_ICRC_LEN)
+		return -EBADMSG;
+	if (len & 3)
+		return -EBADMSG;
+	if (!(flags & SW_F_PAYLOAD) && len != hdr_len + SW_ICRC_LEN)
+		return -EBADMSG; /* pad or payload on an opcode that has none */
+	if (icrc && sw_icrc(icrc, buf, len) != get_icrc(buf + len - SW_ICRC_LEN))
+		return -EILSEQ;
+
+	/* BTH */
+	p->opcode = buf[0];
+	p->se = buf[1] >> 7;
+	p->mig = (buf[1] >> 6) & 1;
+	p->padcnt = (uint8_t)pad;
+	p->pkey = get_be16(buf + 2);
+	p->dqpn = get_be24(buf + 5);
+	p->ack_req = buf[8] >> 7;
+	p->psn = get_be24(buf + 9);
+
+	/* extension headers, in IBA order */
+	h = buf + SW_BTH_LEN;
+	if (flags & SW_F_DETH) {
+		p->qkey = get_be32(h);
+		p->sqpn = get_be24(h + 5);
+		h += SW_DETH_LEN;
+	}
+	if (flags & SW_F_RETH) {
+		p->va = get_be64(h);
+		p->rkey = get_be32(h + 8);
+		p->dma_len = get_be32(h + 12);
+		h += SW_RETH_LEN;
+	}
+	if (flags & SW_F_ATMETH) {
+		p->va = get_be64(h);
+		p->rkey = get_be32(h + 8);
+		p->swap_add = get_be64(h + 12);
+		p->compare = get_be64(h + 20);
+		h += SW_ATMETH_LEN;
+	}
+	if (flags & SW_F_AETH) {
+		p->syndrome = h[0];
+		p->msn = get_be24(h + 1);
+		h += SW_AETH_LEN;
+	}
+	if (flags & SW_F_ATMACK) {
+		p->orig = get_be64(h);
+		h += SW_ATMACK_LEN;
+	}
+	if (flags & (SW_F_IMMDT | SW_F_IETH)) {
+		memcpy(&p->imm_be, h, 4);
+		h += 4;
+	}
+
+	p->payload = h;
+	p->paylen = (uint32_t)(len - hdr_len - pad - SW_ICRC_LEN);
+	p->info = info;
+	return 0;
+}
+
+/* See wire.h. */
+size_t sw_pkt_hdr_len(const struct sw_pkt *p)
+{
+	const struct sw_opinfo *info = sw_opinfo(p->opcode);
+
+	return info ? info->hdr_len : 0;
+}
+
+/* See wire.h. */
+size_t sw_pkt_write_hdrs(uint8_t *buf, const struct sw_pkt *p)
+{
+	const struct sw_opinfo *info = sw_opinfo(p->opcode);
+	uint32_t flags;
+	uint8_t *h;
+
+	if (!info)
+		return 0;
+	flags = info->flags;
+
+	/* BTH */
+	buf[0] = p->opcode;
+	buf[1] = (uint8_t)((p->se ? 0x80 : 0) | (p->mig ? 0x40 : 0) | (p->padcnt & 3) << 4);
+	put_be16(buf + 2, p->pkey);
+	buf[4] = 0;
+	put_be24(buf + 5, p->dqpn);
+	buf[8] = p->ack_req ? 0x80 : 0;
+	put_be24(buf + 9, p->psn);
+
+	h = buf + SW_BTH_LEN;
+	if (flags & SW_F_DETH) {
+		put_be32(h, p->qkey);
+		h[4] = 0;
+		put_be24(h + 5, p->sqpn);
+		h += SW_DETH_LEN;
+	}
+	if (flags & SW_F_RETH) {
+		put_be64(h, p->va);
+		put_be32(h + 8, p->rkey);
+		put_be32(h + 12, p->dma_len);
+		h += SW_RETH_LEN;
+	}
+	if (flags & SW_F_ATMETH) {
+		put_be64(h, p->va);
+		put_be32(h + 8, p->rkey);
+		put_be64(h + 12, p->swap_add);
+		put_be64(h + 20, p->compare);
+		h += SW_ATMETH_LEN;
+	}
+	if (flags & SW_F_AETH) {
+		h[0] = p->syndrome;
+		put_be24(h + 1, p->msn);
+		h += SW_AETH_LEN;
+	}
+	if (flags & SW_F_ATMACK) {
+		put_be64(h, p->orig);
+		h += SW_ATMACK_LEN;
+	}
+	if (flags & (SW_F_IMMDT | SW_F_IETH)) {
+		memcpy(h, &p->imm_be, 4);
+		h += 4;
+	}
+	return (size_t)(h - buf);
+}
+
+/* See wire.h. */
+size_t sw_pkt_finish(uint8_t *buf, size_t len, const struct sw_icrc_ctx *c)
+{
+	size_t pad = (buf[1] >> 4) & 3;
+
+	memset(buf + len, 0, pad);
+	len += pad + SW_ICRC_LEN;
+	put_icrc(buf + len - SW_ICRC_LEN, sw_icrc(c, buf, len));
+	return len;
+}
