@@ -107,6 +107,19 @@ static void test_device_errors(void)
 	CHECK_REREG(ibv_rereg_mr(mr, ACC, pd, NULL, 0, LW | IBV_ACCESS_ON_DEMAND),
 		    IBV_REREG_MR_ERR_CMD, EOPNOTSUPP);
 	CHECK_REREG(ibv_rereg_mr(mr, CPD, NULL, NULL, 0, 0), IBV_REREG_MR_ERR_CMD, EINVAL);
+	{
+		/* a PD of another context, even on the same device */
+		struct ibv_context *ctx2 = ibv_open_device(ctx->device);
+		struct ibv_pd *other = ctx2 ? ibv_alloc_pd(ctx2) : NULL;
+
+		if (CHECK(other)) {
+			CHECK_REREG(ibv_rereg_mr(mr, CPD, other, NULL, 0, 0), IBV_REREG_MR_ERR_CMD,
+				    EINVAL);
+			CHECK_RET(ibv_dealloc_pd(other), 0);
+		}
+		if (ctx2)
+			CHECK_RET(ibv_close_device(ctx2), 0);
+	}
 	CHECK_REREG(ibv_rereg_mr(mr, TRANS, pd, (void *)(uintptr_t)page, page, LW),
 		    IBV_REREG_MR_ERR_CMD, EFAULT);
 	CHECK_REREG(ibv_rereg_mr(mr, TRANS, pd, mem, SIZE_MAX, LW), IBV_REREG_MR_ERR_CMD, EINVAL);

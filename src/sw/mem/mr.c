@@ -289,8 +289,8 @@ int sw_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd, void *addr, s
 			return ret;
 	}
 	if (flags & IBV_REREG_MR_CHANGE_PD) {
-		if (!pd || sw_dev_of(pd->context) != dev)
-			return -EINVAL;
+		if (!pd || pd->context != mr->pd->ibv.context)
+			return -EINVAL; /* a PD of this context only, as the kernel looks it up */
 		new_pd = sw_pd_base(pd);
 	}
 	if (mr->dmah)
