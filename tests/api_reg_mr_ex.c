@@ -303,30 +303,50 @@ static void test_fd_access(void)
 
 static void test_dmah(void)
 {
-	struct ibv_dmah_init_attr da = { .comp_mask = IBV_DMAH_INIT_ATTR_MASK_PH, .ph = 0 };
+	struct ibv_dmah_init_attr da = { .comp_mask = IBV_DMAH_INIT_ATTR_MASK_PH, .ph = 2 };
 	struct ibv_dmah *dmah = ibv_alloc_dmah(ctx, &da);
 	struct ibv_mr_init_attr a;
+	struct ibv_mr *mr1, *mr2;
 
-	t_case("DMAH (not supported by MRs yet): EOPNOTSUPP");
-	if (!dmah) {
-		printf("# ibv_alloc_dmah: %s, DMAH registration not tested\n", t_errname(errno));
+	t_case("DMAH on the address and fd paths; the handle is busy while used");
+	if (!CHECK(dmah))
 		return;
-	}
 	a = va_attr(mem, page, LW);
 	a.comp_mask |= M_DMAH;
 	a.dmah = dmah;
-	CHECK_EX_FAILS(pd, &a, EOPNOTSUPP);
+	mr1 = ibv_reg_mr_ex(pd, &a);
+	CHECK(mr1);
 	a = fd_attr(mfd, 0, page, 0, LW);
 	a.comp_mask |= M_DMAH;
 	a.dmah = dmah;
-	CHECK_EX_FAILS(pd, &a, EOPNOTSUPP);
-	/* mask and access errors come first */
+	mr2 = ibv_reg_mr_ex(pd, &a);
+	CHECK(mr2);
+	CHECK_RET(ibv_dealloc_dmah(dmah), EBUSY);
+	/* mask and access errors come before the handle */
 	a.comp_mask &= ~(uint64_t)M_IOVA;
 	CHECK_EX_FAILS(pd, &a, EINVAL);
 	a = va_attr(mem, page, RW);
 	a.comp_mask |= M_DMAH;
 	a.dmah = dmah;
 	CHECK_EX_FAILS(pd, &a, EINVAL);
+	/* ODP with a handle: EOPNOTSUPP, as mlx5 */
+	a = va_attr(mem, page, LW | IBV_ACCESS_ON_DEMAND);
+	a.comp_mask |= M_DMAH;
+	a.dmah = dmah;
+	CHECK_EX_FAILS(pd, &a, EOPNOTSUPP);
+	/* rereg of an MR with a handle: EOPNOTSUPP */
+	if (mr1) {
+		errno = 0;
+		CHECK_EQ_INT(ibv_rereg_mr(mr1, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
+					  LW | IBV_ACCESS_REMOTE_READ),
+			     IBV_REREG_MR_ERR_CMD);
+		CHECK_EQ_INT(errno, EOPNOTSUPP);
+	}
+	if (mr1)
+		CHECK_RET(ibv_dereg_mr(mr1), 0);
+	CHECK_RET(ibv_dealloc_dmah(dmah), EBUSY);
+	if (mr2)
+		CHECK_RET(ibv_dereg_mr(mr2), 0);
 	CHECK_RET(ibv_dealloc_dmah(dmah), 0);
 }
 

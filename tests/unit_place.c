@@ -128,8 +128,9 @@ static void *reader(void *arg)
 		if (r == seen || d[len - 1] != (uint8_t)r)
 			continue;
 		atomic_thread_fence(memory_order_acquire);
+		/* the writer may already be on a later round: older is torn */
 		for (size_t i = 0; i < len - 1; i++)
-			if (d[i] != (uint8_t)r) {
+			if (d[i] < (uint8_t)r) {
 				torn++;
 				break;
 			}

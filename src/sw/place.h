@@ -39,6 +39,13 @@ extern struct sw_place_stats sw_place_stats;
 int sw_place(const struct sw_place_hint *hint, void *dst, const void *src, size_t len);
 
 /*
+ * Make bytes already stored at [dst, +len) durable as `hint` asks: for
+ * TPH_MEM_TYPE_PM write their cache lines back and fence; else nothing.
+ * (Atomics update memory in place and use this afterwards.)
+ */
+void sw_place_persist(const struct sw_place_hint *hint, void *dst, size_t len);
+
+/*
  * Take / drop a reference on the worker pinned to `cpu`, starting it on
  * the first reference and joining it on the last. A DMA handle with a
  * CPU id holds one reference for its lifetime. 0 or -errno.

@@ -93,6 +93,8 @@ int sw_port_open(struct sw_port *port, const struct sw_config *cfg);
 void sw_port_close(struct sw_port *port);
 
 struct sw_mr;
+struct sw_qp_table;
+struct sw_engine;
 
 /*
  * mem/mr_table.c: key -> MR, an open-addressed hash table. Keys are
@@ -147,6 +149,8 @@ struct sw_dev {
 	int nctx;                    /* open contexts sharing `port` */
 	struct sw_port port;
 	struct sw_mr_table mrs;
+	struct sw_qp_table *qps;     /* QPN -> QP (queue/qp_table.c) */
+	struct sw_engine *eng;       /* transport engine while the port is open */
 	atomic_uint npd, ntd, ndmah; /* counts against the limits */
 };
 
@@ -243,6 +247,8 @@ struct sw_mr {
 	void *map;                   /* fd path: our mapping */
 	size_t map_len;
 	struct sw_dmah *dmah;
+	struct sw_place_hint hint;   /* copy of the DMA handle's hints */
+	bool has_hint;
 };
 
 static inline struct sw_mr *sw_mr(struct ibv_mr *mr)
@@ -262,6 +268,13 @@ void sw_mr_put(struct sw_mr *mr);
  */
 int sw_mem_dev_init(struct sw_dev *dev);
 void sw_mem_dev_fini(struct sw_dev *dev);
+
+/*
+ * queue/qp_table.c: the device's queue state (its QPN table), set up
+ * and torn down next to sw_mem_dev_init()/_fini(). 0 or -errno.
+ */
+int sw_queue_dev_init(struct sw_dev *dev);
+void sw_queue_dev_fini(struct sw_dev *dev);
 /*
  * Deregister every MR still registered through `ctx` (closed without
  * ibv_dereg_mr), so that their keys stop resolving. close_context calls

@@ -8,7 +8,7 @@
  *      FD_OFFSET; the fd path needs IOVA                   -> EINVAL
  *   2. page offsets of (addr, iova) or (fd_offset, iova)    -> EINVAL
  *   3. access bits (access.c)                    -> EINVAL / EOPNOTSUPP
- *   4. DMA handle                                           -> EOPNOTSUPP
+ *   4. DMA handle: not one of this context's                -> EINVAL
  *   5. CC DMA bounce device: the address path     -> EOPNOTSUPP
  *   6. the memory: length, overflow                         -> EINVAL
  *      address path: every page mapped                      -> EFAULT
@@ -76,15 +76,34 @@ void sw_mem_dev_fini(struct sw_dev *dev)
 }
 
 /*
- * Hook for DMA handles (TPH steering tags): the next step validates and
- * references attr->dmah here. Until then a DMAH is refused the way a
- * kernel driver without DMAH support refuses it.
+ * Attach the DMA handle named by the request: it must be a handle of
+ * the same context (the kernel looks handles up per file: anything else
+ * is not found, EINVAL). The MR keeps a copy of its hints for placement
+ * and holds a use count, so ibv_dealloc_dmah() gives EBUSY meanwhile.
+ * ON_DEMAND was refused earlier (EOPNOTSUPP), as mlx5 refuses it with a
+ * handle.
  */
-static int mr_attach_dmah(struct sw_mr *mr, const struct ibv_mr_init_attr *attr)
+static int mr_attach_dmah(struct sw_mr *mr, struct ibv_pd *pd,
+			  const struct ibv_mr_init_attr *attr)
 {
-	(void)mr;
-	(void)attr;
-	return -EOPNOTSUPP;
+	struct sw_dmah *d;
+
+	if (!attr->dmah || attr->dmah->context != pd->context)
+		return -EINVAL;
+	d = sw_dmah(attr->dmah);
+	atomic_fetch_add(&d->usecnt, 1);
+	mr->dmah = d;
+	mr->hint = d->hint;
+	mr->has_hint = true;
+	return 0;
+}
+
+/* Undo mr_attach_dmah() on a registration that failed later. */
+static void mr_detach_dmah(struct sw_mr *mr)
+{
+	if (mr->dmah)
+		atomic_fetch_sub(&mr->dmah->usecnt, 1);
+	mr->dmah = NULL;
 }
 
 /*
@@ -231,7 +250,7 @@ int sw_reg_mr(struct ibv_pd *pd, const struct ibv_mr_init_attr *attr, bool legac
 	mr->fd = -1;
 	atomic_init(&mr->refcnt, 1);
 	if ((attr->comp_mask & MASK_DMAH) && !legacy_dmabuf) {
-		ret = mr_attach_dmah(mr, attr);
+		ret = mr_attach_dmah(mr, pd, attr);
 		if (ret)
 			goto err;
 	}
@@ -257,6 +276,7 @@ int sw_reg_mr(struct ibv_pd *pd, const struct ibv_mr_init_attr *attr, bool legac
 	*out = &mr->ibv;
 	return 0;
 err:
+	mr_detach_dmah(mr);
 	sw_mr_put(mr);
 	return ret;
 }

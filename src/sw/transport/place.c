@@ -101,6 +101,13 @@ static void place_here(const struct sw_place_hint *hint, uint8_t *dst, const uin
 		flush_lines(dst, len);
 }
 
+/* Contract: see place.h. */
+void sw_place_persist(const struct sw_place_hint *hint, void *dst, size_t len)
+{
+	if (hint && hint->mem_type == IBV_TPH_MEM_TYPE_PM && len)
+		flush_lines(dst, len);
+}
+
 /* ---- pinned workers, one per CPU in use, refcounted by DMA handles ---- */
 
 struct job {
