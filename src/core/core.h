@@ -267,6 +267,30 @@ void sv_async_destroy(struct sv_context *ctx);
 /* Queue an event for ibv_get_async_event(); safe from any thread. */
 int sv_async_post(struct ibv_context *ctx, const struct ibv_async_event *event);
 
+/*
+ * cq.c: the core's bookkeeping of a CQ, for devices. sv_cq_init() fills
+ * the ibv_cq prefix (context, channel, cq_context, mutex, cond, event
+ * counters) and counts the CQ on its channel; sv_cq_fini() undoes it. A
+ * device calls them from create_cq_ex / destroy_cq.
+ */
+void sv_cq_init(struct ibv_cq *cq, struct ibv_context *ctx, struct ibv_comp_channel *channel,
+		void *cq_context);
+void sv_cq_fini(struct ibv_cq *cq);
+/*
+ * Block until the application has acknowledged (ibv_ack_cq_events)
+ * `comp_reported` completion events of `cq`, as ibv_destroy_cq must.
+ */
+void sv_cq_wait_acks(struct ibv_cq *cq, uint32_t comp_reported);
+
+/*
+ * comp_channel.c: completion channels. sv_comp_channel_post() queues a
+ * completion event of `cq` for ibv_get_cq_event(); safe from any thread;
+ * 0 or -errno. sv_comp_channel_forget() drops the unread events of `cq`
+ * (destroy) and returns how many it dropped.
+ */
+int sv_comp_channel_post(struct ibv_comp_channel *ch, struct ibv_cq *cq);
+unsigned int sv_comp_channel_forget(struct ibv_comp_channel *ch, struct ibv_cq *cq);
+
 /* fork.c: refcounted MADV_DONTFORK ranges (0 or -errno) */
 int sv_dontfork_range(void *base, size_t size);
 int sv_dofork_range(void *base, size_t size);
