@@ -91,12 +91,30 @@ static inline struct sw_ah *sw_ah(struct ibv_ah *ah)
 	return (struct sw_ah *)ah;
 }
 
+/* ctrl/ah.c: the sv_ops AH slots */
+int sw_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr, struct ibv_ah **ah);
+int sw_destroy_ah(struct ibv_ah *ah);
+
 /* ---- completion queues ---- */
 
 struct sw_cqe {
 	struct ibv_wc wc;
 	uint64_t ts_ns;          /* completion timestamp, CLOCK_MONOTONIC ns */
+	uint64_t wallclock_ns;   /* the same instant, CLOCK_REALTIME ns */
 };
+
+/*
+ * The device's "HCA clock" for completion timestamps is CLOCK_MONOTONIC
+ * in nanoseconds: a 64-bit counter running at 1 GHz (1,000,000 kHz).
+ */
+#define SW_CQ_TS_CLOCK CLOCK_MONOTONIC
+#define SW_HCA_CORE_CLOCK_KHZ 1000000ULL
+#define SW_COMPLETION_TS_MASK UINT64_MAX
+
+/* wc_flags a CQ may ask for (anything else is EOPNOTSUPP) */
+#define SW_CQ_WC_FLAGS                                                                            \
+	((uint64_t)IBV_WC_STANDARD_FLAGS | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP |                  \
+	 IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK)
 
 struct sw_cq {
 	struct ibv_cq_ex ibv;    /* ibv_cq is its prefix */
@@ -124,6 +142,17 @@ static inline struct sw_cq *sw_cq(struct ibv_cq *cq)
  */
 int sw_cq_push(struct sw_cq *cq, const struct ibv_wc *wc, bool solicited);
 
+/* queue/cq.c: the sv_ops CQ slots */
+int sw_create_cq_ex(struct ibv_context *ctx, struct ibv_cq_init_attr_ex *attr,
+		    struct ibv_cq_ex **cq);
+int sw_destroy_cq(struct ibv_cq *cq);
+int sw_resize_cq(struct ibv_cq *cq, int cqe);
+int sw_poll_cq(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc);
+int sw_req_notify_cq(struct ibv_cq *cq, int solicited_only);
+
+/* queue/cq_ex.c: point the ibv_cq_ex polling ops of `cq` at the device's */
+void sw_cq_ex_install(struct sw_cq *cq);
+
 /* ---- shared receive queues ---- */
 
 struct sw_recv_wqe {
@@ -147,6 +176,30 @@ static inline struct sw_srq *sw_srq(struct ibv_srq *srq)
 {
 	return (struct sw_srq *)srq;
 }
+
+/* Bytes of one receive WQE slot with room for `max_sge` SGEs. */
+static inline uint32_t sw_recv_wqe_size(uint32_t max_sge)
+{
+	return (uint32_t)(sizeof(struct sw_recv_wqe) + (size_t)max_sge * sizeof(struct ibv_sge));
+}
+
+/*
+ * Take the oldest receive WQE of the SRQ into `out`, which has room for
+ * srq->max_sge SGEs (sw_recv_wqe_size(srq->max_sge) bytes). If the SRQ
+ * is armed and now holds fewer WQEs than its limit, it is disarmed and
+ * IBV_EVENT_SRQ_LIMIT_REACHED is raised. Takes srq->lock (callers may
+ * hold qp->lock). 0, or -EAGAIN when the SRQ is empty.
+ */
+int sw_srq_take(struct sw_srq *srq, struct sw_recv_wqe *out);
+
+/* queue/srq.c: the sv_ops SRQ slots */
+int sw_create_srq_ex(struct ibv_context *ctx, struct ibv_srq_init_attr_ex *attr,
+		     struct ibv_srq **srq);
+int sw_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr, int mask);
+int sw_query_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr);
+int sw_destroy_srq(struct ibv_srq *srq);
+int sw_get_srq_num(struct ibv_srq *srq, uint32_t *srq_num);
+int sw_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
 
 /* ---- queue pairs ---- */
 

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sw/queue.h"
 #include "sw/sw.h"
 
 /* Every op the software device implements; the core fills in the rest. */
@@ -29,6 +30,19 @@ const struct sv_ops sw_ops = {
 	.free_buf = sw_free_buf,
 	.alloc_dmah = sw_alloc_dmah,
 	.dealloc_dmah = sw_dealloc_dmah,
+	.create_cq_ex = sw_create_cq_ex,
+	.destroy_cq = sw_destroy_cq,
+	.resize_cq = sw_resize_cq,
+	.poll_cq = sw_poll_cq,
+	.req_notify_cq = sw_req_notify_cq,
+	.create_srq_ex = sw_create_srq_ex,
+	.modify_srq = sw_modify_srq,
+	.query_srq = sw_query_srq,
+	.destroy_srq = sw_destroy_srq,
+	.get_srq_num = sw_get_srq_num,
+	.post_srq_recv = sw_post_srq_recv,
+	.create_ah = sw_create_ah,
+	.destroy_ah = sw_destroy_ah,
 	.close_context = sw_close_context,
 };
 
