@@ -467,8 +467,25 @@ static void test_truncated(void)
 				       sw_opinfo(valid_ops[i])->name, cut, len, r))
 				break;
 		}
-		/* a NULL-free zero-length view of nothing */
 		CHECK(sw_pkt_parse(&q, buf, 0, NULL) == -EBADMSG);
+	}
+	/* longer than any UDP payload: refused before anything is read past 64 KiB */
+	{
+		static uint8_t big[SW_MAX_UDP_PAYLOAD + 8];
+		struct sw_icrc_ctx c;
+		struct sw_pkt p, q;
+		size_t len;
+
+		rnd_ctx(&c);
+		rnd_fields(&p, SW_OP_SEND_ONLY);
+		p.padcnt = 0;
+		len = sw_pkt_write_hdrs(big, &p);
+		memset(big + len, 0x3c, sizeof(big) - len);
+		len = SW_MAX_UDP_PAYLOAD & ~(size_t)3;
+		sw_pkt_finish(big, len - SW_ICRC_LEN, &c);
+		CHECK(sw_pkt_parse(&q, big, len, &c) == 0 && q.paylen == len - 16);
+		CHECK(sw_pkt_parse(&q, big, len + 4, NULL) == -EBADMSG);
+		CHECK(sw_pkt_parse(&q, big, (size_t)1 << 32, NULL) == -EBADMSG);
 	}
 }
 

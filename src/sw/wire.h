@@ -31,6 +31,7 @@ enum {
 	SW_ATMACK_LEN = 8,
 	SW_ICRC_LEN = 4,
 	SW_GRH_LEN = 40,
+	SW_MAX_UDP_PAYLOAD = 65535 - 20 - 8, /* largest IPv4 UDP payload */
 	SW_MAX_HDR_LEN = SW_BTH_LEN + SW_DETH_LEN + SW_ATMETH_LEN + SW_IMMDT_LEN,
 	SW_PSN_MASK = 0xffffff,
 	SW_QPN_MASK = 0xffffff,
@@ -164,14 +165,15 @@ uint32_t sw_crc32(uint32_t crc, const void *buf, size_t len);
  * with TOS, TTL and checksum masked, the UDP header with its checksum
  * masked, the BTH with its reserved byte masked, and the rest of the
  * packet up to (not including) the ICRC. `len` is the UDP payload length
- * including the 4 ICRC bytes. The result goes on the wire least
+ * including the 4 ICRC bytes, at most SW_MAX_UDP_PAYLOAD (the IPv4 and
+ * UDP length fields). The result goes on the wire least
  * significant byte first (sw_pkt_finish()).
  */
 uint32_t sw_icrc(const struct sw_icrc_ctx *c, const uint8_t *pkt, size_t len);
 
 /*
  * Validate and decode a UDP payload of `len` bytes. Checks, in order:
- * length >= BTH + ICRC; opcode known; BTH transport version 0; length
+ * BTH + ICRC <= length <= SW_MAX_UDP_PAYLOAD; opcode known; BTH transport version 0; length
  * covers the opcode's headers, pad and ICRC; length a multiple of 4; pad
  * and payload only on opcodes that carry payload; ICRC (when `icrc` is
  * non-NULL). Returns 0, or -EBADMSG (malformed), -EPROTO (unknown opcode

@@ -115,7 +115,7 @@ static inline void put_be16(uint8_t *p, uint16_t v)
  * ICRC bytes, whose content is ignored) sent from c->src:c->sport to
  * c->dst:c->dport. Returns 0 for len < BTH + ICRC, which no valid packet
  * has (the parser rejects those before asking). `len` must not exceed
- * 65535 - 28 (the IPv4 total length).
+ * SW_MAX_UDP_PAYLOAD (the IPv4 total length is 16 bits).
  */
 uint32_t sw_icrc(const struct sw_icrc_ctx *c, const uint8_t *pkt, size_t len)
 {

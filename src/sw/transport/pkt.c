@@ -103,7 +103,7 @@ int sw_pkt_parse(struct sw_pkt *p, const uint8_t *buf, size_t len, const struct 
 	uint32_t flags;
 	size_t hdr_len, pad;
 
-	if (len < SW_BTH_LEN + SW_ICRC_LEN)
+	if (len < SW_BTH_LEN + SW_ICRC_LEN || len > SW_MAX_UDP_PAYLOAD)
 		return -EBADMSG;
 	info = sw_opinfo(buf[0]);
 	if (!info)
