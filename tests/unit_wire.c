@@ -70,8 +70,8 @@ static uint32_t ref_crc32(const uint8_t *p, size_t len)
 
 /* The opcodes the device must accept. */
 static const uint8_t valid_ops[] = {
-	0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0a, 0x0b,
-	0x0c, 0x0d, 0x0e, 0x0f, 0x10, 0x11, 0x12, 0x13, 0x14, 0x16, 0x17, 0x64, 0x65,
+	0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0a, 0x0b, 0x0c,
+	0x0d, 0x0e, 0x0f, 0x10, 0x11, 0x12, 0x13, 0x14, 0x16, 0x17, 0x64, 0x65,
 };
 
 /* Contract: true if `op` is in valid_ops. */
@@ -167,7 +167,8 @@ static void test_opcodes(void)
 		CHECK_MSG(info->hdr_len == hl && hl <= SW_MAX_HDR_LEN && hl % 4 == 0,
 			  "%s: hdr_len %u, flags say %u", info->name, info->hdr_len, hl);
 		CHECK_MSG(!(f & SW_F_REQ) != !(f & SW_F_RESP), "%s: REQ xor RESP", info->name);
-		n = !!(f & SW_F_SEND) + !!(f & SW_F_WRITE) + !!(f & SW_F_READ) + !!(f & SW_F_ATOMIC);
+		n = !!(f & SW_F_SEND) + !!(f & SW_F_WRITE) + !!(f & SW_F_READ) +
+		    !!(f & SW_F_ATOMIC);
 		CHECK_MSG(n == (op == SW_OP_ACK ? 0u : 1u), "%s: %u operation kinds", info->name,
 			  n);
 		n = (f & SW_F_ONLY) == SW_F_ONLY || (f & SW_F_ONLY) == SW_F_FIRST ||
@@ -229,11 +230,12 @@ static void test_crc32(void)
 struct icrc_kat {
 	const char *src, *dst;
 	uint16_t sport;
-	const char *hex;   /* the UDP payload without the ICRC */
-	size_t pattern;    /* >0: then `pattern` bytes (i * 7 + 3) & 0xff follow */
-	uint8_t icrc[4];   /* as on the wire */
+	const char *hex; /* the UDP payload without the ICRC */
+	size_t pattern; /* >0: then `pattern` bytes (i * 7 + 3) & 0xff follow */
+	uint8_t icrc[4]; /* as on the wire */
 };
 
+/* clang-format off */
 static const struct icrc_kat kats[] = {
 	/* RC SEND_ONLY "softverbs" + 3 pad bytes, AckReq */
 	{ "192.168.1.1", "192.168.1.2", 49152,
@@ -252,6 +254,7 @@ static const struct icrc_kat kats[] = {
 	{ "192.0.2.10", "198.51.100.20", 50000, "0e00ffff001234560000abcd", 4096,
 	  { 0xef, 0x19, 0x64, 0x69 } },
 };
+/* clang-format on */
 
 /* Contract: decode hex digits (spaces ignored) into out; returns the byte count. */
 static size_t unhex(const char *s, uint8_t *out)
@@ -283,7 +286,7 @@ static void test_icrc_kat(void)
 	t_case("ICRC known answers (scapy)");
 	for (i = 0; i < N_ELEM(kats); i++) {
 		const struct icrc_kat *k = &kats[i];
-		struct sw_icrc_ctx c = { .sport = k->sport, .dport = ROCE_PORT };
+		struct sw_icrc_ctx c = {.sport = k->sport, .dport = ROCE_PORT};
 		struct sw_pkt p;
 		size_t len = unhex(k->hex, buf);
 		uint32_t v;
@@ -308,7 +311,7 @@ static void test_icrc_kat(void)
 	}
 	/* the decoded fields of two of them */
 	{
-		struct sw_icrc_ctx c = { .sport = 1234, .dport = ROCE_PORT };
+		struct sw_icrc_ctx c = {.sport = 1234, .dport = ROCE_PORT};
 		struct sw_pkt p;
 		size_t len = unhex(kats[1].hex, buf);
 
@@ -328,8 +331,8 @@ static void test_icrc_kat(void)
 		c.sport = 4791;
 		if (CHECK(sw_pkt_parse(&p, buf, len + 4, &c) == 0)) {
 			CHECK(p.opcode == 0x65 && p.se && p.dqpn == 1 && p.psn == 0);
-			CHECK(p.qkey == 0x11111111 && p.sqpn == 1 && ntohl(p.imm_be) == 0xcafef00d &&
-			      p.paylen == 0);
+			CHECK(p.qkey == 0x11111111 && p.sqpn == 1 &&
+			      ntohl(p.imm_be) == 0xcafef00d && p.paylen == 0);
 		}
 	}
 }
@@ -343,10 +346,9 @@ static int same_fields(const struct sw_pkt *p, const struct sw_pkt *q)
 	int ok = 1;
 
 	ok &= q->opcode == p->opcode && q->se == p->se && q->mig == p->mig &&
-	      q->padcnt == p->padcnt && q->pkey == p->pkey &&
-	      q->dqpn == (p->dqpn & SW_QPN_MASK) && q->ack_req == p->ack_req &&
-	      q->psn == (p->psn & SW_PSN_MASK) && q->paylen == p->paylen &&
-	      q->info == sw_opinfo(p->opcode);
+	      q->padcnt == p->padcnt && q->pkey == p->pkey && q->dqpn == (p->dqpn & SW_QPN_MASK) &&
+	      q->ack_req == p->ack_req && q->psn == (p->psn & SW_PSN_MASK) &&
+	      q->paylen == p->paylen && q->info == sw_opinfo(p->opcode);
 	if (f & SW_F_DETH)
 		ok &= q->qkey == p->qkey && q->sqpn == (p->sqpn & SW_QPN_MASK);
 	if (f & SW_F_RETH)
@@ -380,9 +382,9 @@ static void test_round_trip(void)
 			size_t len, hl, k;
 
 			/* all small lengths, the top ones, then random */
-			paylen = iter < 9 ? (uint32_t)iter
-			       : iter < 18 ? MAX_PAY - (uint32_t)(iter - 9)
-			       : rnd_below(MAX_PAY + 1);
+			paylen = iter < 9  ? (uint32_t)iter :
+				 iter < 18 ? MAX_PAY - (uint32_t)(iter - 9) :
+					     rnd_below(MAX_PAY + 1);
 			rnd_ctx(&c);
 			rnd_fields(&p, valid_ops[i]);
 			len = build(buf, &p, paylen, &c);
@@ -390,7 +392,8 @@ static void test_round_trip(void)
 			CHECK(sw_pkt_hdr_len(&p) == hl);
 			if (!(info->flags & SW_F_PAYLOAD))
 				CHECK(p.paylen == 0 && p.padcnt == 0);
-			if (!CHECK_MSG(len == hl + p.paylen + p.padcnt + SW_ICRC_LEN && len % 4 == 0,
+			if (!CHECK_MSG(len == hl + p.paylen + p.padcnt + SW_ICRC_LEN &&
+					       len % 4 == 0,
 				       "%s paylen %u: len %zu", info->name, p.paylen, len)) {
 				fails++;
 				continue;
@@ -507,8 +510,8 @@ static void test_bad_headers(void)
 		buf[0] = (uint8_t)op;
 		for (len = 16; len <= 64; len += 16) {
 			sw_pkt_finish(buf, len - 4, &c);
-			CHECK_MSG(sw_pkt_parse(&q, buf, len, &c) == -EPROTO, "opcode 0x%02x len %zu",
-				  op, len);
+			CHECK_MSG(sw_pkt_parse(&q, buf, len, &c) == -EPROTO,
+				  "opcode 0x%02x len %zu", op, len);
 		}
 	}
 	/* transport version != 0 */
@@ -534,8 +537,8 @@ static void test_bad_headers(void)
 				len = sw_pkt_write_hdrs(buf, &p);
 				memset(buf + len, 0, 4 - pad);
 				len = sw_pkt_finish(buf, len + 4 - pad, &c);
-				CHECK_MSG(sw_pkt_parse(&q, buf, len, &c) == -EBADMSG, "%s padcnt %u",
-					  info->name, pad);
+				CHECK_MSG(sw_pkt_parse(&q, buf, len, &c) == -EBADMSG,
+					  "%s padcnt %u", info->name, pad);
 				/* padcnt set, nothing extra: the length no longer fits */
 				len = sw_pkt_write_hdrs(buf, &p);
 				CHECK_MSG(sw_pkt_parse(&q, buf, len + 4, NULL) == -EBADMSG,
@@ -745,10 +748,10 @@ static void put16(uint8_t *p, uint16_t v)
 static int write_pcap(const char *path, int npkts)
 {
 	static uint8_t frame[28 + BUF_LEN];
-	static const uint8_t tos[] = { 0x00, 0x00, 0x02, 0x03, 0x68, 0xb8 };
+	static const uint8_t tos[] = {0x00, 0x00, 0x02, 0x03, 0x68, 0xb8};
 	/* pcap file header in host order (the magic tells readers which) */
-	const uint32_t magic = 0xa1b2c3d4u, zone_sigfigs[2] = { 0, 0 }, snap_link[2] = { 65535, 101 };
-	const uint16_t version[2] = { 2, 4 };
+	const uint32_t magic = 0xa1b2c3d4u, zone_sigfigs[2] = {0, 0}, snap_link[2] = {65535, 101};
+	const uint16_t version[2] = {2, 4};
 	FILE *f = fopen(path, "wb");
 	int i;
 
@@ -799,9 +802,9 @@ static int write_pcap(const char *path, int npkts)
 		fwrite(rec, sizeof(rec), 1, f);
 		fwrite(frame, 28 + len, 1, f);
 		printf("%d %u %u %u %u %u %02x%02x%02x%02x %u %" PRIu64 " %u %u %u %u %u\n", i + 1,
-		       op, sw_opinfo(op)->flags, p.dqpn & SW_QPN_MASK, p.psn & SW_PSN_MASK, p.paylen, roce[len - 4],
-		       roce[len - 3], roce[len - 2], roce[len - 1], p.pkey, p.va, p.rkey,
-		       p.dma_len, p.qkey, p.sqpn & SW_QPN_MASK, p.msn & SW_QPN_MASK);
+		       op, sw_opinfo(op)->flags, p.dqpn & SW_QPN_MASK, p.psn & SW_PSN_MASK,
+		       p.paylen, roce[len - 4], roce[len - 3], roce[len - 2], roce[len - 1], p.pkey,
+		       p.va, p.rkey, p.dma_len, p.qkey, p.sqpn & SW_QPN_MASK, p.msn & SW_QPN_MASK);
 	}
 	if (fclose(f)) {
 		perror(path);

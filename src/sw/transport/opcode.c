@@ -21,6 +21,8 @@
 
 #define L_BTH SW_BTH_LEN
 
+/* One row per opcode, laid out by hand. */
+/* clang-format off */
 static const struct sw_opinfo sw_optab[256] = {
 	/* ---- RC requests: SEND ---- */
 	[SW_OP_RC | SW_OP_SEND_FIRST] = {
@@ -102,6 +104,7 @@ static const struct sw_opinfo sw_optab[256] = {
 		RQ | PL | SW_F_SEND | SW_F_ONLY | SW_F_DETH | SW_F_IMMDT,
 		L_BTH + SW_DETH_LEN + SW_IMMDT_LEN },
 };
+/* clang-format on */
 
 /* Contract: the row of `opcode`, or NULL when the device does not accept it. */
 const struct sw_opinfo *sw_opinfo(uint8_t opcode)
