@@ -166,20 +166,20 @@ uint32_t sw_crc32(uint32_t crc, const void *buf, size_t len);
  * masked, the BTH with its reserved byte masked, and the rest of the
  * packet up to (not including) the ICRC. `len` is the UDP payload length
  * including the 4 ICRC bytes, at most SW_MAX_UDP_PAYLOAD (the IPv4 and
- * UDP length fields). The result goes on the wire least
- * significant byte first (sw_pkt_finish()).
+ * UDP length fields). The result goes on the wire least significant byte
+ * first (sw_pkt_finish()).
  */
 uint32_t sw_icrc(const struct sw_icrc_ctx *c, const uint8_t *pkt, size_t len);
 
 /*
  * Validate and decode a UDP payload of `len` bytes. Checks, in order:
- * BTH + ICRC <= length <= SW_MAX_UDP_PAYLOAD; opcode known; BTH transport version 0; length
- * covers the opcode's headers, pad and ICRC; length a multiple of 4; pad
- * and payload only on opcodes that carry payload; ICRC (when `icrc` is
- * non-NULL). Returns 0, or -EBADMSG (malformed), -EPROTO (unknown opcode
- * / version) or -EILSEQ (ICRC). Reserved BTH bits are ignored. On
- * success p->payload points into `buf` and p->info is the opcode's row;
- * on failure `p` is unspecified.
+ * BTH + ICRC <= length <= SW_MAX_UDP_PAYLOAD; opcode known; BTH
+ * transport version 0; length covers the opcode's headers, pad and ICRC;
+ * length a multiple of 4; pad and payload only on opcodes that carry
+ * payload; ICRC (when `icrc` is non-NULL). Returns 0, or -EBADMSG
+ * (malformed), -EPROTO (unknown opcode / version) or -EILSEQ (ICRC).
+ * Reserved BTH bits are ignored. On success p->payload points into `buf`
+ * and p->info is the opcode's row; on failure `p` is unspecified.
  */
 int sw_pkt_parse(struct sw_pkt *p, const uint8_t *buf, size_t len, const struct sw_icrc_ctx *icrc);
 
