@@ -84,6 +84,7 @@ struct sw_ah {
 	struct ibv_ah ibv;
 	struct sw_av av;
 	struct ibv_ah_attr attr; /* as created, for ibv_query_ah-style use */
+	struct sw_pd *pd;        /* protection domain proper; holds a reference */
 };
 
 static inline struct sw_ah *sw_ah(struct ibv_ah *ah)
@@ -170,6 +171,7 @@ struct sw_srq {
 	uint32_t limit;          /* armed when nonzero */
 	uint32_t srq_num;
 	atomic_int usecnt;       /* QPs attached */
+	struct sw_pd *pd;        /* protection domain proper; holds a reference */
 };
 
 static inline struct sw_srq *sw_srq(struct ibv_srq *srq)

@@ -89,7 +89,8 @@ int sw_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr, struct ibv_ah **ou
 	ah->ibv.handle = atomic_fetch_add(&next_ah_handle, 1);
 	ah->av = av;
 	ah->attr = *attr;
-	atomic_fetch_add(&sw_pd_base(pd)->usecnt, 1);
+	ah->pd = sw_pd_base(pd);
+	atomic_fetch_add(&ah->pd->usecnt, 1);
 	*out = &ah->ibv;
 	return 0;
 }
@@ -99,7 +100,8 @@ int sw_destroy_ah(struct ibv_ah *ibah)
 {
 	struct sw_ah *ah = sw_ah(ibah);
 
-	atomic_fetch_sub(&sw_pd_base(ibah->pd)->usecnt, 1);
+	/* ibah->pd may be a parent domain that is gone already */
+	atomic_fetch_sub(&ah->pd->usecnt, 1);
 	free(ah);
 	atomic_fetch_sub(&nah, 1);
 	return 0;

@@ -99,6 +99,7 @@ int sw_create_srq_ex(struct ibv_context *ctx, struct ibv_srq_init_attr_ex *attr,
 		goto err_count;
 	}
 	base = sw_pd_base(attr->pd);
+	srq->pd = base;
 	ret = sw_ring_alloc(&srq->ring, ctx, base, attr->attr.max_wr,
 			    sw_recv_wqe_size(attr->attr.max_sge));
 	if (ret)
@@ -136,7 +137,7 @@ int sw_destroy_srq(struct ibv_srq *ibsrq)
 
 	if (atomic_load(&srq->usecnt) > 0)
 		return -EBUSY;
-	atomic_fetch_sub(&sw_pd_base(ibsrq->pd)->usecnt, 1);
+	atomic_fetch_sub(&srq->pd->usecnt, 1);
 	pthread_cond_destroy(&ibsrq->cond);
 	pthread_mutex_destroy(&ibsrq->mutex);
 	sw_ring_free(&srq->ring);
@@ -159,7 +160,7 @@ static int srq_resize_locked(struct sw_srq *srq, uint32_t max_wr)
 
 	if (max_wr < used)
 		return -EINVAL;
-	ret = sw_ring_alloc(&nr, srq->ibv.context, sw_pd_base(srq->ibv.pd), max_wr,
+	ret = sw_ring_alloc(&nr, srq->ibv.context, srq->pd, max_wr,
 			    srq->ring.stride);
 	if (ret)
 		return ret;
