@@ -137,8 +137,8 @@ static void ipv4_grh(uint8_t *buf, const uint8_t *src, const uint8_t *dst, uint8
 	ip[1] = tos;
 	ip[2] = 0;
 	ip[3] = 0x40; /* total length 64 */
-	ip[8] = 64;   /* TTL */
-	ip[9] = 17;   /* UDP */
+	ip[8] = 64; /* TTL */
+	ip[9] = 17; /* UDP */
 	memcpy(ip + 12, src, 4);
 	memcpy(ip + 16, dst, 4);
 }

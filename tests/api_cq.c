@@ -120,7 +120,8 @@ static void case_wc_flags(void)
 	}
 	for (i = 0; i < ARRAY_SIZE(bad); i++) {
 		cq = cq_ex(ctx, 16, bad[i], 0, 0, NULL);
-		CHECK_MSG(!cq && errno == EOPNOTSUPP, "wc_flags %#llx: want NULL/EOPNOTSUPP, got %s",
+		CHECK_MSG(!cq && errno == EOPNOTSUPP,
+			  "wc_flags %#llx: want NULL/EOPNOTSUPP, got %s",
 			  (unsigned long long)bad[i], cq ? "a CQ" : t_errname(errno));
 		destroy_ex(cq);
 	}

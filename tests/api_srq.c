@@ -144,9 +144,9 @@ static void case_create_ex(void)
 		}
 		CHECK_RET(ibv_destroy_cq(cq), 0);
 	}
-	CHECK_ERRNO_PTR(srq_ex(IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_TYPE, IBV_SRQT_XRC, pd, 5,
-			       NULL),
-			EOPNOTSUPP);
+	CHECK_ERRNO_PTR(
+		srq_ex(IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_TYPE, IBV_SRQT_XRC, pd, 5, NULL),
+		EOPNOTSUPP);
 	CHECK_ERRNO_PTR(srq_ex(IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_TM,
 			       IBV_SRQT_TM, pd, 5, NULL),
 			EOPNOTSUPP);
@@ -157,9 +157,9 @@ static void case_create_ex(void)
 	CHECK_ERRNO_PTR(srq_ex(IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_XRCD, IBV_SRQT_BASIC, NULL,
 			       5, NULL),
 			EINVAL);
-	CHECK_ERRNO_PTR(srq_ex(IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_XRCD, IBV_SRQT_BASIC, pd,
-			       0, NULL),
-			EINVAL);
+	CHECK_ERRNO_PTR(
+		srq_ex(IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_XRCD, IBV_SRQT_BASIC, pd, 0, NULL),
+		EINVAL);
 
 	/* on a parent domain: the reference is on its protection domain */
 	memset(&pa, 0, sizeof(pa));

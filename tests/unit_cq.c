@@ -221,8 +221,7 @@ static void case_cq_ex(void)
 			  (unsigned long long)ts, (unsigned long long)t0, (unsigned long long)t1,
 			  (unsigned long long)prev_ts);
 		CHECK_MSG(wall >= w0 && wall <= w1, "wallclock %llu outside [%llu, %llu]",
-			  (unsigned long long)wall, (unsigned long long)w0,
-			  (unsigned long long)w1);
+			  (unsigned long long)wall, (unsigned long long)w0, (unsigned long long)w1);
 		prev_ts = ts;
 	}
 	CHECK_EQ_INT(ibv_next_poll(cq), ENOENT);

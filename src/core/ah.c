@@ -72,8 +72,8 @@ static int grh_from_ipv4(struct ibv_context *ctx, uint8_t port, const uint8_t *i
 	union ibv_gid local;
 
 	gid_from_ipv4(&ah->grh.dgid, ip + 12); /* the source address */
-	gid_from_ipv4(&local, ip + 16);        /* the destination address */
-	ah->grh.traffic_class = ip[1];         /* TOS */
+	gid_from_ipv4(&local, ip + 16); /* the destination address */
+	ah->grh.traffic_class = ip[1]; /* TOS */
 	ah->grh.flow_label = 0;
 	ah->grh.hop_limit = 0xff;
 	return find_gid_index(ctx, port, &local, &ah->grh.sgid_index);
@@ -105,9 +105,8 @@ static int grh_version(const struct ibv_grh *grh)
 }
 
 /* 0, or -1 with errno: EINVAL for a GRH area we cannot read or no local GID. */
-SV_EXPORT int ibv_init_ah_from_wc(struct ibv_context *context, uint8_t port_num,
-				  struct ibv_wc *wc, struct ibv_grh *grh,
-				  struct ibv_ah_attr *ah_attr)
+SV_EXPORT int ibv_init_ah_from_wc(struct ibv_context *context, uint8_t port_num, struct ibv_wc *wc,
+				  struct ibv_grh *grh, struct ibv_ah_attr *ah_attr)
 {
 	int ret = 0;
 

@@ -29,9 +29,12 @@
 #define SW_CQ_COMP_MASK (IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD)
 #define SW_CQ_FLAGS IBV_CREATE_CQ_ATTR_SINGLE_THREADED
 
-enum { SW_CQ_ARM_NEXT = 1, SW_CQ_ARM_SOLICITED = 2 };
+enum {
+	SW_CQ_ARM_NEXT = 1,
+	SW_CQ_ARM_SOLICITED = 2
+};
 
-static atomic_uint ncq;            /* live CQs, against SW_MAX_CQ */
+static atomic_uint ncq; /* live CQs, against SW_MAX_CQ */
 static atomic_uint next_cq_handle = 1;
 
 /*
@@ -48,7 +51,8 @@ static int check_create(struct ibv_context *ctx, const struct ibv_cq_init_attr_e
 		return -EINVAL;
 	if (attr->wc_flags & ~SW_CQ_WC_FLAGS)
 		return -EOPNOTSUPP;
-	if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) && (attr->flags & ~(uint32_t)SW_CQ_FLAGS))
+	if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) &&
+	    (attr->flags & ~(uint32_t)SW_CQ_FLAGS))
 		return -EOPNOTSUPP;
 	if (attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) {
 		struct ibv_pd *p = attr->parent_domain;

@@ -44,8 +44,8 @@ static size_t page_round(size_t len)
  * the size overflows or memory runs out, -EOPNOTSUPP on a bounce device
  * unless `pd` is a CC parent domain, else the shared-memory errno.
  */
-int sw_ring_alloc(struct sw_ring *r, struct ibv_context *ctx, struct sw_pd *pd,
-		  uint32_t nslots, uint32_t stride)
+int sw_ring_alloc(struct sw_ring *r, struct ibv_context *ctx, struct sw_pd *pd, uint32_t nslots,
+		  uint32_t stride)
 {
 	uint32_t n = pow2_roundup(nslots);
 	size_t len;

@@ -20,11 +20,11 @@
 #include "sw/queue.h"
 
 #define SW_SRQ_COMP_MASK                                                                           \
-	(IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_XRCD |                 \
+	(IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_XRCD |                  \
 	 IBV_SRQ_INIT_ATTR_CQ | IBV_SRQ_INIT_ATTR_TM)
 #define SW_SRQ_NUM_MASK 0xffffffu
 
-static atomic_uint nsrq;         /* live SRQs, against SW_MAX_SRQ */
+static atomic_uint nsrq; /* live SRQs, against SW_MAX_SRQ */
 static atomic_uint next_srq_num; /* 24-bit SRQ numbers, never 0 */
 
 /* Contract: take one SRQ off the device limit; -ENOMEM at the limit. */
@@ -160,8 +160,7 @@ static int srq_resize_locked(struct sw_srq *srq, uint32_t max_wr)
 
 	if (max_wr < used)
 		return -EINVAL;
-	ret = sw_ring_alloc(&nr, srq->ibv.context, srq->pd, max_wr,
-			    srq->ring.stride);
+	ret = sw_ring_alloc(&nr, srq->ibv.context, srq->pd, max_wr, srq->ring.stride);
 	if (ret)
 		return ret;
 	for (i = 0; i < used; i++)
