@@ -222,16 +222,30 @@ static void case_limit(void)
 		CHECK_ALLOC(M_PH | M_CPU, my_cpu, 0, VM, EINVAL);
 		CHECK_ALLOC(M_ALL, my_cpu, 0, 0xFE, ENOMEM);
 		CHECK_ALLOC(M_ALL, 0xffff, 0, VM, ENOMEM);
-		/* one freed: one more fits, then the limit again */
+		/*
+		 * One freed: requests refused by rows 5-8 do not use up the
+		 * free unit, so one more handle still fits; then the limit again.
+		 */
 		CHECK_RET(ibv_dealloc_dmah(h[n - 1]), 0);
+		CHECK_ALLOC(M_ALL, my_cpu, 0, 0xFE, EOPNOTSUPP);
+		CHECK_ALLOC(M_ALL, 0xffff, 0, VM, EINVAL);
+		CHECK_ALLOC(M_PH, 0, 4, VM, EINVAL);
 		h[n - 1] = ibv_alloc_dmah(ctx, &a);
-		CHECK(h[n - 1] != NULL);
+		CHECK_MSG(h[n - 1] != NULL, "the freed unit: %s", t_errname(errno));
 		CHECK_ALLOC(M_PH, 0, 2, VM, ENOMEM);
-		/* failed allocations did not eat into the limit */
 	}
 	for (i = 0; i < n; i++)
 		if (h[i])
 			CHECK_RET(ibv_dealloc_dmah(h[i]), 0);
+	/* all of them came back: the limit is the same again */
+	for (i = 0; i < n; i++) {
+		h[i] = ibv_alloc_dmah(ctx, &a);
+		if (!h[i])
+			break;
+	}
+	CHECK_MSG(i == n, "only %d of %d handles the second time", i, n);
+	while (i > 0)
+		CHECK_RET(ibv_dealloc_dmah(h[--i]), 0);
 	free(h);
 	CHECK_ALLOC(M_PH, 0, 2, VM, 0);
 }
