@@ -44,12 +44,20 @@ static int heap_alloc(int heap_fd, size_t len)
 	return (int)req.fd;
 }
 
-/* One sealed memfd of `len` bytes from the built-in pool. */
+/*
+ * One sealed memfd of `len` bytes from the built-in pool. Like the
+ * kernel's heap, which allocates every page up front, it refuses more
+ * than the machine's RAM with ENOMEM (a memfd would accept any size and
+ * fail only when touched, or with EINVAL past the largest off_t).
+ */
 static int pool_alloc(size_t len)
 {
-	int fd = memfd_create("softverbs-cc-shared", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-	int ret;
+	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+	int fd, ret;
 
+	if (pages > 0 && page > 0 && len / (size_t)page > (size_t)pages)
+		return -ENOMEM;
+	fd = memfd_create("softverbs-cc-shared", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd < 0)
 		return -errno;
 	if (ftruncate(fd, (off_t)len) ||
