@@ -176,6 +176,14 @@ static void check_recorded_size(struct ibv_pd *pd, struct ibv_buf *b, uint8_t *a
 		ibv_dereg_mr(mr);
 }
 
+/* Physical memory, in bytes. */
+static size_t ram_bytes(void)
+{
+	long pages = sysconf(_SC_PHYS_PAGES);
+
+	return pages > 0 ? (size_t)pages * page : SIZE_MAX / 2;
+}
+
 static void check_no_export(struct ibv_buf *b, const char *what)
 {
 	int fd;
@@ -257,9 +265,12 @@ static void case_plain(struct ibv_context *ctx)
 	if (pd2)
 		CHECK_RET(ibv_dealloc_pd(pd2), 0);
 
-	t_case("plain PD: size 0 is EINVAL");
+	t_case("plain PD: size 0 is EINVAL, a size beyond memory ENOMEM");
 	b = (struct ibv_buf *)&b; /* must stay untouched */
 	CHECK_ERRNO_PTR(ibv_alloc_buf(pd, 0, &b), EINVAL);
+	CHECK(b == (struct ibv_buf *)&b);
+	CHECK_ERRNO_PTR(ibv_alloc_buf(pd, SIZE_MAX, &b), ENOMEM); /* rounding overflows */
+	CHECK_ERRNO_PTR(ibv_alloc_buf(pd, (SIZE_MAX >> 2) + 1, &b), ENOMEM);
 	CHECK(b == (struct ibv_buf *)&b);
 	CHECK_RET(ibv_dealloc_pd(pd), 0);
 }
@@ -586,6 +597,10 @@ static void case_bounce_builtin(void)
 		check_cc_buffer(par, 1, "builtin 1 byte");
 		check_cc_buffer(par, 3 * page - 100, "builtin 3 pages");
 		CHECK_ERRNO_PTR(ibv_alloc_buf(par, 0, &b), EINVAL);
+		CHECK_ERRNO_PTR(ibv_alloc_buf(par, SIZE_MAX, &b), ENOMEM);
+		CHECK_ERRNO_PTR(ibv_alloc_buf(par, SIZE_MAX / 2, &b), ENOMEM);
+		/* more than the RAM: ENOMEM, as the kernel heap would say */
+		CHECK_ERRNO_PTR(ibv_alloc_buf(par, ram_bytes() + page, &b), ENOMEM);
 	}
 
 	t_case("bounce: plain PD buffers allocate but cannot be registered");
