@@ -30,10 +30,17 @@ void sv_async_destroy(struct sv_context *sctx)
 {
 	struct sv_async_entry *e, *next;
 
+	struct sv_async_count *c, *cnext;
+
 	for (e = sctx->async_head; e; e = next) {
 		next = e->next;
 		free(e);
 	}
+	for (c = sctx->async_counts; c; c = cnext) {
+		cnext = c->next;
+		free(c);
+	}
+	sctx->async_counts = NULL;
 	sctx->async_head = sctx->async_tail = NULL;
 	pthread_mutex_destroy(&sctx->async_lock);
 	close(sctx->vctx.context.async_fd);
@@ -74,23 +81,119 @@ int sv_async_post(struct ibv_context *ctx, const struct ibv_async_event *event)
 	return 0;
 }
 
+/* The object an event names, or NULL for device and port events. */
+static const void *event_object(const struct ibv_async_event *ev)
+{
+	switch (ev->event_type) {
+	case IBV_EVENT_CQ_ERR:
+		return ev->element.cq;
+	case IBV_EVENT_QP_FATAL:
+	case IBV_EVENT_QP_REQ_ERR:
+	case IBV_EVENT_QP_ACCESS_ERR:
+	case IBV_EVENT_COMM_EST:
+	case IBV_EVENT_SQ_DRAINED:
+	case IBV_EVENT_PATH_MIG:
+	case IBV_EVENT_PATH_MIG_ERR:
+	case IBV_EVENT_QP_LAST_WQE_REACHED:
+		return ev->element.qp;
+	case IBV_EVENT_SRQ_ERR:
+	case IBV_EVENT_SRQ_LIMIT_REACHED:
+		return ev->element.srq;
+	case IBV_EVENT_WQ_FATAL:
+		return ev->element.wq;
+	default:
+		return NULL;
+	}
+}
+
+/* Count one delivered event of `obj`. Caller holds async_lock. */
+static void count_delivered(struct sv_context *sctx, const void *obj)
+{
+	struct sv_async_count *c;
+
+	for (c = sctx->async_counts; c; c = c->next)
+		if (c->obj == obj) {
+			c->delivered++;
+			return;
+		}
+	c = malloc(sizeof(*c));
+	if (!c)
+		return; /* destroy then cannot wait for this event's ack */
+	c->obj = obj;
+	c->delivered = 1;
+	c->next = sctx->async_counts;
+	sctx->async_counts = c;
+}
+
 SV_EXPORT int ibv_get_async_event(struct ibv_context *ctx, struct ibv_async_event *event)
 {
 	struct sv_context *sctx = sv_ctx(ctx);
 	struct sv_async_entry *e;
 	uint64_t n;
 
-	if (read(ctx->async_fd, &n, sizeof(n)) != sizeof(n))
-		return -1; /* errno from read: EAGAIN when O_NONBLOCK and empty */
-	pthread_mutex_lock(&sctx->async_lock);
-	e = sctx->async_head;
-	sctx->async_head = e->next;
-	if (!sctx->async_head)
-		sctx->async_tail = NULL;
-	pthread_mutex_unlock(&sctx->async_lock);
+	for (;;) {
+		if (read(ctx->async_fd, &n, sizeof(n)) != sizeof(n))
+			return -1; /* errno from read: EAGAIN when O_NONBLOCK and empty */
+		pthread_mutex_lock(&sctx->async_lock);
+		e = sctx->async_head;
+		if (e) {
+			sctx->async_head = e->next;
+			if (!sctx->async_head)
+				sctx->async_tail = NULL;
+			if (event_object(&e->event))
+				count_delivered(sctx, event_object(&e->event));
+		}
+		pthread_mutex_unlock(&sctx->async_lock);
+		if (e)
+			break;
+		/* the event behind this count was dropped by a destroy: next */
+	}
 	*event = e->event;
 	free(e);
 	return 0;
+}
+
+/* Contract: see core.h. */
+void sv_async_forget(struct ibv_context *ctx, const void *obj)
+{
+	struct sv_context *sctx = sv_ctx(ctx);
+	struct sv_async_entry **pp, *e;
+
+	pthread_mutex_lock(&sctx->async_lock);
+	sctx->async_tail = NULL;
+	for (pp = &sctx->async_head; (e = *pp);) {
+		if (event_object(&e->event) == obj) {
+			*pp = e->next;
+			free(e);
+			continue;
+		}
+		sctx->async_tail = e;
+		pp = &e->next;
+	}
+	pthread_mutex_unlock(&sctx->async_lock);
+}
+
+/* Contract: see core.h. */
+void sv_async_wait_acked(struct ibv_context *ctx, const void *obj, pthread_mutex_t *mutex,
+			 pthread_cond_t *cond, const uint32_t *completed)
+{
+	struct sv_context *sctx = sv_ctx(ctx);
+	struct sv_async_count **pp, *c;
+	uint32_t delivered = 0;
+
+	pthread_mutex_lock(&sctx->async_lock);
+	for (pp = &sctx->async_counts; (c = *pp); pp = &c->next)
+		if (c->obj == obj) {
+			delivered = c->delivered;
+			*pp = c->next;
+			free(c);
+			break;
+		}
+	pthread_mutex_unlock(&sctx->async_lock);
+	pthread_mutex_lock(mutex);
+	while (*completed < delivered)
+		pthread_cond_wait(cond, mutex);
+	pthread_mutex_unlock(mutex);
 }
 
 /* Count an acknowledged event on its object and wake a waiting destroy. */

@@ -232,6 +232,13 @@ struct sv_async_entry {
 	struct sv_async_entry *next;
 };
 
+/* Events delivered by ibv_get_async_event() per object, for destroy. */
+struct sv_async_count {
+	const void *obj;
+	uint32_t delivered;
+	struct sv_async_count *next;
+};
+
 /*
  * The core's part of every context. A device context embeds it; the
  * application sees only &vctx.context.
@@ -242,6 +249,7 @@ struct sv_context {
 	struct sv_device *dev;
 	pthread_mutex_t async_lock;
 	struct sv_async_entry *async_head, *async_tail;
+	struct sv_async_count *async_counts;
 };
 
 static inline struct sv_context *sv_ctx(struct ibv_context *ctx)
@@ -266,6 +274,15 @@ int sv_async_init(struct sv_context *ctx);
 void sv_async_destroy(struct sv_context *ctx);
 /* Queue an event for ibv_get_async_event(); safe from any thread. */
 int sv_async_post(struct ibv_context *ctx, const struct ibv_async_event *event);
+/*
+ * For the destroy of a CQ, QP, SRQ or WQ `obj`: drop its unread events,
+ * then wait until the application acknowledged every event of it that
+ * ibv_get_async_event() delivered (*completed counts the acks, under
+ * mutex/cond: the object's own), as rdma-core's destroy verbs do.
+ */
+void sv_async_forget(struct ibv_context *ctx, const void *obj);
+void sv_async_wait_acked(struct ibv_context *ctx, const void *obj, pthread_mutex_t *mutex,
+			 pthread_cond_t *cond, const uint32_t *completed);
 
 /*
  * cq.c: the core's bookkeeping of a CQ, for devices. sv_cq_init() fills

@@ -112,6 +112,9 @@ struct sw_cqe {
 #define SW_HCA_CORE_CLOCK_KHZ 1000000ULL
 #define SW_COMPLETION_TS_MASK UINT64_MAX
 
+/* ctrl/clock.c: the sv_ops query_rt_values slot */
+int sw_query_rt_values(struct ibv_context *ctx, struct ibv_values_ex *values);
+
 /* wc_flags a CQ may ask for (anything else is EOPNOTSUPP) */
 #define SW_CQ_WC_FLAGS                                                                            \
 	((uint64_t)IBV_WC_STANDARD_FLAGS | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP |                  \
@@ -208,7 +211,8 @@ int sw_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_rec
 struct sw_send_wqe {
 	uint64_t wr_id;
 	uint32_t opcode;         /* enum ibv_wr_opcode */
-	uint32_t send_flags;     /* enum ibv_send_flags */
+	uint32_t send_flags;     /* enum ibv_send_flags; SIGNALED also under sq_sig_all,
+				    INLINE only when data[] holds the payload */
 	__be32 imm_data;
 	uint32_t num_sge;        /* 0 when the payload is inline */
 	uint32_t length;         /* payload bytes */
@@ -232,7 +236,9 @@ struct sw_send_wqe {
 	/* requester state */
 	uint32_t first_psn;      /* PSN of the first packet, once sent */
 	uint32_t npkts;          /* packets (PSNs) the message takes */
-	uint32_t state;          /* transport-private */
+	uint16_t state;          /* transport-private; 0 when posted */
+	uint16_t fail_status;    /* transport-private */
+	uint32_t rsvd;           /* keeps data[] 8-byte aligned for struct ibv_sge */
 	uint8_t data[];          /* struct ibv_sge[num_sge], or inline bytes */
 };
 
@@ -248,10 +254,22 @@ struct sw_qp_attr {
 	struct sw_av av;         /* resolved ah_attr (RC) */
 	uint8_t timeout, retry_cnt, rnr_retry, min_rnr_timer;
 	uint8_t max_rd_atomic, max_dest_rd_atomic;
+	/*
+	 * SQD: modify_qp sets it on RTS->SQD while send WQEs are outstanding.
+	 * The transport clears it once no WQE is in progress any more (also
+	 * checking when it sees the SQD transition) and then, if
+	 * en_sqd_async_notify, raises IBV_EVENT_SQ_DRAINED with sw_qp_event().
+	 * With no WQE outstanding, modify_qp raises the event itself.
+	 */
 	uint8_t sq_draining;
 	uint16_t pkey_index;
 	uint8_t port_num;
-	bool en_sqd_async_notify;
+	bool en_sqd_async_notify;  /* as given on the last RTS->SQD */
+	/* alternate path: validated, stored and reported; never used (no APM) */
+	struct ibv_ah_attr alt_ah_attr;
+	uint16_t alt_pkey_index;
+	uint8_t alt_port_num, alt_timeout;
+	enum ibv_mig_state path_mig_state;
 };
 
 struct sw_req;  /* transport/req.c: requester and completer state */
@@ -267,16 +285,24 @@ struct sw_qp {
 	bool sq_sig_all;
 	bool is_ex;              /* created with send_ops_flags: ibv_qp_to_qp_ex works */
 	uint64_t send_ops_flags;
-	struct ibv_qp_cap cap;   /* as granted */
+	/*
+	 * As granted. With an SRQ, max_recv_wr is 0 and max_recv_sge is the
+	 * SRQ's max_sge (the room a receive WQE taken from it needs); the
+	 * API reports 0 for both, as the kernel does.
+	 */
+	struct ibv_qp_cap cap;
 	struct sw_qp_attr attr;
 	struct sw_ring sq;       /* struct sw_send_wqe slots */
 	struct sw_ring rq;       /* struct sw_recv_wqe slots (unused with an SRQ) */
 	struct sw_req *req;
 	struct sw_resp *resp;
+	uint32_t qpn;            /* our copy of qp_num (the QPN table's key) */
+	uint32_t events_reported;/* async events raised; under ibv.qp_base.mutex */
 	/* ibv_wr_* session state */
 	struct sw_send_wqe *wr_cur;
 	uint32_t wr_prod;        /* producer index while a session is open */
 	int wr_err;
+	uint32_t wr_cur_set;     /* setters the current WQE has had (qp_ex.c) */
 };
 
 static inline struct sw_qp *sw_qp(struct ibv_qp *qp)
@@ -285,18 +311,30 @@ static inline struct sw_qp *sw_qp(struct ibv_qp *qp)
 }
 
 void sw_qp_get(struct sw_qp *qp);
+/* Drop a reference; the last one frees the rings and the QP. */
 void sw_qp_put(struct sw_qp *qp);
 
 /*
+ * Raise async event `type` on the QP (IBV_EVENT_SQ_DRAINED, _COMM_EST,
+ * _QP_FATAL, ...). Counted, so that ibv_destroy_qp waits for its ack as
+ * rdma-core does: every QP event must go through here. Any thread (may
+ * hold qp->lock). 0 or -errno.
+ */
+int sw_qp_event(struct sw_qp *qp, enum ibv_event_type type);
+
+/*
  * Move the QP to IBV_QPS_ERR and flush: every posted send and receive
- * WQE completes with IBV_WC_WR_FLUSH_ERR (receives only without an SRQ).
- * Caller holds qp->lock.
+ * WQE completes with IBV_WC_WR_FLUSH_ERR (receives only without an SRQ),
+ * signalled or not, oldest first, and the rings end up empty. On an
+ * actual state change sw_transport_qp_state(qp, old) runs first, so the
+ * transport drops what it holds before the WQEs go. Caller holds
+ * qp->lock.
  */
 void sw_qp_error_locked(struct sw_qp *qp);
 
 /*
  * Take the next receive WQE for an incoming SEND (from the SRQ if the QP
- * has one), copying it to `out` (room for max_recv_sge SGEs). Raises the
+ * has one), copying it to `out` (room for qp->cap.max_recv_sge SGEs). Raises the
  * SRQ limit event when the SRQ drops below its armed limit. Caller holds
  * qp->lock. 0, or -EAGAIN when none is posted (RNR).
  */
@@ -304,7 +342,12 @@ int sw_qp_take_recv(struct sw_qp *qp, struct sw_recv_wqe *out);
 
 /* ---- the transport, as the queue layer sees it (transport/) ---- */
 
-/* Per-QP transport state: create on QP creation, destroy on QP destroy. */
+/*
+ * Per-QP transport state: create on QP creation (context, type, caps and
+ * rings are set; no lock needed), destroy on QP destroy (out of the QPN
+ * table already; qp->lock held, so a packet handler that still holds a
+ * reference sees qp->req == NULL afterwards).
+ */
 int sw_transport_qp_init(struct sw_qp *qp);
 void sw_transport_qp_fini(struct sw_qp *qp);
 
@@ -318,10 +361,27 @@ void sw_transport_qp_state(struct sw_qp *qp, enum ibv_qp_state old_state);
 /* New send WQEs were posted: send what the window allows (qp->lock held). */
 void sw_transport_kick(struct sw_qp *qp);
 
-/* QPN space of the device: register / unregister a QP for incoming packets. */
+/*
+ * QPN space of the device (queue/qp_table.c): register / unregister a QP
+ * for incoming packets. Insert assigns qp->qpn and ibv.qp_base.qp_num: a
+ * 24-bit QPN, never 0, 1 or 0xffffff, counting up from a random base and
+ * unique among live QPs; -ENOMEM beyond SW_MAX_QP QPs. Any thread.
+ */
 int sw_qp_table_insert(struct sw_dev *dev, struct sw_qp *qp);
 void sw_qp_table_remove(struct sw_dev *dev, struct sw_qp *qp);
-/* Returns a referenced QP or NULL. */
+/* Returns a referenced QP (release with sw_qp_put) or NULL. */
 struct sw_qp *sw_qp_table_lookup(struct sw_dev *dev, uint32_t qpn);
+
+/* queue/qp.c, queue/post.c, ctrl/qp_state.c: the sv_ops QP slots */
+int sw_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *attr,
+		    struct ibv_qp **qp);
+int sw_destroy_qp(struct ibv_qp *qp);
+int sw_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask);
+int sw_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask,
+		struct ibv_qp_init_attr *init);
+int sw_qp_to_qp_ex(struct ibv_qp *qp, struct ibv_qp_ex **qpx);
+int sw_query_qp_data_in_order(struct ibv_qp *qp, enum ibv_wr_opcode op, uint32_t flags);
+int sw_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
+int sw_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
 
 #endif

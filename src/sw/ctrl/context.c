@@ -18,6 +18,7 @@ const struct sv_ops sw_ops = {
 	.query_port = sw_query_port,
 	.query_gid_ex = sw_query_gid_ex,
 	.query_pkey = sw_query_pkey,
+	.query_rt_values = sw_query_rt_values,
 	.alloc_pd = sw_alloc_pd,
 	.dealloc_pd = sw_dealloc_pd,
 	.alloc_parent_domain = sw_alloc_parent_domain,

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "sw/queue.h"
 #include "sw/sw.h"
 
 #define SW_FW_VER "softverbs 0.1"
@@ -237,7 +238,8 @@ void sw_device_fill_attr(const struct sw_dev *dev, struct ibv_device_attr_ex *at
 	a->phys_port_cnt = 1;
 
 	attr->comp_mask = 0;
-	attr->completion_timestamp_mask = 0;
+	attr->completion_timestamp_mask = SW_COMPLETION_TS_MASK;
+	attr->hca_core_clock = SW_HCA_CORE_CLOCK_KHZ;
 	attr->device_cap_flags_ex = a->device_cap_flags;
 	if (dev->cfg.cc_dma_bounce)
 		attr->device_cap_flags_ex |= IBV_DEVICE_CC_DMA_BOUNCE;

@@ -150,6 +150,9 @@ int sw_destroy_cq(struct ibv_cq *ibcq)
 	reported = cq->events_reported;
 	pthread_mutex_unlock(&cq->lock);
 	sv_cq_wait_acks(ibcq, reported);
+	sv_async_forget(ibcq->context, ibcq);
+	sv_async_wait_acked(ibcq->context, ibcq, &ibcq->mutex, &ibcq->cond,
+			    &ibcq->async_events_completed);
 	sv_cq_fini(ibcq);
 	if (cq->pd)
 		atomic_fetch_sub(&cq->pd->usecnt, 1);

@@ -137,6 +137,9 @@ int sw_destroy_srq(struct ibv_srq *ibsrq)
 
 	if (atomic_load(&srq->usecnt) > 0)
 		return -EBUSY;
+	sv_async_forget(ibsrq->context, ibsrq);
+	sv_async_wait_acked(ibsrq->context, ibsrq, &ibsrq->mutex, &ibsrq->cond,
+			    &ibsrq->events_completed);
 	atomic_fetch_sub(&srq->pd->usecnt, 1);
 	pthread_cond_destroy(&ibsrq->cond);
 	pthread_mutex_destroy(&ibsrq->mutex);
