@@ -310,6 +310,7 @@ static inline struct sw_qp *sw_qp(struct ibv_qp *qp)
 	return (struct sw_qp *)qp;
 }
 
+/* queue/qp_table.c: take another reference on a QP the caller holds one on */
 void sw_qp_get(struct sw_qp *qp);
 /* Drop a reference; the last one frees the rings and the QP. */
 void sw_qp_put(struct sw_qp *qp);
@@ -334,9 +335,9 @@ void sw_qp_error_locked(struct sw_qp *qp);
 
 /*
  * Take the next receive WQE for an incoming SEND (from the SRQ if the QP
- * has one), copying it to `out` (room for qp->cap.max_recv_sge SGEs). Raises the
- * SRQ limit event when the SRQ drops below its armed limit. Caller holds
- * qp->lock. 0, or -EAGAIN when none is posted (RNR).
+ * has one), copying it to `out` (room for qp->cap.max_recv_sge SGEs).
+ * Raises the SRQ limit event when the SRQ drops below its armed limit.
+ * Caller holds qp->lock. 0, or -EAGAIN when none is posted (RNR).
  */
 int sw_qp_take_recv(struct sw_qp *qp, struct sw_recv_wqe *out);
 

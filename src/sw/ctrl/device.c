@@ -95,6 +95,7 @@ static void sw_device_release(struct sv_device *core)
 	struct sw_dev *dev = sv_container_of(core, struct sw_dev, core);
 
 	sw_port_close(&dev->port);
+	sw_queue_dev_fini(dev);
 	sw_mem_dev_fini(dev);
 	pthread_mutex_destroy(&dev->lock);
 	free(dev);
@@ -129,6 +130,12 @@ static int device_new(const struct sw_config *cfg, uint32_t index, struct sw_dev
 	dev->cfg = *cfg;
 	ret = sw_mem_dev_init(dev);
 	if (ret) {
+		free(dev);
+		return ret;
+	}
+	ret = sw_queue_dev_init(dev);
+	if (ret) {
+		sw_mem_dev_fini(dev);
 		free(dev);
 		return ret;
 	}
