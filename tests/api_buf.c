@@ -196,6 +196,16 @@ static void check_no_export(struct ibv_buf *b, const char *what)
 		close(fd);
 }
 
+/* The number the next new fd gets, or -1. */
+static int lowest_free_fd(void)
+{
+	int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+	if (fd >= 0)
+		close(fd);
+	return fd;
+}
+
 /* What /proc/self/fd/<fd> points to starts with `prefix`. */
 static bool fd_is(int fd, const char *prefix)
 {
@@ -512,7 +522,7 @@ static void check_cc_buffer(struct ibv_pd *par, size_t sz, const char *what)
 	struct ibv_mr *mr;
 	struct stat st;
 	uint8_t *p, *map;
-	int fd1, fd2, seals;
+	int fd1, fd2, seals, lowest;
 
 	errno = 0;
 	p = ibv_alloc_buf(par, sz, &b);
@@ -520,11 +530,14 @@ static void check_cc_buffer(struct ibv_pd *par, size_t sz, const char *what)
 		return;
 	CHECK((uintptr_t)p % page == 0);
 	memset(p, 0x11, len);
+	lowest = lowest_free_fd();
 	errno = 0;
 	fd1 = ibv_export_buf_dmabuf_fd(b);
 	fd2 = ibv_export_buf_dmabuf_fd(b);
 	if (CHECK_MSG(fd1 >= 0 && fd2 >= 0, "%s: export: %d %d, %s", what, fd1, fd2,
 		      t_errname(errno))) {
+		CHECK_MSG(fd1 == lowest, "%s: exported fd %d, lowest free was %d", what, fd1,
+			  lowest);
 		CHECK(fd1 != fd2);
 		CHECK_EQ_INT(fcntl(fd1, F_GETFD), FD_CLOEXEC);
 		CHECK_EQ_INT(fcntl(fd2, F_GETFD), FD_CLOEXEC);
@@ -546,6 +559,14 @@ static void check_cc_buffer(struct ibv_pd *par, size_t sz, const char *what)
 			p[0] = 0x33;
 			CHECK(map[0] == 0x33);
 			munmap(map, len);
+		}
+		/* the fd path is open on a bounce device: the export registers directly */
+		errno = 0;
+		mr = ibv_reg_dmabuf_mr(par, 0, len, (uintptr_t)p, fd2, LW);
+		if (CHECK_MSG(mr != NULL, "%s: ibv_reg_dmabuf_mr of the export: %s", what,
+			      t_errname(errno))) {
+			CHECK(mr->addr == NULL && mr->length == len && mr->lkey != 0);
+			CHECK_RET(ibv_dereg_mr(mr), 0);
 		}
 	}
 	if (fd1 >= 0)
@@ -643,29 +664,44 @@ static void case_bounce_builtin(void)
 		CHECK_EQ_INT(al.nfree, 0);
 	}
 
-	t_case("bounce: out of fds is EMFILE");
+	t_case("bounce: out of fds is EMFILE, for allocation and export");
 	if (par) {
+		struct ibv_buf *held = NULL;
 		struct rlimit old, low;
-		int lowest = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		int lowest, fd, e;
 
+		/* a buffer that exists before the limit drops, to export under it */
+		CHECK(ibv_alloc_buf(par, page, &held));
+		lowest = lowest_free_fd();
 		if (CHECK(lowest >= 0) && CHECK_EQ_INT(getrlimit(RLIMIT_NOFILE, &old), 0)) {
-			close(lowest);
 			low = old;
 			low.rlim_cur = (rlim_t)lowest; /* no fd number is free below it */
 			if (CHECK_EQ_INT(setrlimit(RLIMIT_NOFILE, &low), 0)) {
 				errno = 0;
 				p = ibv_alloc_buf(par, page, &b);
+				e = errno;
+				errno = 0;
+				fd = held ? ibv_export_buf_dmabuf_fd(held) : -1;
+				CHECK_MSG(!held || (fd == -1 && errno == EMFILE),
+					  "export: want -1/EMFILE, got %d/%s", fd, t_errname(errno));
 				CHECK_EQ_INT(setrlimit(RLIMIT_NOFILE, &old), 0);
-				CHECK_MSG(!p && errno == EMFILE, "want NULL/EMFILE, got %s/%s",
-					  p ? "a buffer" : "NULL", t_errname(errno));
+				CHECK_MSG(!p && e == EMFILE, "want NULL/EMFILE, got %s/%s",
+					  p ? "a buffer" : "NULL", t_errname(e));
 				if (p)
 					ibv_free_buf(b);
+				if (fd >= 0)
+					close(fd);
 			}
-			/* and with the limit back, the same call works */
+			/* and with the limit back, the same calls work */
 			p = ibv_alloc_buf(par, page, &b);
 			if (CHECK(p))
 				ibv_free_buf(b);
+			fd = held ? ibv_export_buf_dmabuf_fd(held) : -1;
+			if (CHECK(fd >= 0))
+				close(fd);
 		}
+		if (held)
+			ibv_free_buf(held);
 		CHECK_RET(ibv_dealloc_pd(par), 0);
 	}
 	CHECK_RET(ibv_dealloc_pd(pd), 0);
