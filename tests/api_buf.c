@@ -6,16 +6,20 @@
  *
  * Plain PD: page-aligned memory whose recorded size is rounded up to the
  * page (seen through registration), not exportable (ENODATA), kept out
- * of forked children once fork protection is on; size 0 is EINVAL.
+ * of forked children once fork protection is on; size 0 is EINVAL, a
+ * size whose rounding overflows ENOMEM.
  * Custom allocators of a parent domain: every argument of alloc and
  * free, IBV_ALLOCATOR_USE_DEFAULT, a NULL return, and half-set pairs.
  * The CC opt-in on a device without bounce changes nothing.
  * CC DMA bounce mode (a second device in the same process: every
  * ibv_get_device_list() re-reads SOFTVERBS_*): builtin and auto heaps
- * give sealed memfds whose exports are new close-on-exec fds of the same
- * memory; kernel needs the real heap (ENOENT); DMA-buf wins over custom
- * allocators; registration of a CC buffer goes down the fd path, of a
- * plain one is refused (EOPNOTSUPP); out of fds is EMFILE, not ENOMEM.
+ * give sealed memfds whose exports are new close-on-exec fds (the lowest
+ * free number) of the same memory, registrable with ibv_reg_dmabuf_mr;
+ * more than the RAM is ENOMEM; kernel needs the real heap (ENOENT);
+ * DMA-buf wins over custom allocators; registration of a CC buffer goes
+ * down the fd path (mr->addr is the offset), of a plain one is refused
+ * (EOPNOTSUPP); out of fds is EMFILE, not ENOMEM, for allocation and
+ * export alike.
  */
 #include "harness.h"
 
