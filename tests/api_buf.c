@@ -38,7 +38,11 @@
 #define HEAP_PATH "/dev/dma_heap/system_cc_shared"
 #define POOL_NAME "/memfd:softverbs-cc-shared"
 
-enum { CHILD_OK = 0, CHILD_FAULT = 42, CHILD_WRONG = 43 };
+enum {
+	CHILD_OK = 0,
+	CHILD_FAULT = 42,
+	CHILD_WRONG = 43
+};
 
 static size_t page;
 static int result_fd = -1; /* child: write end of the result pipe */
@@ -230,7 +234,7 @@ static bool fd_is(int fd, const char *prefix)
 
 static void case_plain(struct ibv_context *ctx)
 {
-	static const size_t sizes[] = { 1, 100, 4095, 4096, 4097, 3 * 4096 + 5 };
+	static const size_t sizes[] = {1, 100, 4095, 4096, 4097, 3 * 4096 + 5};
 	struct ibv_pd *pd = ibv_alloc_pd(ctx), *pd2;
 	struct ibv_buf *b, *b2;
 	uint8_t *p, *p2;
@@ -246,8 +250,8 @@ static void case_plain(struct ibv_context *ctx)
 		p = ibv_alloc_buf(pd, sz, &b);
 		if (!CHECK_MSG(p && b, "ibv_alloc_buf(%zu): %s", sz, t_errname(errno)))
 			continue;
-		CHECK_MSG((uintptr_t)p % page == 0, "ibv_alloc_buf(%zu) = %p: not page aligned",
-			  sz, (void *)p);
+		CHECK_MSG((uintptr_t)p % page == 0, "ibv_alloc_buf(%zu) = %p: not page aligned", sz,
+			  (void *)p);
 		memset(p, 0x5a, round_page(sz)); /* the whole rounded size is ours */
 		check_recorded_size(pd, b, p, round_page(sz), "plain");
 		check_no_export(b, "plain");
@@ -305,8 +309,8 @@ static void check_dontfork(struct ibv_pd *pd, const char *what)
 		return;
 	memset(p, 0x77, 2 * page);
 	CHECK_MSG(child_reads(p, 0x77) == CHILD_FAULT, "%s: first byte in the child", what);
-	CHECK_MSG(child_reads(p + 2 * page - 1, 0x77) == CHILD_FAULT,
-		  "%s: last byte in the child", what);
+	CHECK_MSG(child_reads(p + 2 * page - 1, 0x77) == CHILD_FAULT, "%s: last byte in the child",
+		  what);
 	ibv_free_buf(b);
 }
 
@@ -344,7 +348,11 @@ static void case_fork(struct ibv_context *ctx)
 
 /* ---- custom allocators ---- */
 
-enum alloc_mode { GIVE_MEMORY, GIVE_DEFAULT, GIVE_NULL };
+enum alloc_mode {
+	GIVE_MEMORY,
+	GIVE_DEFAULT,
+	GIVE_NULL
+};
 
 static struct {
 	enum alloc_mode mode;
@@ -415,7 +423,8 @@ static void case_custom(struct ibv_context *ctx)
 	if (!CHECK(pd))
 		return;
 	par = parent_of(ctx, pd,
-			IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS | IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT,
+			IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS |
+				IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT,
 			my_alloc, my_free, &cookie);
 	if (!par)
 		goto out;
@@ -691,7 +700,8 @@ static void case_bounce_builtin(void)
 				errno = 0;
 				fd = held ? ibv_export_buf_dmabuf_fd(held) : -1;
 				CHECK_MSG(!held || (fd == -1 && errno == EMFILE),
-					  "export: want -1/EMFILE, got %d/%s", fd, t_errname(errno));
+					  "export: want -1/EMFILE, got %d/%s", fd,
+					  t_errname(errno));
 				CHECK_EQ_INT(setrlimit(RLIMIT_NOFILE, &old), 0);
 				CHECK_MSG(!p && e == EMFILE, "want NULL/EMFILE, got %s/%s",
 					  p ? "a buffer" : "NULL", t_errname(e));

@@ -34,25 +34,25 @@
 
 /* What the child found before the parent freed its buffer. */
 struct report1 {
-	int got_fd;      /* an fd arrived with the message */
-	int open_errno;  /* 0: the child's own device opened and a PD was allocated */
-	int reg_errno;   /* ibv_reg_dmabuf_mr: 0 or errno */
-	int mr_addr;     /* mr->addr == (void *)0, the offset */
-	int mr_length;   /* mr->length == NPAGES pages */
-	int mr_keys;     /* lkey nonzero and == rkey */
-	int map_errno;   /* mmap of the received fd: 0 or errno */
-	int size_ok;     /* fstat size == NPAGES pages */
-	int pattern_a;   /* the parent's bytes, every one */
+	int got_fd; /* an fd arrived with the message */
+	int open_errno; /* 0: the child's own device opened and a PD was allocated */
+	int reg_errno; /* ibv_reg_dmabuf_mr: 0 or errno */
+	int mr_addr; /* mr->addr == (void *)0, the offset */
+	int mr_length; /* mr->length == NPAGES pages */
+	int mr_keys; /* lkey nonzero and == rkey */
+	int map_errno; /* mmap of the received fd: 0 or errno */
+	int size_ok; /* fstat size == NPAGES pages */
+	int pattern_a; /* the parent's bytes, every one */
 };
 
 /* What the child found after the parent's ibv_free_buf(). */
 struct report2 {
-	int old_map_c;   /* the mapping from before shows pattern C */
+	int old_map_c; /* the mapping from before shows pattern C */
 	int remap_errno; /* a fresh mmap of the fd: 0 or errno */
-	int remap_c;     /* ... shows pattern C */
-	int reg_errno;   /* a second ibv_reg_dmabuf_mr: 0 or errno */
-	int dereg;       /* both MRs deregistered */
-	int teardown;    /* PD deallocated and device closed */
+	int remap_c; /* ... shows pattern C */
+	int reg_errno; /* a second ibv_reg_dmabuf_mr: 0 or errno */
+	int dereg; /* both MRs deregistered */
+	int teardown; /* PD deallocated and device closed */
 };
 
 static size_t page;
@@ -87,8 +87,8 @@ static int send_msg(int sock, const void *msg, size_t len, int fd)
 		char buf[CMSG_SPACE(sizeof(int))];
 		struct cmsghdr align;
 	} u;
-	struct iovec iov = { .iov_base = (void *)msg, .iov_len = len };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	struct iovec iov = {.iov_base = (void *)msg, .iov_len = len};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
 	struct cmsghdr *cm;
 
 	if (fd >= 0) {
@@ -111,8 +111,8 @@ static int recv_msg(int sock, void *msg, size_t len, int *fd)
 		char buf[CMSG_SPACE(sizeof(int))];
 		struct cmsghdr align;
 	} u;
-	struct iovec iov = { .iov_base = msg, .iov_len = len };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	struct iovec iov = {.iov_base = msg, .iov_len = len};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
 	struct cmsghdr *cm;
 	ssize_t n;
 
@@ -314,7 +314,8 @@ int main(void)
 	if (CHECK_MSG(!recv_msg(sv[0], &r1, sizeof(r1), NULL), "no report from the child")) {
 		CHECK_EQ_INT(r1.open_errno, 0);
 		CHECK(r1.got_fd);
-		CHECK_MSG(r1.reg_errno == 0, "child ibv_reg_dmabuf_mr: %s", t_errname(r1.reg_errno));
+		CHECK_MSG(r1.reg_errno == 0, "child ibv_reg_dmabuf_mr: %s",
+			  t_errname(r1.reg_errno));
 		CHECK(r1.mr_addr);
 		CHECK(r1.mr_length);
 		CHECK(r1.mr_keys);

@@ -31,7 +31,7 @@
 static struct ibv_context *ctx;
 static size_t page;
 static unsigned int ncpus_possible; /* the kernel's nr_cpu_ids */
-static uint32_t my_cpu;             /* a CPU this thread may run on */
+static uint32_t my_cpu; /* a CPU this thread may run on */
 
 /* Highest CPU number in /sys/devices/system/cpu/possible, plus one. */
 static unsigned int read_possible(void)
@@ -85,14 +85,14 @@ static int try_alloc(uint32_t mask, uint32_t cpu, uint8_t ph, uint8_t mem)
 	return 0;
 }
 
-#define CHECK_ALLOC(mask, cpu, ph, mem, want)                                                     \
+#define CHECK_ALLOC(mask, cpu, ph, mem, want)                                                      \
 	t_check(try_alloc((mask), (cpu), (ph), (mem)) == (want), __FILE__, __LINE__,               \
 		"alloc(mask 0x%x, cpu %u, ph %u, mem %u): want %s", (unsigned)(mask),              \
 		(unsigned)(cpu), (unsigned)(ph), (unsigned)(mem), t_errname(want))
 
 static void case_rows(void)
 {
-	static const uint32_t unknown[] = { 1u << 3, 1u << 7, 1u << 31 };
+	static const uint32_t unknown[] = {1u << 3, 1u << 7, 1u << 31};
 	size_t i;
 
 	t_case("row 1: unknown comp_mask bits are EOPNOTSUPP");
@@ -194,8 +194,10 @@ static void case_affinity(void)
 /* Row 4: the device's handle limit is ENOMEM, and comes before row 5. */
 static void case_limit(void)
 {
-	enum { BOUND = 1 << 16 };
-	struct ibv_dmah_init_attr a = { .comp_mask = M_PH, .ph = 2 };
+	enum {
+		BOUND = 1 << 16
+	};
+	struct ibv_dmah_init_attr a = {.comp_mask = M_PH, .ph = 2};
 	struct ibv_dmah **h = calloc(BOUND, sizeof(*h));
 	int n = 0, e = 0, i;
 
@@ -286,7 +288,10 @@ static struct ibv_mr *reg_dmah_fd(struct ibv_pd *pd, int fd, uint64_t off, size_
 static void case_mrs(void)
 {
 	struct ibv_dmah_init_attr da = {
-		.comp_mask = M_ALL, .cpu_id = my_cpu, .ph = 1, .tph_mem_type = PM,
+		.comp_mask = M_ALL,
+		.cpu_id = my_cpu,
+		.ph = 1,
+		.tph_mem_type = PM,
 	};
 	struct ibv_pd *pd = ibv_alloc_pd(ctx);
 	struct ibv_context *ctx2;
@@ -345,7 +350,7 @@ static void case_mrs(void)
 	}
 
 	t_case("ODP with a handle is EOPNOTSUPP");
-	d = ibv_alloc_dmah(ctx, &(struct ibv_dmah_init_attr){ .comp_mask = M_PH });
+	d = ibv_alloc_dmah(ctx, &(struct ibv_dmah_init_attr){.comp_mask = M_PH});
 	if (CHECK(d)) {
 		CHECK_ERRNO_PTR(reg_dmah(pd, mem, page, LW | IBV_ACCESS_ON_DEMAND, d), EOPNOTSUPP);
 		/* the failure holds no use count */
@@ -355,7 +360,7 @@ static void case_mrs(void)
 	t_case("a handle of another context is EINVAL");
 	ctx2 = ibv_open_device(ctx->device);
 	if (CHECK(ctx2)) {
-		d2 = ibv_alloc_dmah(ctx2, &(struct ibv_dmah_init_attr){ .comp_mask = M_PH });
+		d2 = ibv_alloc_dmah(ctx2, &(struct ibv_dmah_init_attr){.comp_mask = M_PH});
 		if (CHECK(d2)) {
 			CHECK(d2->context == ctx2);
 			CHECK_ERRNO_PTR(reg_dmah(pd, mem, page, LW, d2), EINVAL);

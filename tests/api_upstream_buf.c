@@ -153,8 +153,7 @@ static void test_buf_export_dmabuf_fd_on_bounce_device(const struct run *r)
 }
 
 /* Register [va, +len) of `b` by ibv_reg_buf_mr, or ibv_reg_mr_ex(ADDR|BUF) with `ex`. */
-static struct ibv_mr *buf_mr(struct ibv_pd *pd, struct ibv_buf *b, uint8_t *va, size_t len,
-			     bool ex)
+static struct ibv_mr *buf_mr(struct ibv_pd *pd, struct ibv_buf *b, uint8_t *va, size_t len, bool ex)
 {
 	struct ibv_mr_init_attr a;
 	struct ibv_mr *mr;
@@ -447,8 +446,8 @@ static bool open_run(struct run *r, bool want_bounce)
 
 int main(void)
 {
-	struct run def = { .label = "default device" };
-	struct run cc = { .label = "CC bounce, builtin heap" };
+	struct run def = {.label = "default device"};
+	struct run cc = {.label = "CC bounce, builtin heap"};
 
 	unsetenv("SOFTVERBS_CC_DMA_BOUNCE");
 	unsetenv("SOFTVERBS_CC_HEAP");

@@ -129,7 +129,7 @@ int main(void)
 
 	t_case("no worker before any handle; a refused handle starts none");
 	threads = count_threads_settled();
-	hint = (struct sw_place_hint){ .has_cpu = true, .cpu_id = (uint32_t)cpu };
+	hint = (struct sw_place_hint){.has_cpu = true, .cpu_id = (uint32_t)cpu};
 	CHECK_EQ_INT(sw_place(&hint, dst, src, sizeof(src)), -ENODEV);
 	memset(&da, 0, sizeof(da));
 	da.comp_mask = M_ALL;
@@ -169,7 +169,7 @@ int main(void)
 		CHECK_RET(ibv_dereg_mr(plain), 0);
 	}
 	dph = ibv_alloc_dmah(ctx, &(struct ibv_dmah_init_attr){
-					  .comp_mask = IBV_DMAH_INIT_ATTR_MASK_PH, .ph = 1 });
+					  .comp_mask = IBV_DMAH_INIT_ATTR_MASK_PH, .ph = 1});
 	if (CHECK(dph)) {
 		mr2 = reg(pd, mem + page, page, dph);
 		if (CHECK(mr2)) {
