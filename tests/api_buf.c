@@ -283,7 +283,7 @@ static void case_plain(struct ibv_context *ctx)
 	if (pd2)
 		CHECK_RET(ibv_dealloc_pd(pd2), 0);
 
-	t_case("plain PD: size 0 is EINVAL, a size beyond memory ENOMEM");
+	t_case("plain PD: size 0 is EINVAL, a size whose rounding overflows ENOMEM");
 	b = (struct ibv_buf *)&b; /* must stay untouched */
 	CHECK_ERRNO_PTR(ibv_alloc_buf(pd, 0, &b), EINVAL);
 	CHECK(b == (struct ibv_buf *)&b);
