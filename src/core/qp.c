@@ -7,9 +7,10 @@
  * the device's create_qp_ex, which writes the granted capacities back
  * into the caller's cap, as rdma-core's command layer does.
  *
- * Like rdma-core, the core mirrors the QP state into ibv_qp.state after
- * a successful modify or query that names IBV_QP_STATE (the device keeps
- * it current anyway).
+ * Unlike rdma-core, the core does not copy the state into ibv_qp.state
+ * after modify or query: the device keeps that field itself, under the
+ * QP's lock, and its transport may move the QP to ERR at any moment; a
+ * late copy of the requested state would undo that.
  */
 #include <string.h>
 
@@ -37,21 +38,13 @@ SV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_att
 
 SV_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask)
 {
-	int ret = sv_ops_of(qp->context)->modify_qp(qp, attr, attr_mask);
-
-	if (!ret && (attr_mask & IBV_QP_STATE))
-		qp->state = attr->qp_state;
-	return sv_ret_int(ret);
+	return sv_ret_int(sv_ops_of(qp->context)->modify_qp(qp, attr, attr_mask));
 }
 
 SV_EXPORT int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask,
 			   struct ibv_qp_init_attr *init_attr)
 {
-	int ret = sv_ops_of(qp->context)->query_qp(qp, attr, attr_mask, init_attr);
-
-	if (!ret && (attr_mask & IBV_QP_STATE))
-		qp->state = attr->qp_state;
-	return sv_ret_int(ret);
+	return sv_ret_int(sv_ops_of(qp->context)->query_qp(qp, attr, attr_mask, init_attr));
 }
 
 SV_EXPORT int ibv_destroy_qp(struct ibv_qp *qp)
