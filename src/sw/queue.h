@@ -297,7 +297,6 @@ struct sw_qp {
 	struct sw_req *req;
 	struct sw_resp *resp;
 	uint32_t qpn;            /* our copy of qp_num (the QPN table's key) */
-	uint32_t events_reported;/* async events raised; under ibv.qp_base.mutex */
 	/* ibv_wr_* session state */
 	struct sw_send_wqe *wr_cur;
 	uint32_t wr_prod;        /* producer index while a session is open */
@@ -316,9 +315,9 @@ void sw_qp_get(struct sw_qp *qp);
 void sw_qp_put(struct sw_qp *qp);
 
 /*
- * Raise async event `type` on the QP (IBV_EVENT_SQ_DRAINED, _COMM_EST,
- * _QP_FATAL, ...). Counted, so that ibv_destroy_qp waits for its ack as
- * rdma-core does: every QP event must go through here. Any thread (may
+ * queue/qp.c: raise async event `type` on the QP (IBV_EVENT_SQ_DRAINED,
+ * _COMM_EST, _QP_FATAL, ...) through the core's queue, which lets
+ * ibv_destroy_qp drop it unread or wait for its ack. Any thread (may
  * hold qp->lock). 0 or -errno.
  */
 int sw_qp_event(struct sw_qp *qp, enum ibv_event_type type);
