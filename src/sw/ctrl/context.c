@@ -44,6 +44,14 @@ const struct sv_ops sw_ops = {
 	.post_srq_recv = sw_post_srq_recv,
 	.create_ah = sw_create_ah,
 	.destroy_ah = sw_destroy_ah,
+	.create_qp_ex = sw_create_qp_ex,
+	.modify_qp = sw_modify_qp,
+	.query_qp = sw_query_qp,
+	.destroy_qp = sw_destroy_qp,
+	.qp_to_qp_ex = sw_qp_to_qp_ex,
+	.query_qp_data_in_order = sw_query_qp_data_in_order,
+	.post_send = sw_post_send,
+	.post_recv = sw_post_recv,
 	.close_context = sw_close_context,
 };
 
