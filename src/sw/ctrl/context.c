@@ -11,6 +11,7 @@
 
 #include "sw/queue.h"
 #include "sw/sw.h"
+#include "sw/transport/transport.h"
 
 /* Every op the software device implements; the core fills in the rest. */
 const struct sv_ops sw_ops = {
@@ -91,8 +92,14 @@ int sw_context_open(struct sv_device *core, struct sv_context **ctx, const struc
 	if (!c)
 		return -ENOMEM;
 	pthread_mutex_lock(&dev->lock);
-	if (dev->nctx == 0)
+	if (dev->nctx == 0) {
 		ret = sw_port_open(&dev->port, &dev->cfg);
+		if (!ret) {
+			ret = sw_engine_start(dev);
+			if (ret)
+				sw_port_close(&dev->port);
+		}
+	}
 	if (!ret)
 		dev->nctx++;
 	pthread_mutex_unlock(&dev->lock);
@@ -105,15 +112,21 @@ int sw_context_open(struct sv_device *core, struct sv_context **ctx, const struc
 	return 0;
 }
 
-/* Contract: free the context; the last context of the device unbinds its port. */
+/*
+ * Contract: free the context: its leftover MRs are deregistered, and the
+ * last context of the device stops the transport and unbinds the port.
+ */
 void sw_close_context(struct ibv_context *ctx)
 {
 	struct sw_context *c = sv_container_of(sv_ctx(ctx), struct sw_context, core);
 	struct sw_dev *dev = sw_dev_of(ctx);
 
+	sw_mem_ctx_close(ctx); /* MRs left registered stop resolving now */
 	pthread_mutex_lock(&dev->lock);
-	if (--dev->nctx == 0)
+	if (--dev->nctx == 0) {
+		sw_engine_stop(dev);
 		sw_port_close(&dev->port);
+	}
 	pthread_mutex_unlock(&dev->lock);
 	free(c);
 }

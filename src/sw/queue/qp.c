@@ -203,8 +203,6 @@ int sw_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *attr, s
 	ret = check_create(ctx, attr);
 	if (ret)
 		return ret;
-	if (!sw_transport_qp_init) /* TEMPORARY: see the guard in qp_priv.h */
-		return -EOPNOTSUPP;
 	qp = calloc(1, sizeof(*qp));
 	if (!qp)
 		return -ENOMEM;

@@ -9,20 +9,6 @@
 #include "sw/queue.h"
 
 /*
- * TEMPORARY guard, to be removed when the transport's hooks
- * (sw_transport_qp_init/_fini/_state, sw_transport_kick) land in main:
- * weak references let the library link without them, and QP creation
- * fails with EOPNOTSUPP while they are absent. (While the guard exists, a
- * static link pulls the hooks' object in only through a strong reference
- * to something else in it.)
- */
-#define SW_TEMP_WEAK __attribute__((weak, visibility("hidden")))
-int sw_transport_qp_init(struct sw_qp *qp) SW_TEMP_WEAK;
-void sw_transport_qp_fini(struct sw_qp *qp) SW_TEMP_WEAK;
-void sw_transport_qp_state(struct sw_qp *qp, enum ibv_qp_state old_state) SW_TEMP_WEAK;
-void sw_transport_kick(struct sw_qp *qp) SW_TEMP_WEAK;
-
-/*
  * qp_table.c: the QPN table (see there). A QP lives in slot
  * qpn % SW_QP_TABLE_SLOTS; at most half the slots are ever taken.
  */

@@ -1,0 +1,344 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * comp.c - the completer: responses retire send WQEs, in order.
+ *
+ * An ACK of PSN p retires every SEND and WRITE whose last packet is at or
+ * before p; READ responses and atomic ACKs also acknowledge everything
+ * before them. A READ or atomic completes only with its data: an ACK that
+ * passes one means its response was lost, so the requester asks again. A
+ * NAK names the PSN it refuses: sequence errors rewind, RNR NAKs back
+ * off, and the other NAKs fail the WQE, which moves the QP to error and
+ * flushes everything behind it.
+ */
+#include <string.h>
+
+#include "sw/transport/transport.h"
+
+static struct sw_send_wqe *head(struct sw_qp *qp)
+{
+	return sw_ring_slot(&qp->sq, qp->sq.cons);
+}
+
+static bool outstanding(const struct sw_qp *qp)
+{
+	return qp->sq.cons != qp->req->send_idx || qp->req->send_off;
+}
+
+static bool is_rd_atomic(uint32_t opcode)
+{
+	return opcode == IBV_WR_RDMA_READ || opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+	       opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
+}
+
+static enum ibv_wc_opcode wc_opcode(uint32_t wr_opcode)
+{
+	switch (wr_opcode) {
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		return IBV_WC_RDMA_WRITE;
+	case IBV_WR_RDMA_READ:
+		return IBV_WC_RDMA_READ;
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+		return IBV_WC_COMP_SWAP;
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		return IBV_WC_FETCH_ADD;
+	default:
+		return IBV_WC_SEND;
+	}
+}
+
+/* SQD: tell the application once nothing is in flight any more. */
+static void check_drained(struct sw_qp *qp)
+{
+	struct ibv_async_event ev;
+
+	if (qp->ibv.qp_base.state != IBV_QPS_SQD || !qp->attr.sq_draining || outstanding(qp))
+		return;
+	qp->attr.sq_draining = 0;
+	if (!qp->attr.en_sqd_async_notify)
+		return;
+	memset(&ev, 0, sizeof(ev));
+	ev.event_type = IBV_EVENT_SQ_DRAINED;
+	ev.element.qp = &qp->ibv.qp_base;
+	sv_async_post(qp->ibv.qp_base.context, &ev);
+}
+
+/* Contract: see transport.h (qp->lock held). */
+void sw_comp_retire(struct sw_qp *qp, enum ibv_wc_status status)
+{
+	struct sw_req *req = qp->req;
+	struct sw_send_wqe *w;
+	bool signalled;
+
+	if (qp->sq.cons == qp->sq.prod)
+		return;
+	w = head(qp);
+	if (is_rd_atomic(w->opcode) && w->state == SW_WQE_STARTED && req->rd_atomic)
+		req->rd_atomic--;
+	signalled = (w->send_flags & IBV_SEND_SIGNALED) || qp->sq_sig_all;
+	if (status != IBV_WC_SUCCESS || signalled) {
+		struct ibv_wc wc;
+
+		memset(&wc, 0, sizeof(wc));
+		wc.wr_id = w->wr_id;
+		wc.status = status;
+		wc.opcode = wc_opcode(w->opcode);
+		wc.qp_num = qp->ibv.qp_base.qp_num;
+		if (w->opcode == IBV_WR_RDMA_READ)
+			wc.byte_len = w->length;
+		else if (is_rd_atomic(w->opcode))
+			wc.byte_len = 8;
+		sw_cq_push(qp->scq, &wc, false);
+	}
+	qp->sq.cons++;
+	if ((int32_t)(req->send_idx - qp->sq.cons) < 0) {
+		req->send_idx = qp->sq.cons;
+		req->send_off = 0;
+	}
+	req->read_rx_pkts = 0;
+	if (!outstanding(qp))
+		req->deadline_ns = 0;
+	if (status != IBV_WC_SUCCESS && status != IBV_WC_WR_FLUSH_ERR) {
+		req->deadline_ns = 0;
+		req->rnr_until_ns = 0;
+		sw_qp_error_locked(qp);
+		return;
+	}
+	check_drained(qp);
+}
+
+/* The oldest WQE failed locally and everything before it is done. */
+static bool retire_failed_head(struct sw_qp *qp)
+{
+	if (qp->sq.cons == qp->sq.prod || head(qp)->state != SW_WQE_FAILED)
+		return false;
+	sw_comp_retire(qp, (enum ibv_wc_status)head(qp)->fail_status);
+	return true;
+}
+
+/*
+ * Retire every SEND/WRITE acknowledged by PSN `psn`. Returns true if the
+ * acknowledgement skipped a READ or atomic (its response was lost: the
+ * caller asks again).
+ */
+static bool ack_upto(struct sw_qp *qp, uint32_t psn)
+{
+	struct sw_req *req = qp->req;
+	bool progress = false;
+
+	while (outstanding(qp) && qp->ibv.qp_base.state != IBV_QPS_ERR) {
+		struct sw_send_wqe *w = head(qp);
+		uint32_t last = sw_psn_add(w->first_psn, w->npkts - 1);
+
+		if (retire_failed_head(qp))
+			return false;
+		if (w->state != SW_WQE_STARTED || sw_psn_diff(psn, w->first_psn) < 0)
+			break;
+		if (sw_psn_diff(psn, last) < 0) {
+			/* part of a multi-packet message */
+			if (!is_rd_atomic(w->opcode) &&
+			    sw_psn_diff(sw_psn_add(psn, 1), req->una_psn) > 0) {
+				req->una_psn = sw_psn_add(psn, 1);
+				progress = true;
+			}
+			break;
+		}
+		if (is_rd_atomic(w->opcode))
+			return true;
+		req->una_psn = sw_psn_add(last, 1);
+		sw_comp_retire(qp, IBV_WC_SUCCESS);
+		progress = true;
+	}
+	if (progress) {
+		req->retries = qp->attr.retry_cnt;
+		if (req->window < SW_WINDOW_MAX)
+			req->window++;
+		req->deadline_ns = 0; /* re-armed below while anything is outstanding */
+	}
+	return false;
+}
+
+/* After any response: re-arm the timer and send what is now allowed. */
+static void progress_done(struct sw_qp *qp)
+{
+	struct sw_req *req = qp->req;
+
+	if (qp->ibv.qp_base.state == IBV_QPS_ERR)
+		return;
+	if (outstanding(qp) && !req->deadline_ns) {
+		uint64_t t = sw_req_timeout_ns(qp);
+
+		if (t)
+			req->deadline_ns = sw_now_ns() + t;
+	}
+	sw_req_run(qp);
+}
+
+static void lost_response(struct sw_qp *qp)
+{
+	struct sw_send_wqe *w = head(qp);
+
+	sw_req_rewind(qp, sw_psn_add(w->first_psn, qp->req->read_rx_pkts));
+}
+
+static void on_nak(struct sw_qp *qp, const struct sw_pkt *pkt)
+{
+	struct sw_req *req = qp->req;
+	struct sw_engine *eng = sw_engine_of(qp);
+	uint8_t syn = pkt->syndrome;
+
+	if (ack_upto(qp, sw_psn_add(pkt->psn, SW_PSN_MASK))) /* psn - 1 */
+		lost_response(qp);
+	if (!outstanding(qp) || qp->ibv.qp_base.state == IBV_QPS_ERR)
+		return;
+	if ((syn & 0xe0) == SW_AETH_RNR_NAK) {
+		atomic_fetch_add_explicit(&eng->cnt.rnr_naks_rx, 1, memory_order_relaxed);
+		if (!req->rnr_retries) {
+			sw_comp_retire(qp, IBV_WC_RNR_RETRY_EXC_ERR);
+			return;
+		}
+		if (qp->attr.rnr_retry != 7)
+			req->rnr_retries--;
+		sw_req_rewind(qp, pkt->psn);
+		req->rnr_until_ns = sw_now_ns() + sw_rnr_ns(syn & 0x1f);
+		req->deadline_ns = 0;
+		sw_engine_wake(eng);
+		return;
+	}
+	if (syn == SW_AETH_NAK_PSN_SEQ) {
+		atomic_fetch_add_explicit(&eng->cnt.seq_naks_rx, 1, memory_order_relaxed);
+		req->window = req->window / 2 > SW_WINDOW_MIN ? req->window / 2 : SW_WINDOW_MIN;
+		sw_req_rewind(qp, pkt->psn);
+		req->deadline_ns = 0;
+		progress_done(qp);
+		return;
+	}
+	atomic_fetch_add_explicit(&eng->cnt.err_naks_rx, 1, memory_order_relaxed);
+	switch (syn) {
+	case SW_AETH_NAK_INV_REQ:
+		sw_comp_retire(qp, IBV_WC_REM_INV_REQ_ERR);
+		break;
+	case SW_AETH_NAK_REM_ACCESS:
+		sw_comp_retire(qp, IBV_WC_REM_ACCESS_ERR);
+		break;
+	case SW_AETH_NAK_INV_RD_REQ:
+		sw_comp_retire(qp, IBV_WC_REM_INV_RD_REQ_ERR);
+		break;
+	default:
+		sw_comp_retire(qp, IBV_WC_REM_OP_ERR);
+		break;
+	}
+}
+
+/* Expected opcode of READ response packet k of n. */
+static uint8_t read_resp_opcode(uint32_t k, uint32_t n)
+{
+	if (n == 1)
+		return SW_OP_READ_RESP_ONLY;
+	if (k == 0)
+		return SW_OP_READ_RESP_FIRST;
+	return k == n - 1 ? SW_OP_READ_RESP_LAST : SW_OP_READ_RESP_MIDDLE;
+}
+
+static void on_read_resp(struct sw_qp *qp, const struct sw_pkt *pkt)
+{
+	struct sw_req *req = qp->req;
+	uint32_t mtu = qp->attr.mtu, k, want;
+	struct sw_send_wqe *w;
+	int32_t d;
+	int ret;
+
+	/* responses acknowledge everything before them */
+	(void)ack_upto(qp, sw_psn_add(pkt->psn, SW_PSN_MASK));
+	if (!outstanding(qp) || qp->ibv.qp_base.state == IBV_QPS_ERR)
+		return;
+	w = head(qp);
+	if (w->opcode != IBV_WR_RDMA_READ || w->state != SW_WQE_STARTED)
+		return; /* stale */
+	d = sw_psn_diff(pkt->psn, sw_psn_add(w->first_psn, req->read_rx_pkts));
+	if (d < 0) {
+		atomic_fetch_add_explicit(&sw_engine_of(qp)->cnt.duplicates, 1,
+					  memory_order_relaxed);
+		return;
+	}
+	if (d > 0) {
+		lost_response(qp); /* ask again from the first missing response */
+		req->deadline_ns = 0;
+		progress_done(qp);
+		return;
+	}
+	k = req->read_rx_pkts;
+	want = w->length - k * mtu < mtu ? w->length - k * mtu : mtu;
+	if (pkt->opcode != read_resp_opcode(k, w->npkts) || pkt->paylen != want) {
+		sw_comp_retire(qp, IBV_WC_BAD_RESP_ERR);
+		return;
+	}
+	ret = sw_sge_scatter(qp, (const struct ibv_sge *)(void *)w->data, w->num_sge, k * mtu,
+			     pkt->payload, pkt->paylen);
+	if (ret) {
+		sw_comp_retire(qp, ret == -EINVAL ? IBV_WC_LOC_LEN_ERR : IBV_WC_LOC_PROT_ERR);
+		return;
+	}
+	req->read_rx_pkts++;
+	req->una_psn = sw_psn_add(pkt->psn, 1);
+	req->retries = qp->attr.retry_cnt;
+	req->deadline_ns = 0;
+	if (req->read_rx_pkts == w->npkts)
+		sw_comp_retire(qp, IBV_WC_SUCCESS);
+	progress_done(qp);
+}
+
+static void on_atomic_ack(struct sw_qp *qp, const struct sw_pkt *pkt)
+{
+	struct sw_send_wqe *w;
+	uint64_t orig = pkt->orig;
+	int ret;
+
+	(void)ack_upto(qp, sw_psn_add(pkt->psn, SW_PSN_MASK));
+	if (!outstanding(qp) || qp->ibv.qp_base.state == IBV_QPS_ERR)
+		return;
+	w = head(qp);
+	if ((w->opcode != IBV_WR_ATOMIC_CMP_AND_SWP && w->opcode != IBV_WR_ATOMIC_FETCH_AND_ADD) ||
+	    w->state != SW_WQE_STARTED || w->first_psn != pkt->psn)
+		return; /* stale or duplicate */
+	ret = sw_sge_scatter(qp, (const struct ibv_sge *)(void *)w->data, w->num_sge, 0,
+			     (const uint8_t *)&orig, sizeof(orig));
+	if (ret) {
+		sw_comp_retire(qp, IBV_WC_LOC_PROT_ERR);
+		return;
+	}
+	qp->req->una_psn = sw_psn_add(pkt->psn, 1);
+	qp->req->retries = qp->attr.retry_cnt;
+	qp->req->deadline_ns = 0;
+	sw_comp_retire(qp, IBV_WC_SUCCESS);
+	progress_done(qp);
+}
+
+/* Contract: see transport.h (qp->lock held). */
+void sw_comp_handle(struct sw_qp *qp, const struct sw_pkt *pkt)
+{
+	enum ibv_qp_state st = qp->ibv.qp_base.state;
+
+	if (!qp->req || (st != IBV_QPS_RTS && st != IBV_QPS_SQD && st != IBV_QPS_SQE)) {
+		atomic_fetch_add_explicit(&sw_engine_of(qp)->cnt.drops_state, 1,
+					  memory_order_relaxed);
+		return;
+	}
+	switch (pkt->opcode) {
+	case SW_OP_ACK:
+		if ((pkt->syndrome & 0xe0) != SW_AETH_ACK) {
+			on_nak(qp, pkt);
+			return;
+		}
+		if (ack_upto(qp, pkt->psn))
+			lost_response(qp);
+		progress_done(qp);
+		return;
+	case SW_OP_ATOMIC_ACK:
+		on_atomic_ack(qp, pkt);
+		return;
+	default:
+		on_read_resp(qp, pkt);
+		return;
+	}
+}

@@ -1,0 +1,336 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * engine.c - the transport engine's life cycle and the queue layer's
+ * hooks into it (queue.h: sw_transport_*).
+ *
+ * The engine starts with the device's UDP port (first context) and stops
+ * with it (last context). Settings read at start:
+ *   SOFTVERBS_BUSY_POLL=0|1   spin in the progress thread (latency mode)
+ *   SOFTVERBS_FAULT=...       fault injection, see sw_fault_parse()
+ * A malformed value fails the start, so the context open fails.
+ */
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "sw/transport/transport.h"
+
+/*
+ * Parse SOFTVERBS_FAULT: comma-separated key=value, keys drop, dup and
+ * reorder (fractions 0..1 of packets), side (tx, rx or both; default
+ * tx) and seed (an integer). Example: "drop=0.01,dup=0.005,side=both".
+ * Reordering and duplication act on sent packets. 0 or -EINVAL.
+ */
+static int sw_fault_parse(const char *s, struct sw_fault *f)
+{
+	char *copy = strdup(s), *tok, *save = NULL;
+	int ret = 0;
+
+	if (!copy)
+		return -ENOMEM;
+	memset(f, 0, sizeof(*f));
+	f->on_tx = true;
+	f->seed = 0x9E3779B97F4A7C15ULL;
+	for (tok = strtok_r(copy, ",", &save); tok && !ret; tok = strtok_r(NULL, ",", &save)) {
+		char *eq = strchr(tok, '='), *end;
+		double v;
+
+		if (!eq) {
+			ret = -EINVAL;
+			break;
+		}
+		*eq++ = '\0';
+		if (!strcmp(tok, "side")) {
+			f->on_tx = !strcmp(eq, "tx") || !strcmp(eq, "both");
+			f->on_rx = !strcmp(eq, "rx") || !strcmp(eq, "both");
+			if (!f->on_tx && !f->on_rx)
+				ret = -EINVAL;
+			continue;
+		}
+		if (!strcmp(tok, "seed")) {
+			f->seed = strtoull(eq, &end, 0);
+			if (*end || !*eq)
+				ret = -EINVAL;
+			continue;
+		}
+		v = strtod(eq, &end);
+		if (*end || !*eq || v < 0 || v > 1) {
+			ret = -EINVAL;
+			break;
+		}
+		if (!strcmp(tok, "drop"))
+			f->drop_ppm = (uint32_t)(v * 1e6);
+		else if (!strcmp(tok, "dup"))
+			f->dup_ppm = (uint32_t)(v * 1e6);
+		else if (!strcmp(tok, "reorder"))
+			f->reorder_ppm = (uint32_t)(v * 1e6);
+		else
+			ret = -EINVAL;
+	}
+	free(copy);
+	if (!f->drop_ppm && !f->dup_ppm && !f->reorder_ppm)
+		f->on_tx = f->on_rx = false;
+	return ret;
+}
+
+static int engine_config(struct sw_engine *eng)
+{
+	const char *bp = getenv("SOFTVERBS_BUSY_POLL");
+	const char *fault = getenv("SOFTVERBS_FAULT");
+
+	if (bp && strcmp(bp, "0") && strcmp(bp, "1")) {
+		fprintf(stderr, "softverbs: SOFTVERBS_BUSY_POLL=\"%s\" is invalid: expected 0 or 1\n",
+			bp);
+		return -EINVAL;
+	}
+	eng->busy_poll = bp && !strcmp(bp, "1");
+	if (fault && sw_fault_parse(fault, &eng->fault)) {
+		fprintf(stderr,
+			"softverbs: SOFTVERBS_FAULT=\"%s\" is invalid: expected key=value pairs "
+			"drop=F, dup=F, reorder=F (0..1), side=tx|rx|both, seed=N\n",
+			fault);
+		return -EINVAL;
+	}
+	eng->rng = eng->fault.seed ? eng->fault.seed : 1;
+	return 0;
+}
+
+/* Contract: see transport.h. Called with dev->lock held, port open. */
+int sw_engine_start(struct sw_dev *dev)
+{
+	struct sw_engine *eng = calloc(1, sizeof(*eng));
+	int ret;
+
+	if (!eng)
+		return -ENOMEM;
+	eng->dev = dev;
+	ret = engine_config(eng);
+	if (ret)
+		goto err_free;
+	ret = sw_net_setup(dev->port.fd);
+	if (ret)
+		goto err_free;
+	eng->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (eng->wake_fd < 0) {
+		ret = -errno;
+		goto err_free;
+	}
+	pthread_mutex_init(&eng->active_lock, NULL);
+	dev->eng = eng;
+	ret = pthread_create(&eng->thread, NULL, sw_progress_main, eng);
+	if (ret) {
+		dev->eng = NULL;
+		pthread_mutex_destroy(&eng->active_lock);
+		close(eng->wake_fd);
+		ret = -ret;
+		goto err_free;
+	}
+	eng->running = true;
+	return 0;
+err_free:
+	free(eng);
+	return ret;
+}
+
+/* SOFTVERBS_STATS=1: the device's counters on stderr when it stops. */
+static void engine_report(const struct sw_engine *eng)
+{
+	const struct sw_counters *c = &eng->cnt;
+	const char *v = getenv("SOFTVERBS_STATS");
+
+	if (!v || strcmp(v, "1"))
+		return;
+	fprintf(stderr,
+		"softverbs: %s %s: tx %llu pkts %llu bytes, rx %llu pkts %llu bytes\n"
+		"softverbs:   retransmits %llu timeouts %llu duplicates %llu tx_again %llu\n"
+		"softverbs:   naks rx seq %llu rnr %llu err %llu, tx seq %llu rnr %llu err %llu\n"
+		"softverbs:   drops malformed %llu icrc %llu no_qp %llu state %llu qkey %llu "
+		"no_recv %llu out_of_window %llu\n",
+		eng->dev->core.ibv.name, inet_ntoa(eng->dev->port.addr),
+		(unsigned long long)c->tx_pkts, (unsigned long long)c->tx_bytes,
+		(unsigned long long)c->rx_pkts, (unsigned long long)c->rx_bytes,
+		(unsigned long long)c->retransmits, (unsigned long long)c->timeouts,
+		(unsigned long long)c->duplicates, (unsigned long long)c->tx_again,
+		(unsigned long long)c->seq_naks_rx, (unsigned long long)c->rnr_naks_rx,
+		(unsigned long long)c->err_naks_rx, (unsigned long long)c->seq_naks_tx,
+		(unsigned long long)c->rnr_naks_tx, (unsigned long long)c->err_naks_tx,
+		(unsigned long long)c->drops_malformed, (unsigned long long)c->drops_icrc,
+		(unsigned long long)c->drops_no_qp, (unsigned long long)c->drops_state,
+		(unsigned long long)c->drops_qkey, (unsigned long long)c->drops_no_recv,
+		(unsigned long long)c->drops_out_of_window);
+}
+
+/* Contract: stop the thread and free the engine. QPs must be gone. */
+void sw_engine_stop(struct sw_dev *dev)
+{
+	struct sw_engine *eng = dev->eng;
+
+	if (!eng)
+		return;
+	atomic_store(&eng->stop, true);
+	sw_engine_wake(eng);
+	pthread_join(eng->thread, NULL);
+	engine_report(eng);
+	dev->eng = NULL;
+	close(eng->wake_fd);
+	pthread_mutex_destroy(&eng->active_lock);
+	free(eng->active);
+	free(eng->held);
+	free(eng);
+}
+
+/* Contract: see transport.h. */
+void sw_engine_wake(struct sw_engine *eng)
+{
+	uint64_t one = 1;
+
+	if (write(eng->wake_fd, &one, sizeof(one)) < 0)
+		(void)0; /* counter saturated: the thread is awake anyway */
+}
+
+/* Contract: see transport.h. */
+void sw_engine_activate(struct sw_engine *eng, struct sw_qp *qp)
+{
+	pthread_mutex_lock(&eng->active_lock);
+	for (uint32_t i = 0; i < eng->nactive; i++)
+		if (eng->active[i] == qp)
+			goto out;
+	if (eng->nactive == eng->cap_active) {
+		uint32_t cap = eng->cap_active ? eng->cap_active * 2 : 16;
+		struct sw_qp **n = realloc(eng->active, cap * sizeof(*n));
+
+		if (!n)
+			goto out; /* timers of this QP then never run: retries stall */
+		eng->active = n;
+		eng->cap_active = cap;
+	}
+	eng->active[eng->nactive++] = qp;
+out:
+	pthread_mutex_unlock(&eng->active_lock);
+}
+
+/* Contract: see transport.h. */
+void sw_engine_deactivate(struct sw_engine *eng, struct sw_qp *qp)
+{
+	pthread_mutex_lock(&eng->active_lock);
+	for (uint32_t i = 0; i < eng->nactive; i++)
+		if (eng->active[i] == qp) {
+			eng->active[i] = eng->active[--eng->nactive];
+			break;
+		}
+	pthread_mutex_unlock(&eng->active_lock);
+}
+
+/* Contract: see queue.h. */
+int sw_transport_qp_init(struct sw_qp *qp)
+{
+	struct sw_engine *eng = sw_engine_of(qp);
+
+	if (!eng)
+		return -ENODEV;
+	qp->req = calloc(1, sizeof(*qp->req));
+	qp->resp = calloc(1, sizeof(*qp->resp));
+	if (!qp->req || !qp->resp)
+		goto nomem;
+	/* room for the largest receive WQE, from the RQ or an SRQ */
+	qp->resp->wqe = calloc(1, sizeof(*qp->resp->wqe) + SW_MAX_SGE * sizeof(struct ibv_sge));
+	if (!qp->resp->wqe)
+		goto nomem;
+	qp->req->window = SW_WINDOW_INIT;
+	sw_engine_activate(eng, qp);
+	return 0;
+nomem:
+	if (qp->resp)
+		free(qp->resp->wqe);
+	free(qp->req);
+	free(qp->resp);
+	qp->req = NULL;
+	qp->resp = NULL;
+	return -ENOMEM;
+}
+
+/* Contract: see queue.h. The QP is out of the QPN table already. */
+void sw_transport_qp_fini(struct sw_qp *qp)
+{
+	struct sw_engine *eng = sw_engine_of(qp);
+
+	if (eng)
+		sw_engine_deactivate(eng, qp);
+	if (qp->resp) {
+		free(qp->resp->wqe);
+		free(qp->resp->res);
+	}
+	free(qp->req);
+	free(qp->resp);
+	qp->req = NULL;
+	qp->resp = NULL;
+}
+
+/* Forget all transport state (RESET, or entering RTR afresh). */
+static void transport_reset(struct sw_qp *qp)
+{
+	struct sw_req *req = qp->req;
+	struct sw_resp *resp = qp->resp;
+	struct sw_recv_wqe *wqe = resp->wqe;
+	struct sw_rd_res *res = resp->res;
+
+	memset(req, 0, sizeof(*req));
+	req->window = SW_WINDOW_INIT;
+	req->send_idx = req->una_idx = qp->sq.cons;
+	memset(resp, 0, sizeof(*resp));
+	resp->wqe = wqe;
+	resp->res = res;
+}
+
+/* Contract: see queue.h (qp->lock held). */
+void sw_transport_qp_state(struct sw_qp *qp, enum ibv_qp_state old)
+{
+	struct sw_resp *resp = qp->resp;
+	enum ibv_qp_state now = qp->ibv.qp_base.state;
+
+	switch (now) {
+	case IBV_QPS_RESET:
+	case IBV_QPS_INIT:
+		transport_reset(qp);
+		break;
+	case IBV_QPS_RTR:
+		if (old != IBV_QPS_RTR) {
+			uint32_t n = qp->attr.max_dest_rd_atomic ? qp->attr.max_dest_rd_atomic : 1;
+
+			transport_reset(qp);
+			resp->epsn = qp->attr.rq_psn & SW_PSN_MASK;
+			if (resp->nres != n) {
+				free(resp->res);
+				resp->res = calloc(n, sizeof(*resp->res));
+				resp->nres = resp->res ? n : 0;
+			} else {
+				memset(resp->res, 0, n * sizeof(*resp->res));
+			}
+		}
+		break;
+	case IBV_QPS_RTS:
+		if (old == IBV_QPS_RTR || old == IBV_QPS_INIT) {
+			qp->req->psn = qp->attr.sq_psn & SW_PSN_MASK;
+			qp->req->una_psn = qp->req->psn;
+			qp->req->retries = qp->attr.retry_cnt;
+			qp->req->rnr_retries = qp->attr.rnr_retry;
+		}
+		sw_req_run(qp);
+		break;
+	case IBV_QPS_ERR:
+		qp->req->deadline_ns = 0;
+		qp->req->rnr_until_ns = 0;
+		break;
+	default:
+		break;
+	}
+}
+
+/* Contract: see queue.h (qp->lock held). */
+void sw_transport_kick(struct sw_qp *qp)
+{
+	sw_req_run(qp);
+}

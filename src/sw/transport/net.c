@@ -1,0 +1,135 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * net.c - the transport's network interface over UDP.
+ *
+ * Everything the requester, responder and completer send goes through
+ * sw_net_send(); everything received comes from the progress thread's
+ * batch receive. A same-host shared-memory link can replace this file
+ * without touching them. Fault injection (SOFTVERBS_FAULT) sits here,
+ * on the send side; the receive side is in progress.c.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "sw/transport/transport.h"
+
+enum { SOCK_BUF_BYTES = 8 << 20 };
+
+/* Set one buffer size, forcing past the sysctl cap where we may. */
+static void set_buf(int fd, int opt, int force_opt, int bytes)
+{
+	if (setsockopt(fd, SOL_SOCKET, force_opt, &bytes, sizeof(bytes)))
+		setsockopt(fd, SOL_SOCKET, opt, &bytes, sizeof(bytes));
+}
+
+/*
+ * Contract: large socket buffers (a window of full-size packets must fit
+ * in the peer's receive buffer), DF on every packet (the ICRC covers the
+ * IP header the kernel builds: DF with ID 0), and the destination
+ * address of received packets. 0 or -errno.
+ */
+int sw_net_setup(int fd)
+{
+	int pmtu = IP_PMTUDISC_DO, one = 1;
+
+	set_buf(fd, SO_SNDBUF, SO_SNDBUFFORCE, SOCK_BUF_BYTES);
+	set_buf(fd, SO_RCVBUF, SO_RCVBUFFORCE, SOCK_BUF_BYTES);
+	if (setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu)))
+		return -errno;
+	if (setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &one, sizeof(one)))
+		return -errno;
+	return 0;
+}
+
+/* Contract: see transport.h. */
+void sw_net_icrc_out(const struct sw_engine *eng, const struct sockaddr_in *dst,
+		     struct sw_icrc_ctx *c)
+{
+	c->src = eng->dev->port.addr;
+	c->dst = dst->sin_addr;
+	c->sport = eng->dev->port.udp_port;
+	c->dport = ntohs(dst->sin_port);
+}
+
+/* xorshift64*: cheap, good enough to pick packets for fault injection. */
+static uint32_t fault_rand(struct sw_engine *eng)
+{
+	uint64_t x = eng->rng;
+
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	eng->rng = x;
+	return (uint32_t)((x * 0x2545F4914F6CDD1DULL) >> 32) % 1000000u;
+}
+
+static int raw_send(struct sw_engine *eng, const uint8_t *pkt, size_t len,
+		    const struct sockaddr_in *dst)
+{
+	ssize_t n = sendto(eng->dev->port.fd, pkt, len, 0, (const struct sockaddr *)dst,
+			   sizeof(*dst));
+
+	if (n < 0) {
+		if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS) {
+			atomic_fetch_add_explicit(&eng->cnt.tx_again, 1, memory_order_relaxed);
+			return -EAGAIN;
+		}
+		return -errno;
+	}
+	atomic_fetch_add_explicit(&eng->cnt.tx_pkts, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&eng->cnt.tx_bytes, len, memory_order_relaxed);
+	return 0;
+}
+
+/* Contract: see transport.h. Fault injection may drop, duplicate or delay. */
+int sw_net_send(struct sw_engine *eng, const uint8_t *pkt, size_t len,
+		const struct sockaddr_in *dst)
+{
+	struct sw_fault *f = &eng->fault;
+	int ret;
+
+	if (!f->on_tx)
+		return raw_send(eng, pkt, len, dst);
+	/* fault state is shared by senders: serialise them */
+	pthread_mutex_lock(&eng->active_lock);
+	if (f->drop_ppm && fault_rand(eng) < f->drop_ppm) {
+		pthread_mutex_unlock(&eng->active_lock);
+		return 0; /* lost on the wire */
+	}
+	if (f->reorder_ppm && !eng->held && fault_rand(eng) < f->reorder_ppm) {
+		eng->held = malloc(len);
+		if (eng->held) {
+			memcpy(eng->held, pkt, len);
+			eng->held_len = len;
+			eng->held_dst = *dst;
+			pthread_mutex_unlock(&eng->active_lock);
+			return 0; /* goes out after the next packet */
+		}
+	}
+	ret = raw_send(eng, pkt, len, dst);
+	if (!ret && f->dup_ppm && fault_rand(eng) < f->dup_ppm)
+		raw_send(eng, pkt, len, dst);
+	if (eng->held && !ret) {
+		raw_send(eng, eng->held, eng->held_len, &eng->held_dst);
+		free(eng->held);
+		eng->held = NULL;
+	}
+	pthread_mutex_unlock(&eng->active_lock);
+	return ret;
+}
+
+/* Contract: see transport.h. Waits up to ~20 ms in all for socket room. */
+int sw_net_send_wait(struct sw_engine *eng, const uint8_t *pkt, size_t len,
+		     const struct sockaddr_in *dst)
+{
+	int tries = 20, ret;
+
+	while ((ret = sw_net_send(eng, pkt, len, dst)) == -EAGAIN && tries--) {
+		struct pollfd pfd = { .fd = eng->dev->port.fd, .events = POLLOUT };
+
+		poll(&pfd, 1, 1);
+	}
+	return ret;
+}

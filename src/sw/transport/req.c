@@ -1,0 +1,314 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * req.c - the requester: send WQEs become request packets.
+ *
+ * WQEs leave the SQ in order. A message of n bytes takes
+ * max(1, ceil(n / MTU)) packets and as many PSNs; an RDMA READ request is
+ * one packet that reserves a PSN for each response packet; an atomic
+ * takes one. Sending stops at the window (packets in flight), at a
+ * fence behind outstanding READs/atomics, at max_rd_atomic, during an RNR
+ * back-off, and when the socket is full. The retransmit timer runs while
+ * anything is unacknowledged; on expiry, or on a sequence NAK, the
+ * requester goes back to the oldest unacknowledged PSN (go-back-N) and
+ * halves its window; every acknowledged window grows it again.
+ *
+ * UD sends complete as soon as they are on the wire.
+ */
+#include <string.h>
+
+#include "sw/transport/transport.h"
+
+static struct sw_send_wqe *wqe_at(struct sw_qp *qp, uint32_t idx)
+{
+	return sw_ring_slot(&qp->sq, idx);
+}
+
+static bool is_rd_atomic(uint32_t opcode)
+{
+	return opcode == IBV_WR_RDMA_READ || opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+	       opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
+}
+
+/* Packets (PSNs) a message takes. */
+static uint32_t wqe_npkts(const struct sw_qp *qp, const struct sw_send_wqe *w)
+{
+	uint32_t mtu = qp->attr.mtu ? qp->attr.mtu : 1024;
+
+	if (w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD ||
+	    qp->ibv.qp_base.qp_type == IBV_QPT_UD)
+		return 1;
+	return w->length ? (w->length + mtu - 1) / mtu : 1;
+}
+
+/* Contract: see transport.h. Floor of 500 us keeps tiny values sane. */
+uint64_t sw_req_timeout_ns(const struct sw_qp *qp)
+{
+	uint64_t ns;
+
+	if (!qp->attr.timeout)
+		return 0; /* infinite */
+	ns = 4096ull << qp->attr.timeout;
+	return ns < 500000 ? 500000 : ns;
+}
+
+static void arm_timer(struct sw_qp *qp)
+{
+	struct sw_req *req = qp->req;
+	uint64_t t = sw_req_timeout_ns(qp);
+
+	if (!t || req->deadline_ns)
+		return;
+	req->deadline_ns = sw_now_ns() + t;
+	sw_engine_wake(sw_engine_of(qp));
+}
+
+/* The opcode of packet `k` of `n` for a SEND or WRITE. */
+static uint8_t msg_opcode(const struct sw_send_wqe *w, uint32_t k, uint32_t n, bool ud)
+{
+	bool first = k == 0, last = k == n - 1;
+	bool imm = w->opcode == IBV_WR_SEND_WITH_IMM || w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+
+	if (ud)
+		return SW_OP_UD | (imm ? SW_OP_SEND_ONLY_IMM : SW_OP_SEND_ONLY);
+	if (w->opcode == IBV_WR_SEND || w->opcode == IBV_WR_SEND_WITH_IMM) {
+		if (first && last)
+			return imm ? SW_OP_SEND_ONLY_IMM : SW_OP_SEND_ONLY;
+		if (first)
+			return SW_OP_SEND_FIRST;
+		return last ? (imm ? SW_OP_SEND_LAST_IMM : SW_OP_SEND_LAST) : SW_OP_SEND_MIDDLE;
+	}
+	if (first && last)
+		return imm ? SW_OP_WRITE_ONLY_IMM : SW_OP_WRITE_ONLY;
+	if (first)
+		return SW_OP_WRITE_FIRST;
+	return last ? (imm ? SW_OP_WRITE_LAST_IMM : SW_OP_WRITE_LAST) : SW_OP_WRITE_MIDDLE;
+}
+
+/*
+ * Build packet `k` of WQE `w` into `buf`. Returns its length, or a
+ * negative errno: -EACCES / -EINVAL for a bad local SGE.
+ */
+static int build(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t k, uint8_t *buf,
+		 const struct sockaddr_in *dst)
+{
+	bool ud = qp->ibv.qp_base.qp_type == IBV_QPT_UD;
+	uint32_t mtu = qp->attr.mtu ? qp->attr.mtu : 1024;
+	struct sw_pkt p = { 0 };
+	struct sw_icrc_ctx ic;
+	uint32_t off = k * mtu, len = 0;
+	size_t hl;
+	int ret;
+
+	p.pkey = SW_DEFAULT_PKEY;
+	p.psn = sw_psn_add(w->first_psn, k);
+	p.dqpn = ud ? w->wr.ud.remote_qpn : qp->attr.dest_qp_num;
+	switch (w->opcode) {
+	case IBV_WR_RDMA_READ:
+		p.opcode = SW_OP_READ_REQ;
+		p.va = w->wr.rdma.remote_addr + off;
+		p.rkey = w->wr.rdma.rkey;
+		p.dma_len = w->length - off;
+		p.ack_req = true;
+		break;
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		p.opcode = w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? SW_OP_CMP_SWAP : SW_OP_FETCH_ADD;
+		p.va = w->wr.atomic.remote_addr;
+		p.rkey = w->wr.atomic.rkey;
+		p.swap_add = w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? w->wr.atomic.swap
+								     : w->wr.atomic.compare_add;
+		p.compare = w->wr.atomic.compare_add;
+		p.ack_req = true;
+		break;
+	default:
+		p.opcode = msg_opcode(w, k, w->npkts, ud);
+		len = w->length - off < mtu ? w->length - off : mtu;
+		if (w->opcode == IBV_WR_RDMA_WRITE || w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
+			p.va = w->wr.rdma.remote_addr;
+			p.rkey = w->wr.rdma.rkey;
+			p.dma_len = w->length;
+		}
+		p.imm_be = w->imm_data;
+		if (k == w->npkts - 1) {
+			p.se = w->send_flags & IBV_SEND_SOLICITED;
+			p.ack_req = !ud;
+		}
+		if (ud) {
+			p.qkey = (w->wr.ud.remote_qkey & 0x80000000u) ? qp->attr.qkey
+								       : w->wr.ud.remote_qkey;
+			p.sqpn = qp->ibv.qp_base.qp_num;
+		}
+		break;
+	}
+	if (!ud && ++qp->req->since_ackreq >= SW_ACK_EVERY)
+		p.ack_req = true;
+	if (p.ack_req)
+		qp->req->since_ackreq = 0;
+	p.padcnt = sw_pad_for(len);
+	p.paylen = len;
+	hl = sw_pkt_write_hdrs(buf, &p);
+	if (len) {
+		if (w->num_sge)
+			ret = sw_sge_gather(qp, (const struct ibv_sge *)(void *)w->data, w->num_sge,
+					    off, buf + hl, len);
+		else
+			ret = (memcpy(buf + hl, w->data + off, len), 0);
+		if (ret)
+			return ret;
+	}
+	sw_net_icrc_out(sw_engine_of(qp), dst, &ic);
+	return (int)sw_pkt_finish(buf, hl + len, &ic);
+}
+
+/* Contract: see transport.h (qp->lock held). */
+void sw_req_run(struct sw_qp *qp)
+{
+	struct sw_req *req = qp->req;
+	enum ibv_qp_state st = qp->ibv.qp_base.state;
+	bool ud = qp->ibv.qp_base.qp_type == IBV_QPT_UD;
+	uint8_t buf[SW_PKT_MAX];
+	uint32_t max_rd = qp->attr.max_rd_atomic ? qp->attr.max_rd_atomic : 1;
+
+	if (!req || (st != IBV_QPS_RTS && st != IBV_QPS_SQD))
+		return;
+	if (req->rnr_until_ns) {
+		if (sw_now_ns() < req->rnr_until_ns)
+			return;
+		req->rnr_until_ns = 0;
+	}
+	req->wait_writable = false;
+	while (req->send_idx != qp->sq.prod) {
+		struct sw_send_wqe *w = wqe_at(qp, req->send_idx);
+		const struct sockaddr_in *dst = ud ? &w->wr.ud.av.dst : &qp->attr.av.dst;
+		int len, ret;
+
+		if (w->state == SW_WQE_FAILED)
+			return; /* waits to complete in order */
+		if (req->send_off == 0) {
+			if (st == IBV_QPS_SQD && w->state == SW_WQE_NEW)
+				break; /* draining: nothing new starts */
+			if (w->state == SW_WQE_NEW) {
+				if ((w->send_flags & IBV_SEND_FENCE) && req->rd_atomic)
+					break;
+				if (is_rd_atomic(w->opcode) && req->rd_atomic >= max_rd)
+					break;
+			}
+			w->first_psn = req->psn;
+			w->npkts = wqe_npkts(qp, w);
+		}
+		if (!ud && (uint32_t)sw_psn_diff(req->psn, req->una_psn) >= req->window)
+			break;
+		len = build(qp, w, req->send_off, buf, dst);
+		if (len < 0) {
+			/*
+			 * A bad local SGE fails the WQE. It completes in order:
+			 * now if it is the oldest, else once the WQEs ahead of
+			 * it are retired (comp.c). Nothing more is sent.
+			 */
+			w->state = SW_WQE_FAILED;
+			w->fail_status = len == -EINVAL ? IBV_WC_LOC_LEN_ERR : IBV_WC_LOC_PROT_ERR;
+			if (qp->sq.cons == req->send_idx)
+				sw_comp_retire(qp, (enum ibv_wc_status)w->fail_status);
+			return;
+		}
+		ret = sw_net_send(sw_engine_of(qp), buf, (size_t)len, dst);
+		if (ret == -EAGAIN) {
+			req->wait_writable = true;
+			sw_engine_wake(sw_engine_of(qp));
+			return;
+		}
+		if (req->send_off == 0 && w->state == SW_WQE_NEW) {
+			w->state = SW_WQE_STARTED;
+			if (is_rd_atomic(w->opcode))
+				req->rd_atomic++;
+		}
+		if (ud) {
+			req->psn = sw_psn_add(req->psn, 1);
+			req->send_idx++;
+			req->send_off = 0;
+			sw_comp_retire(qp, IBV_WC_SUCCESS);
+			continue;
+		}
+		if (w->opcode == IBV_WR_RDMA_READ) {
+			/* one request reserves the PSNs of all remaining responses */
+			req->psn = sw_psn_add(w->first_psn, w->npkts);
+			req->send_off = w->npkts;
+		} else {
+			req->psn = sw_psn_add(req->psn, 1);
+			req->send_off++;
+		}
+		if (req->send_off >= w->npkts) {
+			req->send_idx++;
+			req->send_off = 0;
+		}
+		arm_timer(qp);
+	}
+}
+
+/*
+ * Contract: see transport.h. Find the WQE holding `psn` among those sent
+ * and resume there; a READ resumes at the response that was missed.
+ * Every WQE after the rewind point goes out again as if new.
+ */
+void sw_req_rewind(struct sw_qp *qp, uint32_t psn)
+{
+	struct sw_req *req = qp->req;
+	uint32_t end = req->send_idx + (req->send_off ? 1 : 0);
+	uint32_t idx, rd = 0;
+	int32_t d = 0;
+
+	for (idx = qp->sq.cons; idx != end; idx++) {
+		struct sw_send_wqe *w = wqe_at(qp, idx);
+
+		d = sw_psn_diff(psn, w->first_psn);
+		if (d >= 0 && (uint32_t)d < w->npkts)
+			break;
+		if (is_rd_atomic(w->opcode) && w->state == SW_WQE_STARTED)
+			rd++;
+	}
+	if (idx == end)
+		return; /* nothing sent holds that PSN */
+	req->send_idx = idx;
+	req->send_off = (uint32_t)d;
+	req->psn = psn;
+	for (uint32_t j = idx; j != qp->sq.prod; j++) {
+		struct sw_send_wqe *w = wqe_at(qp, j);
+
+		if (j == idx && d > 0) {
+			if (is_rd_atomic(w->opcode))
+				rd++; /* resumes mid-way: still outstanding */
+			continue;
+		}
+		if (w->state == SW_WQE_STARTED)
+			w->state = SW_WQE_NEW;
+	}
+	req->rd_atomic = rd;
+	if (idx == qp->sq.cons && wqe_at(qp, idx)->opcode == IBV_WR_RDMA_READ)
+		req->read_rx_pkts = (uint32_t)d;
+}
+
+/* Contract: see transport.h. */
+void sw_req_timer(struct sw_qp *qp, uint64_t now)
+{
+	struct sw_req *req = qp->req;
+	struct sw_engine *eng = sw_engine_of(qp);
+
+	if (req->deadline_ns && now >= req->deadline_ns) {
+		req->deadline_ns = 0;
+		if (qp->sq.cons == req->send_idx && !req->send_off)
+			goto more; /* nothing outstanding after all */
+		atomic_fetch_add_explicit(&eng->cnt.timeouts, 1, memory_order_relaxed);
+		if (!req->retries) {
+			sw_comp_retire(qp, IBV_WC_RETRY_EXC_ERR);
+			return;
+		}
+		req->retries--;
+		req->window = req->window / 2 > SW_WINDOW_MIN ? req->window / 2 : SW_WINDOW_MIN;
+		atomic_fetch_add_explicit(&eng->cnt.retransmits, 1, memory_order_relaxed);
+		sw_req_rewind(qp, req->una_psn);
+	}
+more:
+	if ((req->rnr_until_ns && now >= req->rnr_until_ns) || req->wait_writable ||
+	    (req->deadline_ns == 0 && req->send_idx != qp->sq.prod))
+		sw_req_run(qp);
+}

@@ -1,0 +1,568 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * resp.c - the responder: request packets from peers.
+ *
+ * Runs on the progress thread, so the target application need not call
+ * anything. Every packet is checked before it touches memory:
+ *   - QP state (RTR or later) and, for UD, the Q_Key;
+ *   - PSN: the expected one is processed; an earlier one is a duplicate
+ *     (re-ACKed, or a READ / atomic answered again from the responder's
+ *     resources, never re-executed for atomics); a later one draws one
+ *     sequence NAK per gap;
+ *   - opcode sequence (FIRST, MIDDLE..., LAST) and payload sizes against
+ *     the path MTU and the RETH length;
+ *   - RDMA: the rkey resolves, the MR belongs to the QP's PD, the range
+ *     lies inside it, and both the MR and the QP grant the access;
+ *   - SEND: a receive WQE exists (else RNR NAK) and is large enough.
+ * A remote access or invalid request error NAKs the requester and moves
+ * this QP to the error state, as IBTA class C and J errors do.
+ */
+#include <string.h>
+
+#include "sw/transport/transport.h"
+
+static struct sw_engine *eng_of(struct sw_qp *qp)
+{
+	return sw_engine_of(qp);
+}
+
+/* Send a response packet built from `p` with `payload`, to the peer. */
+static void send_resp(struct sw_qp *qp, struct sw_pkt *p, const uint8_t *payload, uint32_t len)
+{
+	uint8_t buf[SW_PKT_MAX];
+	struct sw_icrc_ctx ic;
+	size_t hl;
+
+	p->pkey = SW_DEFAULT_PKEY;
+	p->dqpn = qp->attr.dest_qp_num;
+	p->padcnt = sw_pad_for(len);
+	p->paylen = len;
+	hl = sw_pkt_write_hdrs(buf, p);
+	if (len)
+		memcpy(buf + hl, payload, len);
+	sw_net_icrc_out(eng_of(qp), &qp->attr.av.dst, &ic);
+	sw_net_send_wait(eng_of(qp), buf, sw_pkt_finish(buf, hl + len, &ic), &qp->attr.av.dst);
+}
+
+static void send_ack(struct sw_qp *qp, uint8_t syndrome, uint32_t psn)
+{
+	struct sw_pkt p = { .opcode = SW_OP_ACK, .psn = psn, .syndrome = syndrome };
+
+	p.msn = qp->resp->msn;
+	send_resp(qp, &p, NULL, 0);
+	qp->resp->unacked = 0;
+	if (syndrome == SW_AETH_ACK)
+		qp->resp->ack_pending = false;
+}
+
+static void post_qp_event(struct sw_qp *qp, enum ibv_event_type type)
+{
+	struct ibv_async_event ev;
+
+	memset(&ev, 0, sizeof(ev));
+	ev.event_type = type;
+	ev.element.qp = &qp->ibv.qp_base;
+	sv_async_post(qp->ibv.qp_base.context, &ev);
+}
+
+/* A class C/J error: NAK it, then this QP is in error. */
+static void fatal_nak(struct sw_qp *qp, uint8_t syndrome, uint32_t psn)
+{
+	atomic_fetch_add_explicit(&eng_of(qp)->cnt.err_naks_tx, 1, memory_order_relaxed);
+	send_ack(qp, syndrome, psn);
+	post_qp_event(qp, syndrome == SW_AETH_NAK_REM_ACCESS ? IBV_EVENT_QP_ACCESS_ERR
+							     : IBV_EVENT_QP_REQ_ERR);
+	sw_qp_error_locked(qp);
+}
+
+/*
+ * Resolve an rkey for [va, va + len) with `need` access on both the MR
+ * and the QP. Returns a referenced MR, or NULL. A zero-length request
+ * needs no MR (returns NULL with *ok set).
+ */
+static struct sw_mr *rkey_resolve(struct sw_qp *qp, uint32_t rkey, uint64_t va, uint64_t len,
+				  int need, bool *ok)
+{
+	struct sw_dev *dev = sw_dev_of(qp->ibv.qp_base.context);
+	struct sw_mr *mr;
+
+	*ok = false;
+	if (!((int)qp->attr.access & need))
+		return NULL;
+	if (!len) {
+		*ok = true;
+		return NULL;
+	}
+	mr = sw_mr_table_lookup(&dev->mrs, rkey);
+	if (!mr)
+		return NULL;
+	if (mr->pd != sw_pd_base(qp->ibv.qp_base.pd) || sw_mr_check_range(mr, va, len, need)) {
+		sw_mr_put(mr);
+		return NULL;
+	}
+	*ok = true;
+	return mr;
+}
+
+static const struct sw_place_hint *hint_of(const struct sw_mr *mr)
+{
+	return mr->has_hint ? &mr->hint : NULL;
+}
+
+/* Complete the receive WQE held for the current message. */
+static void complete_recv(struct sw_qp *qp, enum ibv_wc_status status, enum ibv_wc_opcode op,
+			  uint32_t byte_len, const struct sw_pkt *pkt, uint32_t src_qp, bool grh)
+{
+	struct sw_resp *resp = qp->resp;
+	struct ibv_wc wc;
+
+	memset(&wc, 0, sizeof(wc));
+	wc.wr_id = resp->wqe->wr_id;
+	wc.status = status;
+	wc.opcode = op;
+	wc.byte_len = byte_len;
+	wc.qp_num = qp->ibv.qp_base.qp_num;
+	wc.src_qp = src_qp;
+	if (grh)
+		wc.wc_flags |= IBV_WC_GRH;
+	if (status == IBV_WC_SUCCESS &&
+	    (pkt->info->flags & SW_F_IMMDT)) {
+		wc.wc_flags |= IBV_WC_WITH_IMM;
+		wc.imm_data = pkt->imm_be;
+	}
+	resp->have_wqe = false;
+	sw_cq_push(qp->rcq, &wc, pkt->se);
+}
+
+/* ---- UD ---- */
+
+/* The 40-byte GRH area of a RoCE v2 UD receive: IPv4 header in the last 20. */
+static void build_grh(uint8_t grh[SW_GRH_LEN], const struct sockaddr_in *src, struct in_addr dst,
+		      uint32_t udp_len)
+{
+	uint8_t *ip = grh + 20;
+	uint32_t sum = 0;
+	uint16_t tot = (uint16_t)(20 + 8 + udp_len);
+
+	memset(grh, 0, SW_GRH_LEN);
+	ip[0] = 0x45;
+	ip[2] = (uint8_t)(tot >> 8);
+	ip[3] = (uint8_t)tot;
+	ip[6] = 0x40; /* DF */
+	ip[8] = 64;
+	ip[9] = 17;
+	memcpy(ip + 12, &src->sin_addr, 4);
+	memcpy(ip + 16, &dst, 4);
+	for (int i = 0; i < 20; i += 2)
+		sum += (uint32_t)(ip[i] << 8 | ip[i + 1]);
+	while (sum >> 16)
+		sum = (sum & 0xffff) + (sum >> 16);
+	ip[10] = (uint8_t)(~sum >> 8);
+	ip[11] = (uint8_t)~sum;
+}
+
+static void handle_ud(struct sw_qp *qp, const struct sw_pkt *pkt, const struct sockaddr_in *src)
+{
+	struct sw_resp *resp = qp->resp;
+	struct sw_engine *eng = eng_of(qp);
+	uint8_t grh[SW_GRH_LEN];
+	int ret;
+
+	if (pkt->qkey != qp->attr.qkey) {
+		atomic_fetch_add_explicit(&eng->cnt.drops_qkey, 1, memory_order_relaxed);
+		return;
+	}
+	if (sw_qp_take_recv(qp, resp->wqe)) {
+		atomic_fetch_add_explicit(&eng->cnt.drops_no_recv, 1, memory_order_relaxed);
+		return;
+	}
+	resp->have_wqe = true;
+	if (SW_GRH_LEN + (uint64_t)pkt->paylen > resp->wqe->length) {
+		complete_recv(qp, IBV_WC_LOC_LEN_ERR, IBV_WC_RECV, 0, pkt, pkt->sqpn, false);
+		return;
+	}
+	build_grh(grh, src, sw_dev_of(qp->ibv.qp_base.context)->port.addr,
+		  pkt->paylen + sw_pkt_hdr_len(pkt) + pkt->padcnt + SW_ICRC_LEN);
+	ret = sw_sge_scatter(qp, resp->wqe->sge, resp->wqe->num_sge, 0, grh, SW_GRH_LEN);
+	if (!ret && pkt->paylen)
+		ret = sw_sge_scatter(qp, resp->wqe->sge, resp->wqe->num_sge, SW_GRH_LEN,
+				     pkt->payload, pkt->paylen);
+	if (ret) {
+		complete_recv(qp, ret == -EINVAL ? IBV_WC_LOC_LEN_ERR : IBV_WC_LOC_PROT_ERR,
+			      IBV_WC_RECV, 0, pkt, pkt->sqpn, false);
+		return;
+	}
+	complete_recv(qp, IBV_WC_SUCCESS, IBV_WC_RECV, SW_GRH_LEN + pkt->paylen, pkt, pkt->sqpn,
+		      true);
+}
+
+/* ---- RC: SEND ---- */
+
+/* 0 done, 1 RNR NAK sent, -1 fatal (QP in error). */
+static int handle_send(struct sw_qp *qp, const struct sw_pkt *pkt)
+{
+	struct sw_resp *resp = qp->resp;
+	uint32_t flags = pkt->info->flags;
+	int ret;
+
+	if (flags & SW_F_FIRST) {
+		if (resp->in_send || resp->in_write) {
+			fatal_nak(qp, SW_AETH_NAK_INV_REQ, pkt->psn);
+			return -1;
+		}
+		if (sw_qp_take_recv(qp, resp->wqe)) {
+			atomic_fetch_add_explicit(&eng_of(qp)->cnt.rnr_naks_tx, 1,
+						  memory_order_relaxed);
+			send_ack(qp, (uint8_t)(SW_AETH_RNR_NAK | (qp->attr.min_rnr_timer & 0x1f)),
+				 pkt->psn);
+			return 1;
+		}
+		resp->have_wqe = true;
+		resp->in_send = true;
+		resp->offset = 0;
+	} else if (!resp->in_send) {
+		fatal_nak(qp, SW_AETH_NAK_INV_REQ, pkt->psn);
+		return -1;
+	}
+	if (!(flags & SW_F_LAST) && pkt->paylen != qp->attr.mtu) {
+		fatal_nak(qp, SW_AETH_NAK_INV_REQ, pkt->psn);
+		return -1;
+	}
+	if ((uint64_t)resp->offset + pkt->paylen > resp->wqe->length) {
+		complete_recv(qp, IBV_WC_LOC_LEN_ERR, IBV_WC_RECV, 0, pkt, qp->attr.dest_qp_num,
+			      false);
+		resp->in_send = false;
+		fatal_nak(qp, SW_AETH_NAK_INV_REQ, pkt->psn);
+		return -1;
+	}
+	ret = pkt->paylen ? sw_sge_scatter(qp, resp->wqe->sge, resp->wqe->num_sge, resp->offset,
+					   pkt->payload, pkt->paylen)
+			  : 0;
+	if (ret) {
+		complete_recv(qp, IBV_WC_LOC_PROT_ERR, IBV_WC_RECV, 0, pkt, qp->attr.dest_qp_num,
+			      false);
+		resp->in_send = false;
+		fatal_nak(qp, SW_AETH_NAK_REM_OP, pkt->psn);
+		return -1;
+	}
+	resp->offset += pkt->paylen;
+	if (flags & SW_F_LAST) {
+		complete_recv(qp, IBV_WC_SUCCESS, IBV_WC_RECV, resp->offset, pkt,
+			      qp->attr.dest_qp_num, false);
+		resp->in_send = false;
+		resp->msn = sw_psn_add(resp->msn, 1);
+	}
+	return 0;
+}
+
+/* ---- RC: RDMA WRITE ---- */
+
+static int handle_write(struct sw_qp *qp, const struct sw_pkt *pkt)
+{
+	struct sw_resp *resp = qp->resp;
+	uint32_t flags = pkt->info->flags;
+	struct sw_mr *mr = NULL;
+	bool ok;
+	int ret = 0;
+
+	if (flags & SW_F_FIRST) {
+		if (resp->in_send || resp->in_write) {
+			fatal_nak(qp, SW_AETH_NAK_INV_REQ, pkt->psn);
+			return -1;
+		}
+		resp->wr_va = pkt->va;
+		resp->wr_rkey = pkt->rkey;
+		resp->wr_left = pkt->dma_len;
+		resp->wr_total = pkt->dma_len;
+		mr = rkey_resolve(qp, pkt->rkey, pkt->va, pkt->dma_len, IBV_ACCESS_REMOTE_WRITE, &ok);
+		if (!ok || pkt->va + pkt->dma_len < pkt->va) {
+			if (mr)
+				sw_mr_put(mr);
+			fatal_nak(qp, SW_AETH_NAK_REM_ACCESS, pkt->psn);
+			return -1;
+		}
+		resp->in_write = true;
+	} else {
+		if (!resp->in_write) {
+			fatal_nak(qp, SW_AETH_NAK_INV_REQ, pkt->psn);
+			return -1;
+		}
+	}
+	/* sizes: every packet but the last is one MTU; the last ends the RETH length */
+	if (pkt->paylen > resp->wr_left || (!(flags & SW_F_LAST) && pkt->paylen != qp->attr.mtu) ||
+	    ((flags & SW_F_LAST) && pkt->paylen != resp->wr_left)) {
+		if (mr)
+			sw_mr_put(mr);
+		fatal_nak(qp, SW_AETH_NAK_INV_REQ, pkt->psn);
+		return -1;
+	}
+	/* WRITE with immediate consumes a receive WQE: RNR before placing */
+	if ((flags & SW_F_LAST) && (flags & SW_F_IMMDT) && !resp->have_wqe) {
+		if (sw_qp_take_recv(qp, resp->wqe)) {
+			if (mr)
+				sw_mr_put(mr);
+			if (flags & SW_F_FIRST)
+				resp->in_write = false; /* the retry starts over */
+			atomic_fetch_add_explicit(&eng_of(qp)->cnt.rnr_naks_tx, 1,
+						  memory_order_relaxed);
+			send_ack(qp, (uint8_t)(SW_AETH_RNR_NAK | (qp->attr.min_rnr_timer & 0x1f)),
+				 pkt->psn);
+			return 1;
+		}
+		resp->have_wqe = true;
+	}
+	if (pkt->paylen) {
+		if (!mr)
+			mr = rkey_resolve(qp, resp->wr_rkey, resp->wr_va, pkt->paylen,
+					  IBV_ACCESS_REMOTE_WRITE, &ok);
+		if (!mr) {
+			/* deregistered under the transfer */
+			fatal_nak(qp, SW_AETH_NAK_REM_ACCESS, pkt->psn);
+			return -1;
+		}
+		ret = sw_place(hint_of(mr), mr->host + (resp->wr_va - mr->iova), pkt->payload,
+			       pkt->paylen);
+	}
+	if (mr)
+		sw_mr_put(mr);
+	if (ret) {
+		fatal_nak(qp, SW_AETH_NAK_REM_OP, pkt->psn);
+		return -1;
+	}
+	resp->wr_va += pkt->paylen;
+	resp->wr_left -= pkt->paylen;
+	if (flags & SW_F_LAST) {
+		resp->in_write = false;
+		resp->msn = sw_psn_add(resp->msn, 1);
+		if (flags & SW_F_IMMDT)
+			complete_recv(qp, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM, resp->wr_total,
+				      pkt, qp->attr.dest_qp_num, false);
+	}
+	return 0;
+}
+
+/* ---- RC: READ and atomics ---- */
+
+/* Send READ responses for packets [from, res->npkts) of `res`. */
+static int send_read_resp(struct sw_qp *qp, const struct sw_rd_res *res, uint32_t from)
+{
+	uint32_t mtu = qp->attr.mtu;
+	struct sw_mr *mr = NULL;
+	bool ok;
+
+	if (res->len) {
+		mr = rkey_resolve(qp, res->rkey, res->va, res->len, IBV_ACCESS_REMOTE_READ, &ok);
+		if (!mr)
+			return -EACCES;
+	}
+	for (uint32_t k = from; k < res->npkts; k++) {
+		struct sw_pkt p = { 0 };
+		uint32_t off = k * mtu;
+		uint32_t n = res->len - off < mtu ? res->len - off : mtu;
+
+		if (res->npkts == 1)
+			p.opcode = SW_OP_READ_RESP_ONLY;
+		else if (k == 0)
+			p.opcode = SW_OP_READ_RESP_FIRST;
+		else if (k == res->npkts - 1)
+			p.opcode = SW_OP_READ_RESP_LAST;
+		else
+			p.opcode = SW_OP_READ_RESP_MIDDLE;
+		p.psn = sw_psn_add(res->psn, k);
+		p.syndrome = SW_AETH_ACK | 0x1f;
+		p.msn = qp->resp->msn;
+		send_resp(qp, &p, n ? mr->host + (res->va + off - mr->iova) : NULL, n);
+	}
+	if (mr)
+		sw_mr_put(mr);
+	return 0;
+}
+
+static struct sw_rd_res *res_alloc(struct sw_resp *resp)
+{
+	struct sw_rd_res *r = &resp->res[resp->res_next];
+
+	resp->res_next = (resp->res_next + 1) % resp->nres;
+	memset(r, 0, sizeof(*r));
+	r->used = true;
+	return r;
+}
+
+static int handle_read(struct sw_qp *qp, const struct sw_pkt *pkt)
+{
+	struct sw_resp *resp = qp->resp;
+	uint32_t mtu = qp->attr.mtu;
+	struct sw_rd_res *res;
+	struct sw_mr *mr;
+	bool ok;
+
+	if (resp->in_send || resp->in_write || !resp->nres) {
+		fatal_nak(qp, SW_AETH_NAK_INV_REQ, pkt->psn);
+		return -1;
+	}
+	mr = rkey_resolve(qp, pkt->rkey, pkt->va, pkt->dma_len, IBV_ACCESS_REMOTE_READ, &ok);
+	if (mr)
+		sw_mr_put(mr);
+	if (!ok || pkt->va + pkt->dma_len < pkt->va || pkt->dma_len > SW_MAX_MSG_SZ) {
+		fatal_nak(qp, SW_AETH_NAK_REM_ACCESS, pkt->psn);
+		return -1;
+	}
+	res = res_alloc(resp);
+	res->psn = pkt->psn;
+	res->npkts = pkt->dma_len ? (pkt->dma_len + mtu - 1) / mtu : 1;
+	res->va = pkt->va;
+	res->rkey = pkt->rkey;
+	res->len = pkt->dma_len;
+	resp->msn = sw_psn_add(resp->msn, 1);
+	if (send_read_resp(qp, res, 0)) {
+		fatal_nak(qp, SW_AETH_NAK_REM_ACCESS, pkt->psn);
+		return -1;
+	}
+	resp->epsn = sw_psn_add(pkt->psn, res->npkts);
+	return 2; /* epsn already advanced */
+}
+
+static void send_atomic_ack(struct sw_qp *qp, uint32_t psn, uint64_t orig)
+{
+	struct sw_pkt p = { .opcode = SW_OP_ATOMIC_ACK, .psn = psn, .orig = orig };
+
+	p.syndrome = SW_AETH_ACK | 0x1f;
+	p.msn = qp->resp->msn;
+	send_resp(qp, &p, NULL, 0);
+}
+
+static int handle_atomic(struct sw_qp *qp, const struct sw_pkt *pkt)
+{
+	struct sw_resp *resp = qp->resp;
+	struct sw_rd_res *res;
+	struct sw_mr *mr;
+	uint64_t *target, orig;
+	bool ok;
+
+	if (resp->in_send || resp->in_write || !resp->nres) {
+		fatal_nak(qp, SW_AETH_NAK_INV_REQ, pkt->psn);
+		return -1;
+	}
+	if (pkt->va & 7) {
+		fatal_nak(qp, SW_AETH_NAK_INV_REQ, pkt->psn);
+		return -1;
+	}
+	mr = rkey_resolve(qp, pkt->rkey, pkt->va, 8, IBV_ACCESS_REMOTE_ATOMIC, &ok);
+	if (!mr) {
+		fatal_nak(qp, SW_AETH_NAK_REM_ACCESS, pkt->psn);
+		return -1;
+	}
+	target = (uint64_t *)(void *)(mr->host + (pkt->va - mr->iova));
+	if (pkt->opcode == SW_OP_CMP_SWAP) {
+		orig = pkt->compare;
+		__atomic_compare_exchange_n(target, &orig, pkt->swap_add, false, __ATOMIC_SEQ_CST,
+					    __ATOMIC_SEQ_CST);
+	} else {
+		orig = __atomic_fetch_add(target, pkt->swap_add, __ATOMIC_SEQ_CST);
+	}
+	if (mr->has_hint)
+		sw_place_persist(&mr->hint, target, sizeof(*target));
+	sw_mr_put(mr);
+	res = res_alloc(resp);
+	res->atomic = true;
+	res->psn = pkt->psn;
+	res->npkts = 1;
+	res->orig = orig;
+	resp->msn = sw_psn_add(resp->msn, 1);
+	send_atomic_ack(qp, pkt->psn, orig);
+	return 0;
+}
+
+/* ---- duplicates ---- */
+
+static void handle_duplicate(struct sw_qp *qp, const struct sw_pkt *pkt)
+{
+	struct sw_resp *resp = qp->resp;
+	uint32_t flags = pkt->info->flags;
+
+	atomic_fetch_add_explicit(&eng_of(qp)->cnt.duplicates, 1, memory_order_relaxed);
+	if (flags & (SW_F_READ | SW_F_ATOMIC)) {
+		for (uint32_t i = 0; i < resp->nres; i++) {
+			struct sw_rd_res *r = &resp->res[i];
+			int32_t d = sw_psn_diff(pkt->psn, r->psn);
+
+			if (!r->used || d < 0 || (uint32_t)d >= r->npkts)
+				continue;
+			if (r->atomic) {
+				if (d == 0 && (flags & SW_F_ATOMIC))
+					send_atomic_ack(qp, r->psn, r->orig); /* never again */
+			} else if (flags & SW_F_READ) {
+				send_read_resp(qp, r, (uint32_t)d);
+			}
+			return;
+		}
+		return; /* too old: dropped, the requester times out */
+	}
+	/* SEND / WRITE already done: acknowledge what we have */
+	send_ack(qp, SW_AETH_ACK | 0x1f, sw_psn_add(resp->epsn, SW_PSN_MASK));
+}
+
+/* Contract: see transport.h (qp->lock held; progress thread). */
+void sw_resp_handle(struct sw_qp *qp, const struct sw_pkt *pkt, const struct sockaddr_in *src)
+{
+	struct sw_resp *resp = qp->resp;
+	struct sw_engine *eng = eng_of(qp);
+	enum ibv_qp_state st = qp->ibv.qp_base.state;
+	uint32_t flags = pkt->info->flags;
+	int32_t d;
+	int ret;
+
+	if (!resp || (st != IBV_QPS_RTR && st != IBV_QPS_RTS && st != IBV_QPS_SQD &&
+		      st != IBV_QPS_SQE)) {
+		atomic_fetch_add_explicit(&eng->cnt.drops_state, 1, memory_order_relaxed);
+		return;
+	}
+	if (qp->ibv.qp_base.qp_type == IBV_QPT_UD) {
+		handle_ud(qp, pkt, src);
+		return;
+	}
+	d = sw_psn_diff(pkt->psn, resp->epsn);
+	if (d < 0) {
+		handle_duplicate(qp, pkt);
+		return;
+	}
+	if (d > 0) {
+		atomic_fetch_add_explicit(&eng->cnt.drops_out_of_window, 1, memory_order_relaxed);
+		if (!resp->nak_seq_sent) {
+			resp->nak_seq_sent = true;
+			atomic_fetch_add_explicit(&eng->cnt.seq_naks_tx, 1, memory_order_relaxed);
+			send_ack(qp, SW_AETH_NAK_PSN_SEQ, resp->epsn);
+		}
+		return;
+	}
+	resp->nak_seq_sent = false;
+	if (flags & SW_F_SEND)
+		ret = handle_send(qp, pkt);
+	else if (flags & SW_F_WRITE)
+		ret = handle_write(qp, pkt);
+	else if (flags & SW_F_READ)
+		ret = handle_read(qp, pkt);
+	else
+		ret = handle_atomic(qp, pkt);
+	if (ret < 0 || ret == 1)
+		return; /* error (QP in ERR) or RNR: epsn stays */
+	if (ret == 0)
+		resp->epsn = sw_psn_add(pkt->psn, 1);
+	if (flags & (SW_F_READ | SW_F_ATOMIC)) {
+		resp->unacked = 0;
+		resp->ack_pending = false;
+		return; /* the response is the acknowledgement */
+	}
+	resp->ack_psn = pkt->psn;
+	if (pkt->ack_req || ++resp->unacked >= SW_ACK_EVERY)
+		resp->ack_pending = true;
+}
+
+/* Contract: see transport.h (qp->lock held). */
+void sw_resp_flush_ack(struct sw_qp *qp)
+{
+	struct sw_resp *resp = qp->resp;
+
+	if (resp && resp->ack_pending && qp->ibv.qp_base.state != IBV_QPS_ERR)
+		send_ack(qp, SW_AETH_ACK | 0x1f, resp->ack_psn);
+}

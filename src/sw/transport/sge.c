@@ -1,0 +1,129 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * sge.c - local memory access through scatter/gather lists.
+ *
+ * Every SGE is checked against the MR its lkey names before a byte
+ * moves: the key must resolve, the MR must belong to the QP's protection
+ * domain, the range must lie inside it and, for writes, the MR must allow
+ * local writes. Writes go through the placement layer (TPH hints).
+ */
+#include <string.h>
+
+#include "sw/transport/transport.h"
+
+/*
+ * Resolve `sge` for `len` bytes at `off` inside it: a referenced MR and
+ * the host address, or -EACCES (key, PD or access) / -EINVAL (range).
+ */
+static int sge_resolve(struct sw_qp *qp, const struct ibv_sge *sge, uint32_t off, uint32_t len,
+		       int need, struct sw_mr **out, uint8_t **host)
+{
+	struct sw_dev *dev = sw_dev_of(qp->ibv.qp_base.context);
+	struct sw_mr *mr = sw_mr_table_lookup(&dev->mrs, sge->lkey);
+	int ret;
+
+	if (!mr)
+		return -EACCES;
+	if (mr->pd != sw_pd_base(qp->ibv.qp_base.pd)) {
+		sw_mr_put(mr);
+		return -EACCES;
+	}
+	ret = sw_mr_check_range(mr, sge->addr + off, len, need);
+	if (ret) {
+		sw_mr_put(mr);
+		return ret == -EINVAL ? -EACCES : ret;
+	}
+	*out = mr;
+	*host = mr->host + (sge->addr + off - mr->iova);
+	return 0;
+}
+
+/*
+ * Walk the SGE list from byte `off` for `len` bytes, calling `fn` for
+ * each contiguous piece. -EINVAL if the list is shorter than off + len.
+ */
+static int sge_walk(struct sw_qp *qp, const struct ibv_sge *sge, uint32_t nsge, uint32_t off,
+		    uint32_t len, int need,
+		    int (*fn)(struct sw_mr *mr, uint8_t *host, uint32_t n, void *arg), void *arg)
+{
+	uint32_t i;
+
+	for (i = 0; i < nsge && len; i++) {
+		uint32_t take;
+		struct sw_mr *mr;
+		uint8_t *host;
+		int ret;
+
+		if (off >= sge[i].length) {
+			off -= sge[i].length;
+			continue;
+		}
+		take = sge[i].length - off;
+		if (take > len)
+			take = len;
+		ret = sge_resolve(qp, &sge[i], off, take, need, &mr, &host);
+		if (ret)
+			return ret;
+		ret = fn(mr, host, take, arg);
+		sw_mr_put(mr);
+		if (ret)
+			return ret;
+		off = 0;
+		len -= take;
+	}
+	return len ? -EINVAL : 0;
+}
+
+struct cursor {
+	uint8_t *p;
+	const uint8_t *cp;
+};
+
+static int gather_piece(struct sw_mr *mr, uint8_t *host, uint32_t n, void *arg)
+{
+	struct cursor *c = arg;
+
+	memcpy(c->p, host, n);
+	c->p += n;
+	return 0;
+}
+
+static int scatter_piece(struct sw_mr *mr, uint8_t *host, uint32_t n, void *arg)
+{
+	struct cursor *c = arg;
+	int ret = sw_place(mr->has_hint ? &mr->hint : NULL, host, c->cp, n);
+
+	c->cp += n;
+	return ret;
+}
+
+/* Contract: see transport.h. -EACCES (key/PD/range) or -EINVAL (list too short). */
+int sw_sge_gather(struct sw_qp *qp, const struct ibv_sge *sge, uint32_t nsge, uint32_t off,
+		  uint8_t *dst, uint32_t len)
+{
+	struct cursor c = { .p = dst };
+
+	return sge_walk(qp, sge, nsge, off, len, 0, gather_piece, &c);
+}
+
+/* Contract: see transport.h. */
+int sw_sge_scatter(struct sw_qp *qp, const struct ibv_sge *sge, uint32_t nsge, uint32_t off,
+		   const uint8_t *src, uint32_t len)
+{
+	struct cursor c = { .cp = src };
+
+	return sge_walk(qp, sge, nsge, off, len, IBV_ACCESS_LOCAL_WRITE, scatter_piece, &c);
+}
+
+/* Contract: IBTA RNR NAK timer codes 0..31 in ns (code 0 is the longest). */
+uint64_t sw_rnr_ns(uint8_t code)
+{
+	static const uint32_t us100[32] = {
+		/* hundredths of a millisecond, i.e. units of 10 us */
+		65536, 1,   2,   3,   4,   6,   8,    12,   16,   24,   32,
+		48,    64,  96,  128, 192, 256, 384,  512,  768,  1024, 1536,
+		2048,  3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768, 49152,
+	};
+
+	return (uint64_t)us100[code & 31] * 10000;
+}

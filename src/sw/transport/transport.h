@@ -1,0 +1,220 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * transport.h - the software device's RoCE v2 transport engine, private
+ * to src/sw/transport.
+ *
+ *   net.c       the network interface: send a packet, receive a batch,
+ *               wake the engine (UDP today; a shared-memory link later)
+ *   progress.c  the device's progress thread: receives, dispatches by
+ *               QPN, runs timers, sends deferred ACKs
+ *   req.c       requester: turns send WQEs into request packets, within
+ *               the window, and retransmits (go-back-N)
+ *   comp.c      completer: ACKs, NAKs, read responses and atomic ACKs
+ *               retire send WQEs into completions
+ *   resp.c      responder: validates requests, places data, answers
+ *               with ACKs, NAKs, read responses and atomic ACKs, and
+ *               replays answers to duplicates
+ *   engine.c    the queue layer's hooks (queue.h: sw_transport_*)
+ *
+ * All per-QP state here is guarded by qp->lock.
+ */
+#ifndef SV_SW_TRANSPORT_H
+#define SV_SW_TRANSPORT_H
+
+#include <poll.h>
+#include <time.h>
+
+#include "sw/queue.h"
+#include "sw/wire.h"
+
+enum {
+	SW_PKT_MAX = 4096 + 256,   /* largest packet: MTU payload + headers */
+	SW_RX_BATCH = 32,
+	SW_WINDOW_MIN = 8,         /* congestion window bounds, in packets */
+	SW_WINDOW_INIT = 128,
+	SW_WINDOW_MAX = 1024,
+	SW_ACK_EVERY = 16,         /* request an ACK at least this often */
+	SW_TICK_NS = 1000 * 1000,  /* timer granularity when idle: 1 ms */
+};
+
+/* ---- counters (per device; printed by the diagnostics view) ---- */
+
+struct sw_counters {
+	atomic_ullong tx_pkts, rx_pkts, tx_bytes, rx_bytes;
+	atomic_ullong retransmits, timeouts, rnr_naks_rx, rnr_naks_tx;
+	atomic_ullong seq_naks_rx, seq_naks_tx, err_naks_rx, err_naks_tx;
+	atomic_ullong duplicates, drops_malformed, drops_icrc, drops_no_qp;
+	atomic_ullong drops_state, drops_qkey, drops_no_recv, drops_out_of_window;
+	atomic_ullong tx_again;        /* sends that found the socket full */
+};
+
+/* ---- fault injection (SOFTVERBS_FAULT) ---- */
+
+struct sw_fault {
+	uint32_t drop_ppm, dup_ppm, reorder_ppm; /* per million packets */
+	bool on_tx, on_rx;
+	uint64_t seed;
+};
+
+/* ---- the device's engine ---- */
+
+struct sw_engine {
+	struct sw_dev *dev;
+	pthread_t thread;
+	bool running;
+	atomic_bool stop;
+	int wake_fd;                   /* eventfd: post_send asks for attention */
+	bool busy_poll;                /* SOFTVERBS_BUSY_POLL: spin instead of sleeping */
+	pthread_mutex_t active_lock;   /* guards the active list */
+	struct sw_qp **active;         /* QPs with timers or deferred work */
+	uint32_t nactive, cap_active;
+	struct sw_counters cnt;
+	struct sw_fault fault;
+	uint64_t rng;                  /* fault injection PRNG state */
+	uint8_t *held;                 /* a packet held back for reordering */
+	size_t held_len;
+	struct sockaddr_in held_dst;
+};
+
+/* engine.c: start/stop with the device's port (first/last context). */
+int sw_engine_start(struct sw_dev *dev);
+void sw_engine_stop(struct sw_dev *dev);
+
+static inline struct sw_engine *sw_engine_of(struct sw_qp *qp)
+{
+	return sw_dev_of(qp->ibv.qp_base.context)->eng;
+}
+
+/* Register `qp` for timer service by the progress thread (idempotent). */
+void sw_engine_activate(struct sw_engine *eng, struct sw_qp *qp);
+/* Drop it again (QP destroy). */
+void sw_engine_deactivate(struct sw_engine *eng, struct sw_qp *qp);
+/* Make the progress thread run its timers soon. */
+void sw_engine_wake(struct sw_engine *eng);
+
+uint64_t sw_now_ns(void);
+
+/* progress.c: the progress thread's body; returns when eng->stop is set. */
+void *sw_progress_main(void *arg);
+
+/* ---- net.c ---- */
+
+/* Configure the device socket (buffers, DF). 0 or -errno. */
+int sw_net_setup(int fd);
+
+/*
+ * Send one packet of `len` bytes to `dst`, through fault injection.
+ * 0, -EAGAIN (socket full: the caller keeps the work and retries), or
+ * another -errno (counted and treated as a loss).
+ */
+int sw_net_send(struct sw_engine *eng, const uint8_t *pkt, size_t len,
+		const struct sockaddr_in *dst);
+
+/* ICRC context for a packet from this device to `dst`. */
+void sw_net_icrc_out(const struct sw_engine *eng, const struct sockaddr_in *dst,
+		     struct sw_icrc_ctx *c);
+
+/* ---- requester / completer (req.c, comp.c) ---- */
+
+struct sw_req {
+	uint32_t psn;             /* next PSN to send */
+	uint32_t una_psn;         /* oldest PSN not yet acknowledged */
+	uint32_t send_idx;        /* SQ index of the next WQE (or part) to send */
+	uint32_t send_off;        /* packets of that WQE already sent */
+	uint32_t una_idx;         /* SQ index of the oldest unretired WQE (== sq.cons) */
+	uint32_t window;          /* packets allowed in flight */
+	uint32_t since_ackreq;    /* packets sent since the last AckReq */
+	uint32_t rd_atomic;       /* READs and atomics in flight */
+	uint64_t deadline_ns;     /* retransmit timer, 0 when off */
+	uint64_t rnr_until_ns;    /* RNR back-off: send nothing before this */
+	uint8_t retries, rnr_retries;
+	bool wait_writable;       /* the socket was full */
+	bool need_flush;          /* a completion-side error moved the QP to ERR */
+	uint32_t read_rx_pkts;    /* READ response packets received for the head READ */
+};
+
+/*
+ * Send from a thread other than the caller's own posting path (the
+ * progress thread): on a full socket wait briefly for room instead of
+ * giving up. 0 or -errno.
+ */
+int sw_net_send_wait(struct sw_engine *eng, const uint8_t *pkt, size_t len,
+		     const struct sockaddr_in *dst);
+
+/* sw_send_wqe.state, owned by the requester (post zeroes it: NEW). */
+enum {
+	SW_WQE_NEW = 0,
+	SW_WQE_STARTED = 1,       /* its first packet went out */
+	SW_WQE_FAILED = 2,        /* a local error; completes with fail_status */
+};
+
+/* Send what the window, fences and RNR back-off allow. */
+void sw_req_run(struct sw_qp *qp);
+/* Timers: retransmit on timeout, resume after RNR back-off. */
+void sw_req_timer(struct sw_qp *qp, uint64_t now);
+/* Restart sending at `psn` (go-back-N after NAK or timeout). */
+void sw_req_rewind(struct sw_qp *qp, uint32_t psn);
+/* The retransmit timeout of the QP in ns (0: infinite). */
+uint64_t sw_req_timeout_ns(const struct sw_qp *qp);
+
+/* A response packet for this QP (ACK, NAK, read response, atomic ACK). */
+void sw_comp_handle(struct sw_qp *qp, const struct sw_pkt *pkt);
+/*
+ * Retire the head send WQE with `status` (a completion if signalled or
+ * not successful). On error the QP moves to ERR and everything after it
+ * is flushed.
+ */
+void sw_comp_retire(struct sw_qp *qp, enum ibv_wc_status status);
+
+/* ---- responder (resp.c) ---- */
+
+struct sw_rd_res {               /* a READ or atomic the responder answered */
+	bool used;
+	bool atomic;
+	uint32_t psn, npkts;      /* PSNs the request covered */
+	uint64_t va;
+	uint32_t rkey, len;
+	uint64_t orig;            /* atomic: the value returned */
+};
+
+struct sw_resp {
+	uint32_t epsn;            /* expected PSN */
+	uint32_t msn;             /* completed requests, mod 2^24 */
+	bool nak_seq_sent;        /* one sequence NAK per gap */
+	bool ack_pending;         /* an ACK is owed at the end of the batch */
+	uint32_t ack_psn;         /* PSN that ACK acknowledges */
+	uint32_t unacked;         /* packets since the last ACK */
+	/* the message in progress */
+	bool in_send, in_write;
+	struct sw_recv_wqe *wqe;  /* receive WQE of the SEND in progress (room for max_sge) */
+	bool have_wqe;
+	uint32_t offset;          /* bytes placed so far */
+	uint64_t wr_va;           /* WRITE: next address, key, bytes left */
+	uint32_t wr_rkey;
+	uint64_t wr_left;
+	uint32_t wr_total;
+	/* READ/atomic resources, max_dest_rd_atomic entries */
+	struct sw_rd_res *res;
+	uint32_t nres, res_next;
+};
+
+/* A request packet for this QP. */
+void sw_resp_handle(struct sw_qp *qp, const struct sw_pkt *pkt, const struct sockaddr_in *src);
+/* Send the ACK owed at the end of a receive batch, if any. */
+void sw_resp_flush_ack(struct sw_qp *qp);
+
+/* Copy `len` bytes from the SGE list into `dst` (requester gather). */
+int sw_sge_gather(struct sw_qp *qp, const struct ibv_sge *sge, uint32_t nsge, uint32_t off,
+		  uint8_t *dst, uint32_t len);
+/*
+ * Place `len` bytes at byte `off` of the SGE list (local scatter), with
+ * `need` access on each MR (LOCAL_WRITE). 0, or -EACCES / -EINVAL
+ * (protection / length).
+ */
+int sw_sge_scatter(struct sw_qp *qp, const struct ibv_sge *sge, uint32_t nsge, uint32_t off,
+		   const uint8_t *src, uint32_t len);
+
+/* RNR timer code (0..31) to nanoseconds, as IBTA table 45 defines. */
+uint64_t sw_rnr_ns(uint8_t code);
+
+#endif
