@@ -579,7 +579,6 @@ int main(void)
 {
 	t_start("api_post");
 	q_env_open(&env, 256);
-	q_skip_without_qps(env.pd, env.scq);
 	setup();
 	test_send_args();
 	test_ud_args();

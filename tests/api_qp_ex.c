@@ -558,7 +558,6 @@ int main(void)
 {
 	t_start("api_qp_ex");
 	q_env_open(&env, 16);
-	q_skip_without_qps(env.pd, env.scq);
 	mr = ibv_reg_mr(env.pd, buf, sizeof(buf),
 			IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
 				IBV_ACCESS_REMOTE_ATOMIC);

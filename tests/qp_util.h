@@ -38,30 +38,6 @@ static inline void q_env_open(struct q_env *e, int cqe)
 	}
 }
 
-/*
- * TEMPORARY, with the guard in src/sw/queue/qp_priv.h: skip the whole
- * test while the library has no transport, i.e. while a QP that must be
- * creatable on `pd` with `cq` is refused with EOPNOTSUPP.
- */
-static inline void q_skip_without_qps(struct ibv_pd *pd, struct ibv_cq *cq)
-{
-	struct ibv_qp_init_attr a;
-	struct ibv_qp *qp;
-
-	memset(&a, 0, sizeof(a));
-	a.send_cq = cq;
-	a.recv_cq = cq;
-	a.qp_type = IBV_QPT_UD;
-	a.cap.max_send_wr = 1;
-	a.cap.max_recv_wr = 1;
-	errno = 0;
-	qp = ibv_create_qp(pd, &a);
-	if (!qp && errno == EOPNOTSUPP)
-		t_skip_all("QPs need the transport, which this build does not have yet");
-	if (qp)
-		ibv_destroy_qp(qp);
-}
-
 static inline void q_env_close(struct q_env *e)
 {
 	CHECK_RET(ibv_destroy_cq(e->scq), 0);

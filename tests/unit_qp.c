@@ -494,7 +494,6 @@ int main(void)
 {
 	t_start("unit_qp");
 	q_env_open(&env, 64);
-	q_skip_without_qps(env.pd, env.scq);
 	mr = ibv_reg_mr(env.pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
 	if (!mr) {
 		printf("Bail out! reg_mr\n");
