@@ -18,6 +18,7 @@
 static const char *const vars[] = {
 	"SOFTVERBS_DEV_NAME", "SOFTVERBS_ADDR",		 "SOFTVERBS_UDP_PORT",
 	"SOFTVERBS_MTU",      "SOFTVERBS_CC_DMA_BOUNCE", "SOFTVERBS_CC_HEAP",
+	"SOFTVERBS_BUSY_POLL", "SOFTVERBS_STATS",        "SOFTVERBS_FAULT",
 };
 
 static void clear_env(void)
@@ -173,6 +174,16 @@ static void case_malformed(void)
 		{"SOFTVERBS_CC_HEAP", ""},
 		{"SOFTVERBS_CC_HEAP", "Kernel"},
 		{"SOFTVERBS_CC_HEAP", "none"},
+		{"SOFTVERBS_BUSY_POLL", "2"},
+		{"SOFTVERBS_BUSY_POLL", ""},
+		{"SOFTVERBS_STATS", "yes"},
+		{"SOFTVERBS_FAULT", ""},
+		{"SOFTVERBS_FAULT", "drop"},
+		{"SOFTVERBS_FAULT", "drop=2"},
+		{"SOFTVERBS_FAULT", "drop=-0.1"},
+		{"SOFTVERBS_FAULT", "loss=0.1"},
+		{"SOFTVERBS_FAULT", "drop=0.1,side=up"},
+		{"SOFTVERBS_FAULT", "drop=0.1,seed=x"},
 	};
 	size_t i;
 
@@ -326,6 +337,41 @@ static void case_good(void)
 	unsetenv("SOFTVERBS_CC_HEAP");
 }
 
+static void case_transport_settings(void)
+{
+	static const char *const good_fault[] = { "drop=0.01", "dup=0.5,reorder=0.001,side=both",
+						  "drop=0,side=rx,seed=42", "drop=1" };
+	struct ibv_context *ctx;
+	char listed[64], text[1024];
+	struct capture cap;
+
+	t_case("SOFTVERBS_BUSY_POLL, SOFTVERBS_FAULT and SOFTVERBS_STATS take effect");
+	for (size_t i = 0; i < sizeof(good_fault) / sizeof(good_fault[0]); i++) {
+		ctx = open_with("SOFTVERBS_FAULT", good_fault[i], listed, sizeof(listed));
+		CHECK_MSG(ctx, "SOFTVERBS_FAULT=%s: open failed: %s", good_fault[i],
+			  t_errname(errno));
+		if (ctx)
+			ibv_close_device(ctx);
+		unsetenv("SOFTVERBS_FAULT");
+	}
+	ctx = open_with("SOFTVERBS_BUSY_POLL", "1", listed, sizeof(listed));
+	CHECK(ctx);
+	if (ctx)
+		ibv_close_device(ctx);
+	unsetenv("SOFTVERBS_BUSY_POLL");
+	/* counters are printed when the last context of the device closes */
+	if (!CHECK(capture_begin(&cap) == 0))
+		return;
+	ctx = open_with("SOFTVERBS_STATS", "1", listed, sizeof(listed));
+	if (ctx)
+		ibv_close_device(ctx);
+	capture_end(&cap, text, sizeof(text));
+	unsetenv("SOFTVERBS_STATS");
+	CHECK(ctx);
+	CHECK_MSG(strstr(text, "softverbs: softverbs0") && strstr(text, "retransmits"),
+		  "no counters on stderr: \"%s\"", text);
+}
+
 static void case_defaults(void)
 {
 	struct ibv_port_attr p;
@@ -350,6 +396,7 @@ int main(void)
 	t_start("api_config");
 	case_defaults();
 	case_malformed();
+	case_transport_settings();
 	case_message_once();
 	case_good();
 	return t_finish();

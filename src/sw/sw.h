@@ -60,6 +60,13 @@ enum sw_cc_heap {
 	SW_CC_HEAP_BUILTIN, /* always the built-in pool */
 };
 
+/* Fault injection (SOFTVERBS_FAULT): packets per million affected. */
+struct sw_fault {
+	uint32_t drop_ppm, dup_ppm, reorder_ppm;
+	bool on_tx, on_rx;
+	uint64_t seed;
+};
+
 /* ctrl/config.c: SOFTVERBS_* settings, read once per device probe. */
 struct sw_config {
 	char name[64];               /* SOFTVERBS_DEV_NAME, default "softverbs0" */
@@ -69,6 +76,9 @@ struct sw_config {
 	enum ibv_mtu mtu;            /* SOFTVERBS_MTU; 0 = by address (lo: 4096, else 1024) */
 	bool cc_dma_bounce;          /* SOFTVERBS_CC_DMA_BOUNCE */
 	enum sw_cc_heap cc_heap;     /* SOFTVERBS_CC_HEAP */
+	bool busy_poll;              /* SOFTVERBS_BUSY_POLL */
+	bool stats;                  /* SOFTVERBS_STATS: counters at exit */
+	struct sw_fault fault;       /* SOFTVERBS_FAULT */
 	char error[256];             /* non-empty: a malformed setting; open fails */
 };
 

@@ -193,21 +193,94 @@ static void cfg_load_mtu(struct sw_config *cfg)
 	cfg_fail(cfg, "SOFTVERBS_MTU=\"%s\" is invalid: expected 256, 512, 1024, 2048 or 4096", q);
 }
 
-/* Contract: SOFTVERBS_CC_DMA_BOUNCE into cfg->cc_dma_bounce (default 0). */
-static void cfg_load_bounce(struct sw_config *cfg)
+/* Contract: a 0|1 variable `name` into *out (default 0). */
+static void cfg_load_bool(struct sw_config *cfg, const char *name, bool *out)
 {
-	const char *v = getenv("SOFTVERBS_CC_DMA_BOUNCE");
+	const char *v = getenv(name);
 	char q[52];
 
-	cfg->cc_dma_bounce = false;
+	*out = false;
 	if (!v)
 		return;
 	if (!strcmp(v, "0") || !strcmp(v, "1")) {
-		cfg->cc_dma_bounce = v[0] == '1';
+		*out = v[0] == '1';
 		return;
 	}
 	cfg_quote(q, sizeof(q), v);
-	cfg_fail(cfg, "SOFTVERBS_CC_DMA_BOUNCE=\"%s\" is invalid: expected 0 or 1", q);
+	cfg_fail(cfg, "%s=\"%s\" is invalid: expected 0 or 1", name, q);
+}
+
+/*
+ * Contract: parse one "key=value" of SOFTVERBS_FAULT into `f`; false if
+ * the key is unknown or the value malformed.
+ */
+static bool cfg_fault_item(char *item, struct sw_fault *f)
+{
+	char *eq = strchr(item, '='), *end;
+	double v;
+
+	if (!eq || eq == item || !eq[1])
+		return false;
+	*eq++ = '\0';
+	if (!strcmp(item, "side")) {
+		f->on_tx = !strcmp(eq, "tx") || !strcmp(eq, "both");
+		f->on_rx = !strcmp(eq, "rx") || !strcmp(eq, "both");
+		return f->on_tx || f->on_rx;
+	}
+	if (!strcmp(item, "seed")) {
+		f->seed = strtoull(eq, &end, 0);
+		return !*end && isdigit((unsigned char)eq[0]);
+	}
+	v = strtod(eq, &end);
+	if (*end || !(v >= 0 && v <= 1))
+		return false;
+	if (!strcmp(item, "drop"))
+		f->drop_ppm = (uint32_t)(v * 1e6);
+	else if (!strcmp(item, "dup"))
+		f->dup_ppm = (uint32_t)(v * 1e6);
+	else if (!strcmp(item, "reorder"))
+		f->reorder_ppm = (uint32_t)(v * 1e6);
+	else
+		return false;
+	return true;
+}
+
+/*
+ * Contract: SOFTVERBS_FAULT into cfg->fault (default: no faults). The
+ * value is comma-separated key=value: drop, dup and reorder take a
+ * fraction 0..1 of packets; side is tx (default), rx or both; seed an
+ * integer for the pseudo-random sequence.
+ */
+static void cfg_load_fault(struct sw_config *cfg)
+{
+	const char *v = getenv("SOFTVERBS_FAULT");
+	struct sw_fault *f = &cfg->fault;
+	char buf[256], q[52], *item, *save = NULL;
+	bool ok = true;
+
+	memset(f, 0, sizeof(*f));
+	f->on_tx = true;
+	f->seed = 0x9E3779B97F4A7C15ULL;
+	if (!v)
+		goto none;
+	if (strlen(v) >= sizeof(buf))
+		ok = false;
+	else {
+		strcpy(buf, v);
+		for (item = strtok_r(buf, ",", &save); item && ok; item = strtok_r(NULL, ",", &save))
+			ok = cfg_fault_item(item, f);
+	}
+	if (!ok || !v[0]) {
+		cfg_quote(q, sizeof(q), v);
+		cfg_fail(cfg,
+			 "SOFTVERBS_FAULT=\"%s\" is invalid: expected drop=F,dup=F,reorder=F "
+			 "(F from 0 to 1), side=tx|rx|both, seed=N",
+			 q);
+	}
+	if (f->drop_ppm || f->dup_ppm || f->reorder_ppm)
+		return;
+none:
+	f->on_tx = f->on_rx = false;
 }
 
 /* Contract: SOFTVERBS_CC_HEAP into cfg->cc_heap (default auto). */
@@ -241,6 +314,9 @@ void sw_config_load(struct sw_config *cfg)
 	cfg_load_addr(cfg);
 	cfg_load_udp_port(cfg);
 	cfg_load_mtu(cfg);
-	cfg_load_bounce(cfg);
+	cfg_load_bool(cfg, "SOFTVERBS_CC_DMA_BOUNCE", &cfg->cc_dma_bounce);
 	cfg_load_heap(cfg);
+	cfg_load_bool(cfg, "SOFTVERBS_BUSY_POLL", &cfg->busy_poll);
+	cfg_load_bool(cfg, "SOFTVERBS_STATS", &cfg->stats);
+	cfg_load_fault(cfg);
 }

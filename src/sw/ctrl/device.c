@@ -86,7 +86,9 @@ static bool config_equal(const struct sw_config *a, const struct sw_config *b)
 	return !strcmp(a->name, b->name) && a->have_addr == b->have_addr &&
 	       (!a->have_addr || a->addr.s_addr == b->addr.s_addr) && a->udp_port == b->udp_port &&
 	       a->mtu == b->mtu && a->cc_dma_bounce == b->cc_dma_bounce &&
-	       a->cc_heap == b->cc_heap && !strcmp(a->error, b->error);
+	       a->cc_heap == b->cc_heap && a->busy_poll == b->busy_poll &&
+	       a->stats == b->stats && !memcmp(&a->fault, &b->fault, sizeof(a->fault)) &&
+	       !strcmp(a->error, b->error);
 }
 
 /* Contract: sv_device.release: free a device nobody refers to any more. */

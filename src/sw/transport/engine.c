@@ -4,10 +4,8 @@
  * hooks into it (queue.h: sw_transport_*).
  *
  * The engine starts with the device's UDP port (first context) and stops
- * with it (last context). Settings read at start:
- *   SOFTVERBS_BUSY_POLL=0|1   spin in the progress thread (latency mode)
- *   SOFTVERBS_FAULT=...       fault injection, see sw_fault_parse()
- * A malformed value fails the start, so the context open fails.
+ * with it (last context). Its settings (SOFTVERBS_BUSY_POLL,
+ * SOFTVERBS_FAULT, SOFTVERBS_STATS) come from ctrl/config.c.
  */
 #include <arpa/inet.h>
 #include <stdio.h>
@@ -18,84 +16,14 @@
 
 #include "sw/transport/transport.h"
 
-/*
- * Parse SOFTVERBS_FAULT: comma-separated key=value, keys drop, dup and
- * reorder (fractions 0..1 of packets), side (tx, rx or both; default
- * tx) and seed (an integer). Example: "drop=0.01,dup=0.005,side=both".
- * Reordering and duplication act on sent packets. 0 or -EINVAL.
- */
-static int sw_fault_parse(const char *s, struct sw_fault *f)
+/* Settings come parsed and validated from the device's configuration. */
+static void engine_config(struct sw_engine *eng)
 {
-	char *copy = strdup(s), *tok, *save = NULL;
-	int ret = 0;
+	const struct sw_config *cfg = &eng->dev->cfg;
 
-	if (!copy)
-		return -ENOMEM;
-	memset(f, 0, sizeof(*f));
-	f->on_tx = true;
-	f->seed = 0x9E3779B97F4A7C15ULL;
-	for (tok = strtok_r(copy, ",", &save); tok && !ret; tok = strtok_r(NULL, ",", &save)) {
-		char *eq = strchr(tok, '='), *end;
-		double v;
-
-		if (!eq) {
-			ret = -EINVAL;
-			break;
-		}
-		*eq++ = '\0';
-		if (!strcmp(tok, "side")) {
-			f->on_tx = !strcmp(eq, "tx") || !strcmp(eq, "both");
-			f->on_rx = !strcmp(eq, "rx") || !strcmp(eq, "both");
-			if (!f->on_tx && !f->on_rx)
-				ret = -EINVAL;
-			continue;
-		}
-		if (!strcmp(tok, "seed")) {
-			f->seed = strtoull(eq, &end, 0);
-			if (*end || !*eq)
-				ret = -EINVAL;
-			continue;
-		}
-		v = strtod(eq, &end);
-		if (*end || !*eq || v < 0 || v > 1) {
-			ret = -EINVAL;
-			break;
-		}
-		if (!strcmp(tok, "drop"))
-			f->drop_ppm = (uint32_t)(v * 1e6);
-		else if (!strcmp(tok, "dup"))
-			f->dup_ppm = (uint32_t)(v * 1e6);
-		else if (!strcmp(tok, "reorder"))
-			f->reorder_ppm = (uint32_t)(v * 1e6);
-		else
-			ret = -EINVAL;
-	}
-	free(copy);
-	if (!f->drop_ppm && !f->dup_ppm && !f->reorder_ppm)
-		f->on_tx = f->on_rx = false;
-	return ret;
-}
-
-static int engine_config(struct sw_engine *eng)
-{
-	const char *bp = getenv("SOFTVERBS_BUSY_POLL");
-	const char *fault = getenv("SOFTVERBS_FAULT");
-
-	if (bp && strcmp(bp, "0") && strcmp(bp, "1")) {
-		fprintf(stderr, "softverbs: SOFTVERBS_BUSY_POLL=\"%s\" is invalid: expected 0 or 1\n",
-			bp);
-		return -EINVAL;
-	}
-	eng->busy_poll = bp && !strcmp(bp, "1");
-	if (fault && sw_fault_parse(fault, &eng->fault)) {
-		fprintf(stderr,
-			"softverbs: SOFTVERBS_FAULT=\"%s\" is invalid: expected key=value pairs "
-			"drop=F, dup=F, reorder=F (0..1), side=tx|rx|both, seed=N\n",
-			fault);
-		return -EINVAL;
-	}
+	eng->busy_poll = cfg->busy_poll;
+	eng->fault = cfg->fault;
 	eng->rng = eng->fault.seed ? eng->fault.seed : 1;
-	return 0;
 }
 
 /* Contract: see transport.h. Called with dev->lock held, port open. */
@@ -107,9 +35,7 @@ int sw_engine_start(struct sw_dev *dev)
 	if (!eng)
 		return -ENOMEM;
 	eng->dev = dev;
-	ret = engine_config(eng);
-	if (ret)
-		goto err_free;
+	engine_config(eng);
 	ret = sw_net_setup(dev->port.fd);
 	if (ret)
 		goto err_free;
@@ -139,9 +65,7 @@ err_free:
 static void engine_report(const struct sw_engine *eng)
 {
 	const struct sw_counters *c = &eng->cnt;
-	const char *v = getenv("SOFTVERBS_STATS");
-
-	if (!v || strcmp(v, "1"))
+	if (!eng->dev->cfg.stats)
 		return;
 	fprintf(stderr,
 		"softverbs: %s %s: tx %llu pkts %llu bytes, rx %llu pkts %llu bytes\n"

@@ -48,14 +48,6 @@ struct sw_counters {
 	atomic_ullong tx_again;        /* sends that found the socket full */
 };
 
-/* ---- fault injection (SOFTVERBS_FAULT) ---- */
-
-struct sw_fault {
-	uint32_t drop_ppm, dup_ppm, reorder_ppm; /* per million packets */
-	bool on_tx, on_rx;
-	uint64_t seed;
-};
-
 /* ---- the device's engine ---- */
 
 struct sw_engine {
