@@ -51,7 +51,7 @@ static void send_ack(struct sw_qp *qp, uint8_t syndrome, uint32_t psn)
 	p.msn = qp->resp->msn;
 	send_resp(qp, &p, NULL, 0);
 	qp->resp->unacked = 0;
-	if (syndrome == SW_AETH_ACK)
+	if ((syndrome & 0xe0) == SW_AETH_ACK) /* the low bits are the credit count */
 		qp->resp->ack_pending = false;
 }
 
