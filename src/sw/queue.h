@@ -332,6 +332,9 @@ int sw_qp_event(struct sw_qp *qp, enum ibv_event_type type);
  */
 void sw_qp_error_locked(struct sw_qp *qp);
 
+/* The completion opcode of a send work request opcode (queue/qp_flush.c). */
+enum ibv_wc_opcode sw_send_wc_opcode(uint32_t wr_opcode);
+
 /*
  * Take the next receive WQE for an incoming SEND (from the SRQ if the QP
  * has one), copying it to `out` (room for qp->cap.max_recv_sge SGEs).

@@ -13,8 +13,8 @@
 
 #include "sw/queue/qp_priv.h"
 
-/* Contract: the completion opcode of a send work request opcode. */
-static enum ibv_wc_opcode send_wc_opcode(uint32_t op)
+/* Contract: see queue.h. */
+enum ibv_wc_opcode sw_send_wc_opcode(uint32_t op)
 {
 	switch (op) {
 	case IBV_WR_RDMA_WRITE:
@@ -51,7 +51,7 @@ void sw_qp_flush_sq_locked(struct sw_qp *qp)
 	while (qp->sq.cons != qp->sq.prod) {
 		const struct sw_send_wqe *w = sw_sq_wqe(qp, qp->sq.cons);
 
-		push_flush(qp, qp->scq, w->wr_id, send_wc_opcode(w->opcode));
+		push_flush(qp, qp->scq, w->wr_id, sw_send_wc_opcode(w->opcode));
 		qp->sq.cons++;
 	}
 }

@@ -30,23 +30,6 @@ static bool is_rd_atomic(uint32_t opcode)
 	       opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
 }
 
-static enum ibv_wc_opcode wc_opcode(uint32_t wr_opcode)
-{
-	switch (wr_opcode) {
-	case IBV_WR_RDMA_WRITE:
-	case IBV_WR_RDMA_WRITE_WITH_IMM:
-		return IBV_WC_RDMA_WRITE;
-	case IBV_WR_RDMA_READ:
-		return IBV_WC_RDMA_READ;
-	case IBV_WR_ATOMIC_CMP_AND_SWP:
-		return IBV_WC_COMP_SWAP;
-	case IBV_WR_ATOMIC_FETCH_AND_ADD:
-		return IBV_WC_FETCH_ADD;
-	default:
-		return IBV_WC_SEND;
-	}
-}
-
 /* SQD: tell the application once nothing is in flight any more. */
 static void check_drained(struct sw_qp *qp)
 {
@@ -82,7 +65,7 @@ void sw_comp_retire(struct sw_qp *qp, enum ibv_wc_status status)
 		memset(&wc, 0, sizeof(wc));
 		wc.wr_id = w->wr_id;
 		wc.status = status;
-		wc.opcode = wc_opcode(w->opcode);
+		wc.opcode = sw_send_wc_opcode(w->opcode);
 		wc.qp_num = qp->ibv.qp_base.qp_num;
 		if (w->opcode == IBV_WR_RDMA_READ)
 			wc.byte_len = w->length;
