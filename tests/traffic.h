@@ -264,4 +264,46 @@ static inline void t_fill(uint8_t *p, size_t n, unsigned int seed)
 		p[i] = (uint8_t)((i * 131 + seed * 7 + (i >> 8)) ^ seed);
 }
 
+/*
+ * Generic QP moves, for tests that build their own objects (not t_ep):
+ * RESET->INIT with `access` (RC) or the Q_Key 0x11111111 (UD).
+ */
+static inline int t_qp_init(struct ibv_qp *qp, int access)
+{
+	struct ibv_qp_attr a = { 0 };
+	int mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT;
+
+	a.qp_state = IBV_QPS_INIT;
+	a.port_num = 1;
+	if (qp->qp_type == IBV_QPT_UD) {
+		a.qkey = 0x11111111;
+		mask |= IBV_QP_QKEY;
+	} else {
+		a.qp_access_flags = (unsigned int)access;
+		mask |= IBV_QP_ACCESS_FLAGS;
+	}
+	return CHECK(ibv_modify_qp(qp, &a, mask) == 0) ? 0 : -1;
+}
+
+/*
+ * INIT->RTR->RTS towards QPN `dqpn` at `dgid` (RC), or just RTR->RTS
+ * (UD), with the settings t_connect_to() uses.
+ */
+static inline int t_qp_rts(struct ibv_qp *qp, uint32_t dqpn, const union ibv_gid *dgid,
+			   uint32_t rq_psn, uint32_t sq_psn, enum ibv_mtu mtu)
+{
+	struct t_ep e;
+	struct t_addr peer;
+
+	memset(&e, 0, sizeof(e));
+	memset(&peer, 0, sizeof(peer));
+	e.qp = qp;
+	e.type = qp->qp_type;
+	peer.qpn = dqpn;
+	peer.psn = rq_psn;
+	if (dgid)
+		peer.gid = *dgid;
+	return t_connect_to(&e, &peer, sq_psn, mtu);
+}
+
 #endif
