@@ -209,6 +209,28 @@ static void transport_reset(struct sw_qp *qp)
 	resp->res = res;
 }
 
+/*
+ * A receive WQE the responder took for a SEND still in progress left the
+ * RQ already: flush it here, before the queue layer flushes the ring, so
+ * completions stay in posting order.
+ */
+static void flush_taken_recv(struct sw_qp *qp)
+{
+	struct sw_resp *resp = qp->resp;
+	struct ibv_wc wc;
+
+	if (!resp->have_wqe)
+		return;
+	memset(&wc, 0, sizeof(wc));
+	wc.wr_id = resp->wqe->wr_id;
+	wc.status = IBV_WC_WR_FLUSH_ERR;
+	wc.opcode = IBV_WC_RECV;
+	wc.qp_num = qp->ibv.qp_base.qp_num;
+	resp->have_wqe = false;
+	resp->in_send = false;
+	sw_cq_push(qp->rcq, &wc, false);
+}
+
 /* Contract: see queue.h (qp->lock held). */
 void sw_transport_qp_state(struct sw_qp *qp, enum ibv_qp_state old)
 {
@@ -247,6 +269,7 @@ void sw_transport_qp_state(struct sw_qp *qp, enum ibv_qp_state old)
 	case IBV_QPS_ERR:
 		qp->req->deadline_ns = 0;
 		qp->req->rnr_until_ns = 0;
+		flush_taken_recv(qp);
 		break;
 	default:
 		break;
