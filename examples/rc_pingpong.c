@@ -926,10 +926,9 @@ static int run_export(struct pp *p)
 	tag[TAG_LEN - 1] = '\0';
 	snprintf(want, sizeof(want), "written by helper pid %d", (int)rep.pid);
 	snprintf(p->export_line, sizeof(p->export_line),
-		 "helper pid %d got fd %d over SCM_RIGHTS, mapped %lld B: read \"%s\", "
-		 "checksum %s, its write %s",
-		 (int)rep.pid, fd, (long long)rep.fd_size, rep.label,
-		 rep.sum == sum ? "matches" : "DIFFERS",
+		 "helper pid %d mapped the fd (SCM_RIGHTS, %lld B): read \"%s\", checksums %s, "
+		 "its write %s",
+		 (int)rep.pid, (long long)rep.fd_size, rep.label, rep.sum == sum ? "match" : "DIFFER",
 		 strcmp(tag, want) ? "NOT seen here" : "seen here");
 	if (rep.sum != sum || strcmp(tag, want))
 		fail(p, "the helper's view of the exported buffer differs from ours");
@@ -1051,7 +1050,7 @@ static int probe_backing(struct pp *p)
 	n = readlink(path, target, sizeof(target) - 1);
 	target[n > 0 ? n : 0] = '\0';
 	if (!strncmp(target, "/memfd:", 7))
-		snprintf(p->fd_kind, sizeof(p->fd_kind), "memfd, softverbs' built-in CC pool");
+		snprintf(p->fd_kind, sizeof(p->fd_kind), "memfd from softverbs' built-in CC pool");
 	else if (strstr(target, "dmabuf"))
 		snprintf(p->fd_kind, sizeof(p->fd_kind), "DMA-buf");
 	else
@@ -1633,7 +1632,7 @@ static void report(struct pp *p, FILE *out)
 			    "ordinary PD");
 	if (p->buf) {
 		if (p->fd_backed)
-			ROW("buffer", "ibv_alloc_buf %zu B: fd-backed shared memory, %lld B (%s)",
+			ROW("buffer", "ibv_alloc_buf %zu B: fd-backed shared memory, a %lld B %s",
 			    p->len, (long long)p->fd_size, p->fd_kind);
 		else
 			ROW("buffer", "ibv_alloc_buf %zu B: ordinary memory", p->len);
@@ -1641,9 +1640,13 @@ static void report(struct pp *p, FILE *out)
 	if (p->mr) {
 		bool fd_path = (uintptr_t)p->mr->addr != (uintptr_t)p->buf;
 
-		ROW("mr", "%s, %s path: lkey 0x%08x rkey 0x%08x, mr->addr 0x%" PRIxPTR "%s",
-		    p->reg_verb, fd_path ? "fd" : "addr", p->mr->lkey, p->mr->rkey,
-		    (uintptr_t)p->mr->addr, fd_path ? " (offset; iova = VA)" : " (VA)");
+		char where[48] = "mr->addr = VA";
+
+		if (fd_path)
+			snprintf(where, sizeof(where), "mr->addr 0x%" PRIxPTR " = offset, iova = VA",
+				 (uintptr_t)p->mr->addr);
+		ROW("mr", "%s, %s path: lkey 0x%08x rkey 0x%08x, %s", p->reg_verb,
+		    fd_path ? "fd" : "addr", p->mr->lkey, p->mr->rkey, where);
 	}
 	if (p->dmah) {
 		char st[48] = ", no steering tag";
