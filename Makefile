@@ -1,7 +1,8 @@
 # Thin wrapper over CMake. Targets:
 #   all (default)  configure + build build/ (gcc, RelWithDebInfo, -Werror)
 #   check          gcc + valgrind, clang, ASan/UBSan stages (scripts/check.sh)
-#   demo           build, then run build/tools/sv_devinfo -v
+#   demo           build, then two processes on the software device: RC ping-pong,
+#                  RDMA WRITE/READ, atomics, CC bounce (-U) vs DMA handles (scripts/demo.sh)
 #   install        cmake --install build --prefix $(PREFIX)
 #   format         clang-format -i our sources (never include/infiniband)
 #   clean          remove the build directories
@@ -34,8 +35,9 @@ all:
 check:
 	@JOBS=$(JOBS) bash scripts/check.sh $(CHECK_STAGES)
 
-demo: all
-	$(BUILD)/tools/sv_devinfo -v
+# scripts/demo.sh builds through `all` itself, quietly.
+demo:
+	@BUILD=$(BUILD) MAKE="$(MAKE)" bash scripts/demo.sh
 
 install: all
 	$(CMAKE) --install $(BUILD) --prefix $(PREFIX)
