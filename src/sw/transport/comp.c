@@ -75,8 +75,17 @@ void sw_comp_retire(struct sw_qp *qp, enum ibv_wc_status status)
 	}
 	qp->sq.cons++;
 	if ((int32_t)(req->send_idx - qp->sq.cons) < 0) {
+		/*
+		 * The requester was (re)sending this WQE when it was acknowledged
+		 * (an ACK delayed past a retransmit timeout): the next WQE starts
+		 * at the PSN after it, not where the retransmission had got to.
+		 */
+		uint32_t next = sw_psn_add(w->first_psn, w->npkts);
+
 		req->send_idx = qp->sq.cons;
 		req->send_off = 0;
+		if (w->state != SW_WQE_NEW && sw_psn_diff(next, req->psn) > 0)
+			req->psn = next;
 	}
 	req->read_rx_pkts = 0;
 	if (!outstanding(qp))
@@ -123,6 +132,12 @@ static bool ack_upto(struct sw_qp *qp, uint32_t psn)
 			    sw_psn_diff(sw_psn_add(psn, 1), req->una_psn) > 0) {
 				req->una_psn = sw_psn_add(psn, 1);
 				progress = true;
+				/* resending it from an earlier packet: skip what is acknowledged */
+				if (req->send_idx == qp->sq.cons &&
+				    sw_psn_diff(req->psn, req->una_psn) < 0) {
+					req->send_off = (uint32_t)sw_psn_diff(req->una_psn, w->first_psn);
+					req->psn = req->una_psn;
+				}
 			}
 			break;
 		}

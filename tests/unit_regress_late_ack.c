@@ -1,0 +1,142 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * unit_regress_late_ack: an ACK that arrives after the requester went
+ * back to retransmit, white-box.
+ *
+ * Regression: after a retransmit timeout the requester goes back to the
+ * oldest unacknowledged PSN and resends, window-limited. If the ACK of
+ * the original transmission then arrives (it was only late: the peer's
+ * progress thread had not been scheduled for longer than the timeout,
+ * as ibv_srq_pingpong -s 65536 does on two busy CPUs), the completer
+ * retired the WQE and moved the send position to the next WQE but left
+ * the next PSN where the retransmission had got to, behind the oldest
+ * unacknowledged one. The window check then saw ~2^32 packets in flight
+ * and the requester never sent again, with no timer armed: both sides
+ * hung. The same ACK in the middle of a message left the requester
+ * resending packets already acknowledged.
+ *
+ * The test drives the completer directly: a QP sends to a QP in INIT
+ * (which drops everything, so only the test's ACKs arrive), is rewound
+ * as a timeout would, and then gets the late ACK.
+ */
+#include "harness.h"
+
+#include "qp_util.h"
+#include "sw/transport/transport.h"
+
+static struct q_env env;
+static struct ibv_mr *mr;
+static uint8_t buf[16384];
+
+/* `qp` to RTS towards `dest`, with a retransmit timeout of minutes. */
+static int connect_slow(struct ibv_qp *qp, uint32_t dest)
+{
+	struct ibv_qp_attr a;
+
+	if (q_bring_up(&env, qp, IBV_QPS_RTR, dest))
+		return -1;
+	a = q_attr(&env, IBV_QPS_RTS, dest);
+	a.timeout = 31;
+	return ibv_modify_qp(qp, &a, IBV_QP_STATE | q_required(IBV_QPT_RC, IBV_QPS_RTR, IBV_QPS_RTS));
+}
+
+static int post_write(struct ibv_qp *qp, uint64_t id, uint32_t len)
+{
+	struct ibv_sge sge = { (uintptr_t)buf, len, mr->lkey };
+	struct ibv_send_wr wr = { .wr_id = id, .sg_list = &sge, .num_sge = 1,
+				  .opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED },
+			   *bad;
+
+	wr.wr.rdma.remote_addr = 0x10000;
+	wr.wr.rdma.rkey = 0x1234;
+	return ibv_post_send(qp, &wr, &bad);
+}
+
+/* Hand the completer an ACK of `psn`, as the progress thread would. */
+static void ack(struct sw_qp *q, uint32_t psn)
+{
+	struct sw_pkt p = { .opcode = SW_OP_ACK, .psn = psn, .syndrome = SW_AETH_ACK | 0x1f };
+	struct sw_icrc_ctx ic = { 0 };
+	uint8_t pkt[64];
+	size_t len = sw_pkt_finish(pkt, sw_pkt_write_hdrs(pkt, &p), &ic);
+
+	if (!CHECK(sw_pkt_parse(&p, pkt, len, &ic) == 0))
+		return;
+	sw_comp_handle(q, &p);
+}
+
+static struct sw_send_wqe *wqe(struct sw_qp *q, uint32_t idx)
+{
+	return sw_ring_slot(&q->sq, idx);
+}
+
+int main(void)
+{
+	struct ibv_qp *a, *sink;
+	struct sw_qp *q;
+	struct ibv_wc wc[4];
+	uint32_t first;
+
+	t_start("unit_regress_late_ack");
+	q_env_open(&env, 64);
+	mr = ibv_reg_mr(env.pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
+	a = q_create(&env, IBV_QPT_RC);
+	sink = q_create(&env, IBV_QPT_RC);
+	if (!CHECK(mr && a && sink) || !CHECK(q_bring_up(&env, sink, IBV_QPS_INIT, 0) == 0) ||
+	    !CHECK(connect_slow(a, sink->qp_num) == 0))
+		return t_finish();
+	q = sw_qp(a);
+
+	t_case("a late ACK of a whole message: the next message gets the next PSN");
+	CHECK(post_write(a, 1, 8192) == 0); /* 8 packets at MTU 1024 */
+	CHECK(post_write(a, 2, 1024) == 0); /* 1 packet */
+	pthread_mutex_lock(&q->lock);
+	first = wqe(q, 0)->first_psn;
+	CHECK_EQ_INT(q->req->psn, sw_psn_add(first, 9)); /* all sent */
+	/* the retransmit timeout, window-limited to 2 packets */
+	q->req->window = 2;
+	sw_req_rewind(q, q->req->una_psn);
+	sw_req_run(q);
+	CHECK_EQ_INT(q->req->psn, sw_psn_add(first, 2));
+	/* the original ACK of the first message arrives */
+	ack(q, sw_psn_add(first, 7));
+	CHECK_EQ_INT(q->sq.cons, 1);
+	CHECK_EQ_INT(q->req->una_psn, sw_psn_add(first, 8));
+	/* the second message went out again, at its own PSN */
+	CHECK_EQ_INT(wqe(q, 1)->first_psn, sw_psn_add(first, 8));
+	CHECK_EQ_INT(q->req->psn, sw_psn_add(first, 9));
+	CHECK_EQ_INT(q->req->send_idx, 2);
+	ack(q, sw_psn_add(first, 8));
+	CHECK_EQ_INT(q->sq.cons, 2);
+	pthread_mutex_unlock(&q->lock);
+	if (CHECK_EQ_INT(q_poll(env.scq, wc, 4, 2), 2)) {
+		CHECK(wc[0].wr_id == 1 && wc[0].status == IBV_WC_SUCCESS);
+		CHECK(wc[1].wr_id == 2 && wc[1].status == IBV_WC_SUCCESS);
+	}
+
+	t_case("a late ACK in the middle of a message: resending skips what it covers");
+	CHECK(post_write(a, 3, 8192) == 0);
+	pthread_mutex_lock(&q->lock);
+	first = wqe(q, 2)->first_psn;
+	q->req->window = 2;
+	sw_req_rewind(q, q->req->una_psn);
+	sw_req_run(q);
+	CHECK_EQ_INT(q->req->psn, sw_psn_add(first, 2));
+	ack(q, sw_psn_add(first, 4)); /* packets 0..4 arrived the first time */
+	CHECK_EQ_INT(q->req->una_psn, sw_psn_add(first, 5));
+	/* resumed at packet 5: the ACK grew the window to 3, so 5, 6 and 7 went out */
+	CHECK_EQ_INT(q->req->send_idx, 3);
+	CHECK_EQ_INT(q->req->psn, sw_psn_add(first, 8));
+	ack(q, sw_psn_add(first, 7));
+	CHECK_EQ_INT(q->sq.cons, 3);
+	CHECK_EQ_INT(q->req->psn, q->req->una_psn);
+	pthread_mutex_unlock(&q->lock);
+	if (CHECK_EQ_INT(q_poll(env.scq, wc, 4, 1), 1))
+		CHECK(wc[0].wr_id == 3 && wc[0].status == IBV_WC_SUCCESS);
+
+	CHECK_RET(ibv_destroy_qp(a), 0);
+	CHECK_RET(ibv_destroy_qp(sink), 0);
+	CHECK_RET(ibv_dereg_mr(mr), 0);
+	q_env_close(&env);
+	return t_finish();
+}
