@@ -591,8 +591,10 @@ static int recv_line(struct pp *p, const char *word, char *out, size_t n)
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r <= 0) {
-			fail(p, "the peer closed the connection while we waited for %s%s", word,
-			     r < 0 ? strerror(errno) : "");
+			if (r < 0)
+				fail(p, "receiving %s from the peer: %s", word, strerror(errno));
+			else
+				fail(p, "the peer closed the connection while we waited for %s", word);
 			return -1;
 		}
 		if (ch == '\n')

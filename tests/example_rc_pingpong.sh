@@ -1,5 +1,6 @@
 #!/bin/sh
 # example_rc_pingpong.sh PROGRAM
+# example_rc_pingpong.sh --memcheck VALGRIND PROGRAM
 #
 # Runs PROGRAM (build/examples/sv_rc_pingpong) as a server and a client on
 # this host, in the combinations the example exists to show, and checks
@@ -14,11 +15,18 @@
 # every run with -c (data checked) and -o (RDMA WRITE, READ, fetch-and-add),
 # and the refusals: -E on ordinary memory, a bounce device without -U, and
 # two sides with different -s.
+# With --memcheck, only the mixed run, with both sides under VALGRIND's
+# memcheck (any error or leak fails it).
 # TAP output; exit 0 when every point passed.
 set -u
 
+valgrind=
+if [ "${1:-}" = --memcheck ] && [ $# -eq 3 ]; then
+	valgrind=$2
+	shift 2
+fi
 if [ $# -ne 1 ]; then
-	echo "usage: example_rc_pingpong.sh PROGRAM" >&2
+	echo "usage: example_rc_pingpong.sh [--memcheck VALGRIND] PROGRAM" >&2
 	exit 2
 fi
 prog=$1
@@ -51,6 +59,8 @@ show() {
 	done
 }
 
+wrap= # a command that runs the program (valgrind)
+
 # The first CPU this process may run on (a valid DMA handle CPU).
 cpu=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*\([0-9]*\).*/\1/p' /proc/self/status)
 cpu=${cpu:-0}
@@ -62,7 +72,7 @@ pair() {
 	s=$tmp/$name.srv c=$tmp/$name.cli
 	: >"$s"
 	# shellcheck disable=SC2086 # the argument strings are word lists
-	env $2 "$prog" -p 0 -t 60 $3 >"$s" 2>"$s.err" &
+	env $2 $wrap "$prog" -p 0 -t 60 $3 >"$s" 2>"$s.err" &
 	spid=$!
 	port=
 	i=0
@@ -82,7 +92,7 @@ pair() {
 		return
 	fi
 	# shellcheck disable=SC2086
-	env $4 "$prog" -p "$port" -t 60 $5 127.0.0.1 >"$c" 2>"$c.err"
+	env $4 $wrap "$prog" -p "$port" -t 60 $5 127.0.0.1 >"$c" 2>"$c.err"
 	cli_rc=$?
 	wait "$spid"
 	srv_rc=$?
@@ -135,6 +145,24 @@ incoming_ok='^incoming +the peer.s write and atomics into this buffer: verified$
 send_ok='^send +300 ping-pongs of 4096 B: every message verified$'
 common="-n 300 -c -o all"
 bounce="SOFTVERBS_CC_DMA_BOUNCE=1"
+
+# -- --memcheck: the mixed run, both sides under valgrind -------------------
+if [ -n "$valgrind" ]; then
+	wrap="$valgrind -q --error-exitcode=99 --leak-check=full --show-leak-kinds=definite,indirect --errors-for-leak-kinds=definite,indirect"
+	pair memcheck "$bounce" "-U -E -n 100 -c -o all" "" "--dmah -n 100 -c -o all"
+	if [ "$srv_rc" -eq 0 ] && [ "$cli_rc" -eq 0 ] &&
+		grep -Eq '^result +PASS$' "$tmp/memcheck.srv" &&
+		grep -Eq '^result +PASS$' "$tmp/memcheck.cli"; then
+		ok "memcheck: -U -E on a bounce device against --dmah, no valgrind error or leak"
+	else
+		not_ok "memcheck: exit status server $srv_rc, client $cli_rc (99: valgrind found errors)"
+		show "$tmp/memcheck.srv" "$tmp/memcheck.srv.err" "$tmp/memcheck.cli" "$tmp/memcheck.cli.err"
+	fi
+	echo "1..$n"
+	echo "$((n - failed)) passed, $failed failed"
+	[ "$failed" -eq 0 ]
+	exit
+fi
 
 # -- plain ---------------------------------------------------------------
 pair plain "" "$common" "" "$common"
