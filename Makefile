@@ -3,17 +3,19 @@
 #   check          gcc + valgrind, clang, ASan/UBSan stages (scripts/check.sh)
 #   demo           build, then two processes on the software device: RC ping-pong,
 #                  RDMA WRITE/READ, atomics, CC bounce (-U) vs DMA handles (scripts/demo.sh)
+#   bench          build, then run build/bench/sv_bench (never part of check)
 #   install        cmake --install build --prefix $(PREFIX)
 #   format         clang-format -i our sources (never include/infiniband)
 #   clean          remove the build directories
 # Variables: PREFIX, CHECK_STAGES (e.g. "gcc" or "gcc clang asan tsan"),
-# CTEST_ARGS (passed to ctest in check), JOBS.
+# CTEST_ARGS (passed to ctest in check), JOBS, BENCH_ARGS (sv_bench options).
 
 PREFIX ?= /usr/local
 BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE ?= cmake
 CHECK_STAGES ?= gcc clang asan
+BENCH_ARGS ?= --json $(BUILD)/bench/results.json
 CLANG_FORMAT ?= clang-format
 
 # Same settings as the gcc stage of check, so both share build/.
@@ -22,11 +24,11 @@ CONFIG_ARGS = -DCMAKE_C_COMPILER=gcc -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 # Ninja for a new build directory when available; an existing one keeps its generator.
 GENERATOR = $(if $(wildcard $(BUILD)/CMakeCache.txt),,$(if $(shell command -v ninja),-G Ninja))
 
-FORMAT_DIRS = src tools tests include/softverbs
+FORMAT_DIRS = src tools tests bench include/softverbs
 # tests/layout holds a generated probe and rdma-core's own code: left alone.
 FORMAT_FIND = find $(FORMAT_DIRS) -path tests/layout -prune -o -name '*.[ch]' -print 2>/dev/null
 
-.PHONY: all check demo install format format-check clean
+.PHONY: all check demo bench install format format-check clean
 
 all:
 	@$(CMAKE) -S . -B $(BUILD) $(GENERATOR) --log-level=WARNING $(CONFIG_ARGS) >/dev/null
@@ -38,6 +40,10 @@ check:
 # scripts/demo.sh builds through `all` itself, quietly.
 demo:
 	@BUILD=$(BUILD) MAKE="$(MAKE)" bash scripts/demo.sh
+
+# Benchmarks are slow and noisy: run on request only, never by check.
+bench: all
+	$(BUILD)/bench/sv_bench $(BENCH_ARGS)
 
 install: all
 	$(CMAKE) --install $(BUILD) --prefix $(PREFIX)
