@@ -225,6 +225,46 @@ static void test_crc32(void)
 			  "cut %zu", cut);
 }
 
+/*
+ * The carry-less multiplication CRC (when this CPU has PCLMULQDQ) against
+ * the table one: random lengths across the folding thresholds (16, 64,
+ * 128 bytes and every remainder), random alignments and register values,
+ * and data of all ones and all zeros.
+ */
+static void test_crc32_clmul(void)
+{
+	static uint8_t buf[9216 + 64];
+	size_t len, off, i;
+	int k;
+
+	t_case("crc32: carry-less multiplication equals the tables");
+	if (!sw_crc32_have_clmul())
+		printf("# no PCLMULQDQ on this CPU: both are the tables\n");
+	for (i = 0; i < sizeof(buf); i++)
+		buf[i] = (uint8_t)rnd();
+	for (len = 0; len <= 512; len++)
+		for (off = 0; off < 16; off += 5)
+			if (!CHECK_MSG(sw_crc32(0, buf + off, len) ==
+					       sw_crc32_table(0, buf + off, len),
+				       "len %zu off %zu", len, off))
+				return;
+	for (k = 0; k < 4000; k++) {
+		uint32_t seed = rnd();
+
+		off = rnd_below(64);
+		len = rnd_below(9216 + 1);
+		if (!CHECK_MSG(sw_crc32(seed, buf + off, len) ==
+				       sw_crc32_table(seed, buf + off, len),
+			       "random: len %zu off %zu seed %08x", len, off, seed))
+			return;
+	}
+	memset(buf, 0xff, sizeof(buf));
+	CHECK(sw_crc32(0, buf, 4096) == sw_crc32_table(0, buf, 4096));
+	memset(buf, 0, sizeof(buf));
+	CHECK(sw_crc32(0, buf, 4096) == sw_crc32_table(0, buf, 4096));
+	CHECK(sw_crc32(0xffffffffu, buf, 1000) == sw_crc32_table(0xffffffffu, buf, 1000));
+}
+
 /* ---- ICRC known answers (scapy.contrib.roce computed the expected values) ---- */
 
 struct icrc_kat {
@@ -825,6 +865,7 @@ int main(int argc, char **argv)
 	t_start("unit_wire");
 	test_opcodes();
 	test_crc32();
+	test_crc32_clmul();
 	test_icrc_kat();
 	test_round_trip();
 	test_truncated();

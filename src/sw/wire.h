@@ -158,6 +158,10 @@ struct sw_icrc_ctx {
 
 /* zlib-compatible CRC-32 (start with 0; chain by passing the last result). */
 uint32_t sw_crc32(uint32_t crc, const void *buf, size_t len);
+/* The same by the table implementation only (tests compare the two). */
+uint32_t sw_crc32_table(uint32_t crc, const void *buf, size_t len);
+/* True when sw_crc32() and sw_icrc() use carry-less multiplication. */
+bool sw_crc32_have_clmul(void);
 
 /*
  * ICRC of a RoCE v2 packet: CRC-32 over a masked LRH (eight 0xff bytes),

@@ -7,10 +7,29 @@
  * complemented. (The SSE4.2 crc32 instruction computes CRC-32C, a
  * different polynomial, and is of no use here.)
  *
- * Speed comes from slicing-by-16: sixteen 256-entry tables, where table k
- * maps a byte to its CRC contribution after k further zero bytes, let the
- * loop fold 16 input bytes per iteration with 16 independent lookups.
- * The tables (16 KiB) are computed once, on first use, under pthread_once.
+ * Two implementations, chosen once at run time:
+ *
+ * - Carry-less multiplication (x86-64 PCLMULQDQ, when the CPU has it):
+ *   the message is folded 64 bytes at a time into four 128-bit
+ *   accumulators. A 128-bit chunk A = H x^64 + L that lies D bits before
+ *   the end of the data still to come is congruent, mod the polynomial P,
+ *   to H (x^(D+64) mod P) + L (x^D mod P): two 64x32-bit carry-less
+ *   products that fit in 128 bits again, so the accumulator moves D bits
+ *   forward with two multiplies and two XORs. The constants x^n mod P are
+ *   computed at start-up, not tabulated. At the end the four accumulators
+ *   fold into one, and that one, being congruent to everything processed
+ *   so far, goes through the table code as 16 ordinary bytes (with a zero
+ *   register): no Barrett reduction is needed. About 5x the table code's
+ *   speed on 4 KiB packets.
+ * - Slicing-by-16 tables: sixteen 256-entry tables, where table k maps a
+ *   byte to its CRC contribution after k further zero bytes, let the
+ *   loop fold 16 input bytes per iteration with 16 independent lookups.
+ *   Used for short data, for the tails, and on CPUs without PCLMULQDQ.
+ *
+ * The tables (16 KiB), the constants and the CPU check are set up once,
+ * on first use, under pthread_once. Functions compiled for PCLMULQDQ
+ * carry a target attribute, so the library itself needs no -m flag and
+ * runs on any x86-64.
  *
  * The ICRC (IBA Annex A17, RoCE v2) covers, in this order:
  *   8 bytes 0xff           the LRH, which RoCE v2 does not have, masked
@@ -29,21 +48,51 @@
  */
 #include <endian.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "sw/wire.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define SW_CRC_CLMUL 1
+#else
+#define SW_CRC_CLMUL 0
+#endif
 
 #define SW_CRC32_POLY_REFLECTED 0xedb88320u
 
 enum {
 	SW_CRC_SLICES = 16,
 	SW_ICRC_PSEUDO_LEN = 8 + 20 + 8, /* masked LRH, IPv4, UDP */
+	SW_CRC_CLMUL_MIN = 64, /* shorter data: tables */
 };
 
 static uint32_t crc_tab[SW_CRC_SLICES][256];
 static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
+static bool crc_clmul_ok; /* the CPU has PCLMULQDQ */
 
-/* Contract: fill crc_tab; run exactly once through pthread_once. */
+/*
+ * Folding constants: k[d][0] multiplies the high-order (first) 64 bits
+ * of an accumulator, k[d][1] the low-order ones, to move it forward by
+ * 128 (d + 1) bits, d = 0..3. In the reflected bit order the 32-bit
+ * residue x^n mod P sits in the upper half of the 64-bit operand, and
+ * the product comes out one bit lower than a 128-bit chunk's own bit
+ * order, hence x^(D+63) and x^(D-1) for a move by D bits.
+ */
+static uint64_t crc_fold_k[4][2];
+
+/* Contract: x^n mod P, bit-reflected (bit 31 is x^0). */
+static uint32_t crc_xpow(unsigned int n)
+{
+	uint32_t r = 0x80000000u; /* x^0 */
+
+	while (n--)
+		r = (r >> 1) ^ (SW_CRC32_POLY_REFLECTED & (0u - (r & 1))); /* times x */
+	return r;
+}
+
+/* Contract: fill crc_tab and the folding constants, detect PCLMULQDQ; run once. */
 static void crc_tab_init(void)
 {
 	uint32_t i, k, c;
@@ -59,6 +108,16 @@ static void crc_tab_init(void)
 			c = crc_tab[k - 1][i];
 			crc_tab[k][i] = (c >> 8) ^ crc_tab[0][c & 0xff];
 		}
+	for (k = 0; k < 4; k++) {
+		unsigned int d = 128 * (k + 1);
+
+		crc_fold_k[k][0] = (uint64_t)crc_xpow(d + 63) << 32;
+		crc_fold_k[k][1] = (uint64_t)crc_xpow(d - 1) << 32;
+	}
+#if SW_CRC_CLMUL
+	__builtin_cpu_init();
+	crc_clmul_ok = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse2");
+#endif
 }
 
 /* Contract: 8 bytes at `p` (any alignment) as a little-endian integer. */
@@ -96,11 +155,98 @@ static uint32_t crc_update(uint32_t crc, const uint8_t *p, size_t len)
 	return crc;
 }
 
+#if SW_CRC_CLMUL
+/* Contract: move accumulator `a` forward by the distance of constants `k`, add `data`. */
+__attribute__((target("pclmul,sse2"))) static inline __m128i fold(__m128i a, __m128i k,
+								  __m128i data)
+{
+	__m128i hi = _mm_clmulepi64_si128(a, k, 0x00); /* first 64 bits x k[0] */
+	__m128i lo = _mm_clmulepi64_si128(a, k, 0x11); /* last 64 bits x k[1] */
+
+	return _mm_xor_si128(_mm_xor_si128(hi, lo), data);
+}
+
+/*
+ * Contract: as crc_update(), with PCLMULQDQ; len >= 16. The raw register
+ * enters as an XOR into the first four bytes (what a register preset
+ * amounts to), and the 128-bit remainder left by folding, congruent to
+ * all the bytes folded, is finished by the table code.
+ */
+__attribute__((target("pclmul,sse2"))) static uint32_t
+crc_update_clmul(uint32_t crc, const uint8_t *p, size_t len)
+{
+	const __m128i k1 = _mm_loadu_si128((const __m128i *)(const void *)crc_fold_k[0]);
+	__m128i x0, x1, x2, x3, k;
+	uint8_t rest[16];
+
+	x0 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(const void *)p),
+			   _mm_cvtsi32_si128((int)crc));
+	if (len >= 64) {
+		const __m128i k4 = _mm_loadu_si128((const __m128i *)(const void *)crc_fold_k[3]);
+
+		x1 = _mm_loadu_si128((const __m128i *)(const void *)(p + 16));
+		x2 = _mm_loadu_si128((const __m128i *)(const void *)(p + 32));
+		x3 = _mm_loadu_si128((const __m128i *)(const void *)(p + 48));
+		p += 64;
+		len -= 64;
+		while (len >= 64) {
+			x0 = fold(x0, k4, _mm_loadu_si128((const __m128i *)(const void *)p));
+			x1 = fold(x1, k4, _mm_loadu_si128((const __m128i *)(const void *)(p + 16)));
+			x2 = fold(x2, k4, _mm_loadu_si128((const __m128i *)(const void *)(p + 32)));
+			x3 = fold(x3, k4, _mm_loadu_si128((const __m128i *)(const void *)(p + 48)));
+			p += 64;
+			len -= 64;
+		}
+		/* four accumulators into one: x0 moves 384 bits, x1 256, x2 128 */
+		k = _mm_loadu_si128((const __m128i *)(const void *)crc_fold_k[2]);
+		x3 = fold(x0, k, x3);
+		k = _mm_loadu_si128((const __m128i *)(const void *)crc_fold_k[1]);
+		x3 = fold(x1, k, x3);
+		x0 = fold(x2, k1, x3);
+	} else {
+		p += 16;
+		len -= 16;
+	}
+	while (len >= 16) {
+		x0 = fold(x0, k1, _mm_loadu_si128((const __m128i *)(const void *)p));
+		p += 16;
+		len -= 16;
+	}
+	_mm_storeu_si128((__m128i *)(void *)rest, x0);
+	crc = crc_update(0, rest, sizeof(rest));
+	return crc_update(crc, p, len);
+}
+#endif
+
+/* Contract: crc_update() by the fastest implementation this CPU has. */
+static inline uint32_t crc_update_best(uint32_t crc, const uint8_t *p, size_t len)
+{
+#if SW_CRC_CLMUL
+	if (len >= SW_CRC_CLMUL_MIN && crc_clmul_ok)
+		return crc_update_clmul(crc, p, len);
+#endif
+	return crc_update(crc, p, len);
+}
+
 /* Contract: zlib-style CRC-32; chain as sw_crc32(sw_crc32(0, a), b). */
 uint32_t sw_crc32(uint32_t crc, const void *buf, size_t len)
 {
 	pthread_once(&crc_once, crc_tab_init);
+	return ~crc_update_best(~crc, buf, len);
+}
+
+/* Contract: see wire.h (tables only, whatever the CPU). */
+uint32_t sw_crc32_table(uint32_t crc, const void *buf, size_t len)
+{
+	pthread_once(&crc_once, crc_tab_init);
 	return ~crc_update(~crc, buf, len);
+}
+
+/* Contract: see wire.h. */
+bool sw_crc32_have_clmul(void)
+{
+	pthread_once(&crc_once, crc_tab_init);
+	return crc_clmul_ok;
 }
 
 /* Contract: store `v` big-endian in two bytes at `p`. */
@@ -149,6 +295,6 @@ uint32_t sw_icrc(const struct sw_icrc_ctx *c, const uint8_t *pkt, size_t len)
 
 	pthread_once(&crc_once, crc_tab_init);
 	crc = crc_update(~0u, ph, sizeof(ph));
-	crc = crc_update(crc, pkt + SW_BTH_LEN, len - SW_BTH_LEN - SW_ICRC_LEN);
+	crc = crc_update_best(crc, pkt + SW_BTH_LEN, len - SW_BTH_LEN - SW_ICRC_LEN);
 	return ~crc;
 }
