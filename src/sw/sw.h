@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <pthread.h>
+#include <sys/types.h>
 
 #include "core/core.h"
 #include "sw/place.h"
@@ -162,6 +163,7 @@ struct sw_dev {
 	struct sw_qp_table *qps;     /* QPN -> QP (queue/qp_table.c) */
 	struct sw_engine *eng;       /* transport engine while the port is open */
 	atomic_uint npd, ntd, ndmah; /* counts against the limits */
+	pid_t pid;                   /* creator: a forked child probes its own device */
 };
 
 static inline struct sw_dev *sw_dev_of(struct ibv_context *ctx)

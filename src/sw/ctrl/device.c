@@ -144,6 +144,7 @@ static int device_new(const struct sw_config *cfg, uint32_t index, struct sw_dev
 	pthread_mutex_init(&dev->lock, NULL);
 	dev->port.fd = -1;
 	dev->core.index = index;
+	dev->pid = getpid();
 	dev->core.guid = device_guid(cfg->name);
 	dev->core.open = sw_context_open;
 	dev->core.release = sw_device_release;
@@ -174,7 +175,8 @@ int sw_device_create(struct sw_dev **dev)
 
 /*
  * Contract: see core.h. One device: the cached one if the configuration
- * is unchanged, else a new one that becomes the cached one.
+ * is unchanged and this process created it, else a new one that becomes
+ * the cached one.
  */
 int sv_sw_probe(struct sv_device ***devs, int *ndevs)
 {
@@ -187,7 +189,11 @@ int sv_sw_probe(struct sv_device ***devs, int *ndevs)
 		return -ENOMEM;
 	sw_config_load(&cfg);
 	pthread_mutex_lock(&probe_lock);
-	if (!cached || !config_equal(&cached->cfg, &cfg)) {
+	/*
+	 * A forked child never reuses its parent's device: that one's port,
+	 * progress thread and QPs belong to the parent.
+	 */
+	if (!cached || cached->pid != getpid() || !config_equal(&cached->cfg, &cfg)) {
 		ret = device_new(&cfg, next_index, &dev);
 		if (ret) {
 			pthread_mutex_unlock(&probe_lock);
