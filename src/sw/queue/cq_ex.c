@@ -12,6 +12,8 @@
  * with (wc_flags) are installed; opcode, vendor_err and wc_flags always
  * are. The others stay NULL.
  */
+#include <sched.h>
+
 #include "sw/queue.h"
 
 static struct sw_cq *cq_of(struct ibv_cq_ex *ibcq)
@@ -48,8 +50,11 @@ static int sw_start_poll(struct ibv_cq_ex *ibcq, struct ibv_poll_cq_attr *attr)
 		return EINVAL;
 	pthread_mutex_lock(&cq->lock);
 	ret = set_current(cq);
-	if (ret)
+	if (ret) {
 		pthread_mutex_unlock(&cq->lock);
+		if (ret == ENOENT)
+			sched_yield(); /* as an empty poll_cq (cq.c) */
+	}
 	return ret;
 }
 
