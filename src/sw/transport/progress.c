@@ -10,9 +10,11 @@
  *
  * Idle, it sleeps in poll(2) until a packet, a wake-up or the next timer
  * (at most 100 ms), so it costs nothing measurable. With
- * SOFTVERBS_BUSY_POLL=1 it spins instead, for latency.
+ * SOFTVERBS_BUSY_POLL=1 it spins instead, for latency, calling
+ * sched_yield(2) between empty polls.
  */
 #define _GNU_SOURCE
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -246,8 +248,19 @@ void *sw_progress_main(void *arg)
 
 		if (now >= next_timer)
 			next_timer = run_timers(eng, now);
-		if (n > 0 || eng->busy_poll)
+		if (n > 0)
 			continue;
+		if (eng->busy_poll) {
+			/*
+			 * Spin, but let another thread that waits for this core
+			 * run: with more busy threads than cores (two processes
+			 * on two cores, each with a polling application thread)
+			 * a spinner that never yields holds its core for a whole
+			 * time slice. Alone on its core, sched_yield returns at once.
+			 */
+			sched_yield();
+			continue;
+		}
 
 		struct pollfd pfd[2] = {
 			{ .fd = eng->dev->port.fd, .events = POLLIN },
