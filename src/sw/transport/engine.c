@@ -72,7 +72,8 @@ static void engine_report(const struct sw_engine *eng)
 		"softverbs:   retransmits %llu timeouts %llu duplicates %llu tx_again %llu\n"
 		"softverbs:   naks rx seq %llu rnr %llu err %llu, tx seq %llu rnr %llu err %llu\n"
 		"softverbs:   drops malformed %llu icrc %llu no_qp %llu state %llu qkey %llu "
-		"no_recv %llu out_of_window %llu\n",
+		"no_recv %llu out_of_window %llu\n"
+		"softverbs:   faults dropped %llu duplicated %llu reordered %llu\n",
 		eng->dev->core.ibv.name, inet_ntoa(eng->dev->port.addr),
 		(unsigned long long)c->tx_pkts, (unsigned long long)c->tx_bytes,
 		(unsigned long long)c->rx_pkts, (unsigned long long)c->rx_bytes,
@@ -84,7 +85,8 @@ static void engine_report(const struct sw_engine *eng)
 		(unsigned long long)c->drops_malformed, (unsigned long long)c->drops_icrc,
 		(unsigned long long)c->drops_no_qp, (unsigned long long)c->drops_state,
 		(unsigned long long)c->drops_qkey, (unsigned long long)c->drops_no_recv,
-		(unsigned long long)c->drops_out_of_window);
+		(unsigned long long)c->drops_out_of_window, (unsigned long long)c->fault_drops,
+		(unsigned long long)c->fault_dups, (unsigned long long)c->fault_reorders);
 }
 
 /* Contract: stop the thread and free the engine. QPs must be gone. */

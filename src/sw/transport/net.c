@@ -95,6 +95,7 @@ int sw_net_send(struct sw_engine *eng, const uint8_t *pkt, size_t len,
 	/* fault state is shared by senders: serialise them */
 	pthread_mutex_lock(&eng->active_lock);
 	if (f->drop_ppm && fault_rand(eng) < f->drop_ppm) {
+		atomic_fetch_add_explicit(&eng->cnt.fault_drops, 1, memory_order_relaxed);
 		pthread_mutex_unlock(&eng->active_lock);
 		return 0; /* lost on the wire */
 	}
@@ -104,13 +105,14 @@ int sw_net_send(struct sw_engine *eng, const uint8_t *pkt, size_t len,
 			memcpy(eng->held, pkt, len);
 			eng->held_len = len;
 			eng->held_dst = *dst;
+			atomic_fetch_add_explicit(&eng->cnt.fault_reorders, 1, memory_order_relaxed);
 			pthread_mutex_unlock(&eng->active_lock);
 			return 0; /* goes out after the next packet */
 		}
 	}
 	ret = raw_send(eng, pkt, len, dst);
-	if (!ret && f->dup_ppm && fault_rand(eng) < f->dup_ppm)
-		raw_send(eng, pkt, len, dst);
+	if (!ret && f->dup_ppm && fault_rand(eng) < f->dup_ppm && !raw_send(eng, pkt, len, dst))
+		atomic_fetch_add_explicit(&eng->cnt.fault_dups, 1, memory_order_relaxed);
 	if (eng->held && !ret) {
 		raw_send(eng, eng->held, eng->held_len, &eng->held_dst);
 		free(eng->held);

@@ -159,7 +159,10 @@ static bool rx_fault_drop(struct sw_engine *eng)
 	x ^= x << 25;
 	x ^= x >> 27;
 	eng->rng = x;
-	return (uint32_t)((x * 0x2545F4914F6CDD1DULL) >> 32) % 1000000u < f->drop_ppm;
+	if ((uint32_t)((x * 0x2545F4914F6CDD1DULL) >> 32) % 1000000u >= f->drop_ppm)
+		return false;
+	atomic_fetch_add_explicit(&eng->cnt.fault_drops, 1, memory_order_relaxed);
+	return true;
 }
 
 /* One receive batch; returns the number of packets taken off the socket. */

@@ -46,6 +46,8 @@ struct sw_counters {
 	atomic_ullong duplicates, drops_malformed, drops_icrc, drops_no_qp;
 	atomic_ullong drops_state, drops_qkey, drops_no_recv, drops_out_of_window;
 	atomic_ullong tx_again;        /* sends that found the socket full */
+	/* packets fault injection (SOFTVERBS_FAULT) dropped, sent twice, held back */
+	atomic_ullong fault_drops, fault_dups, fault_reorders;
 };
 
 /* ---- the device's engine ---- */
