@@ -88,6 +88,7 @@ void sw_comp_retire(struct sw_qp *qp, enum ibv_wc_status status)
 			req->psn = next;
 	}
 	req->read_rx_pkts = 0;
+	req->resp_asked = false;
 	if (!outstanding(qp))
 		req->deadline_ns = 0;
 	if (status != IBV_WC_SUCCESS && status != IBV_WC_WR_FLUSH_ERR) {
@@ -172,10 +173,21 @@ static void progress_done(struct sw_qp *qp)
 	sw_req_run(qp);
 }
 
+/*
+ * The head READ or atomic lost a response: ask again from the first one
+ * missing, once per gap. Every response (or ACK) still in flight behind
+ * the gap would otherwise ask again too, and each request makes the
+ * responder resend everything after the gap: a storm that grows with
+ * the READ's length. Until the missing response arrives, later ones are
+ * dropped; the retransmit timer covers a lost request.
+ */
 static void lost_response(struct sw_qp *qp)
 {
 	struct sw_send_wqe *w = head(qp);
 
+	if (qp->req->resp_asked)
+		return;
+	qp->req->resp_asked = true;
 	sw_req_rewind(qp, sw_psn_add(w->first_psn, qp->req->read_rx_pkts));
 }
 
@@ -278,6 +290,7 @@ static void on_read_resp(struct sw_qp *qp, const struct sw_pkt *pkt)
 		return;
 	}
 	req->read_rx_pkts++;
+	req->resp_asked = false;
 	req->una_psn = sw_psn_add(pkt->psn, 1);
 	req->retries = qp->attr.retry_cnt;
 	req->deadline_ns = 0;

@@ -305,6 +305,7 @@ void sw_req_timer(struct sw_qp *qp, uint64_t now)
 		req->retries--;
 		req->window = req->window / 2 > SW_WINDOW_MIN ? req->window / 2 : SW_WINDOW_MIN;
 		atomic_fetch_add_explicit(&eng->cnt.retransmits, 1, memory_order_relaxed);
+		req->resp_asked = false;
 		sw_req_rewind(qp, req->una_psn);
 	}
 more:

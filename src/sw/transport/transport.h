@@ -125,6 +125,7 @@ struct sw_req {
 	bool wait_writable;       /* the socket was full */
 	bool need_flush;          /* a completion-side error moved the QP to ERR */
 	uint32_t read_rx_pkts;    /* READ response packets received for the head READ */
+	bool resp_asked;          /* the head READ/atomic's missing response was asked for again */
 };
 
 /*
