@@ -306,4 +306,20 @@ static inline int t_qp_rts(struct ibv_qp *qp, uint32_t dqpn, const union ibv_gid
 	return t_connect_to(&e, &peer, sq_psn, mtu);
 }
 
+/* Move exactly `n` bytes over a socket or pipe (out: write, else read). 0 or -1. */
+static inline int t_xfer(int fd, void *p, size_t n, bool out)
+{
+	size_t done = 0;
+
+	while (done < n) {
+		ssize_t r = out ? write(fd, (char *)p + done, n - done)
+				: read(fd, (char *)p + done, n - done);
+
+		if (r <= 0)
+			return -1;
+		done += (size_t)r;
+	}
+	return 0;
+}
+
 #endif
