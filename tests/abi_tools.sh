@@ -126,14 +126,26 @@ case $what in
 ibverbs-utils)
 	command -v ibv_devinfo >/dev/null && command -v ibv_devices >/dev/null ||
 		skip "ibverbs-utils is not installed (apt-get install ibverbs-utils)"
-	for b in ibv_devices ibv_devinfo ibv_rc_pingpong ibv_ud_pingpong; do
+	for b in ibv_devices ibv_devinfo ibv_rc_pingpong ibv_ud_pingpong ibv_srq_pingpong; do
 		command -v "$b" >/dev/null && trace "$b"
 	done
 	run "ibv_devices lists $dev" 0 "^[[:space:]]*$dev[[:space:]]" ibv_devices
 	run "ibv_devinfo shows $dev" 0 "hca_id:[[:space:]]*$dev" ibv_devinfo
 	run "ibv_devinfo -d $dev shows an active port" 0 "PORT_ACTIVE" ibv_devinfo -d "$dev"
 	run "ibv_devinfo -v shows the GID" 0 "GID\[ *0\]:" ibv_devinfo -v
-	for b in ibv_rc_pingpong ibv_ud_pingpong; do
+	# what the pingpong tools and perftest rely on (tools_traffic.sh runs them)
+	run "ibv_devinfo -v: a RoCE v2 GID on 127.0.0.N" 0 \
+		"GID\[ *0\]:[[:space:]]*::ffff:127\.[0-9]+\.[0-9]+\.[0-9]+, RoCE v2" ibv_devinfo -v -d "$dev"
+	run "ibv_devinfo -v: Ethernet link layer" 0 "link_layer:[[:space:]]*Ethernet" ibv_devinfo -v
+	run "ibv_devinfo -v: active MTU 4096 on loopback" 0 "active_mtu:[[:space:]]*4096 \(5\)" \
+		ibv_devinfo -v
+	run "ibv_devinfo -v: READ/atomic depth (max_qp_rd_atom) at least 1" 0 \
+		"max_qp_rd_atom:[[:space:]]*[1-9]" ibv_devinfo -v
+	run "ibv_devinfo -v: vendor 0xffffff, outside perftest's device tables" 0 \
+		"vendor_id:[[:space:]]*0xffffff" ibv_devinfo -v
+	run "ibv_devinfo -v: atomics across the HCA" 0 "atomic_cap:[[:space:]]*ATOMIC_HCA" ibv_devinfo -v
+	run "ibv_devices shows the node GUID" 0 "^[[:space:]]*$dev[[:space:]]+[0-9a-f]{16}\$" ibv_devices
+	for b in ibv_rc_pingpong ibv_ud_pingpong ibv_srq_pingpong; do
 		command -v "$b" >/dev/null && run "$b -h loads" any "Usage" "$b" -h
 	done
 	;;
