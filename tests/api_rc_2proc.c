@@ -65,11 +65,11 @@ static int target(int sock)
 	}
 	bad += *(uint64_t *)(void *)e.buf != 1000 + 10;
 	/* then one SEND each way */
-	bad += t_poll(e.cq, &wc, 1, 5000) != 1 || wc.status != IBV_WC_SUCCESS ||
+	bad += t_poll(e.cq, &wc, 1, 30000) != 1 || wc.status != IBV_WC_SUCCESS ||
 	       memcmp(e.buf + 256, "hello target", 13) != 0;
 	memcpy(e.buf + 64, "hello initiator", 16);
 	bad += t_post(&e, IBV_WR_SEND, 2, 64, 16, 0, 0, IBV_SEND_SIGNALED) != 0;
-	bad += t_poll(e.cq, &wc, 1, 5000) != 1 || wc.status != IBV_WC_SUCCESS;
+	bad += t_poll(e.cq, &wc, 1, 30000) != 1 || wc.status != IBV_WC_SUCCESS;
 	xfer(sock, &bad, sizeof(bad), true);
 	xfer(sock, &cmd, 1, false); /* wait before tearing down */
 	t_ep_destroy(&e, true);
@@ -132,12 +132,12 @@ int main(void)
 		memcpy(&wr.wr.atomic.compare_add, e.buf + BUF / 2, 8); /* read above */
 		wr.wr.atomic.swap = 1000;
 		CHECK(ibv_post_send(e.qp, &wr, &bad_wr) == 0);
-		CHECK(t_poll(e.cq, &wc, 1, 5000) == 1 && wc.status == IBV_WC_SUCCESS);
+		CHECK(t_poll(e.cq, &wc, 1, 30000) == 1 && wc.status == IBV_WC_SUCCESS);
 		for (int i = 0; i < 10; i++) {
 			wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
 			wr.wr.atomic.compare_add = 1;
 			CHECK(ibv_post_send(e.qp, &wr, &bad_wr) == 0);
-			CHECK(t_poll(e.cq, &wc, 1, 5000) == 1 && wc.status == IBV_WC_SUCCESS);
+			CHECK(t_poll(e.cq, &wc, 1, 30000) == 1 && wc.status == IBV_WC_SUCCESS);
 		}
 		CHECK_EQ_INT(*(uint64_t *)(void *)(e.buf + 8), 1009);
 	}
@@ -151,7 +151,7 @@ int main(void)
 	{
 		struct ibv_wc w2[2];
 
-		CHECK_EQ_INT(t_poll(e.cq, w2, 2, 5000), 2);
+		CHECK_EQ_INT(t_poll(e.cq, w2, 2, 30000), 2);
 		CHECK(w2[0].status == IBV_WC_SUCCESS && w2[1].status == IBV_WC_SUCCESS);
 	}
 	CHECK(memcmp(e.buf + 128, "hello initiator", 16) == 0);

@@ -36,7 +36,7 @@ static enum ibv_wc_status one_status(struct ibv_cq *cq, uint64_t *wr_id)
 {
 	struct ibv_wc wc;
 
-	if (t_poll(cq, &wc, 1, 5000) != 1)
+	if (t_poll(cq, &wc, 1, 30000) != 1)
 		return (enum ibv_wc_status)-1;
 	if (wr_id)
 		*wr_id = wc.wr_id;

@@ -18,7 +18,7 @@ static const uint32_t sizes[] = { 0, 1, 255, 1023, 1024, 1025, 2048, 4097, 65536
 
 static int wait_one(struct ibv_cq *cq, struct ibv_wc *wc, const char *what)
 {
-	int n = t_poll(cq, wc, 1, 5000);
+	int n = t_poll(cq, wc, 1, 30000);
 
 	if (!CHECK_MSG(n == 1, "%s: no completion", what))
 		return -1;

@@ -53,9 +53,9 @@ int main(void)
 	t_fill(a.buf, 1000, 4);
 	CHECK(t_post_recv(&b, 1, 0, 2000) == 0);
 	CHECK(post_ud(&a, ah, b.qp->qp_num, 0x11111111, 1000, true, 10) == 0);
-	CHECK_EQ_INT(t_poll(a.cq, &wc, 1, 5000), 1);
+	CHECK_EQ_INT(t_poll(a.cq, &wc, 1, 30000), 1);
 	CHECK(wc.status == IBV_WC_SUCCESS && wc.wr_id == 10);
-	if (CHECK_EQ_INT(t_poll(b.cq, &wc, 1, 5000), 1)) {
+	if (CHECK_EQ_INT(t_poll(b.cq, &wc, 1, 30000), 1)) {
 		CHECK(wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_RECV);
 		CHECK_EQ_INT(wc.byte_len, 1040);
 		CHECK(wc.wc_flags & IBV_WC_GRH);
@@ -73,8 +73,8 @@ int main(void)
 	if (CHECK(reply)) {
 		CHECK(t_post_recv(&a, 2, 0, 2000) == 0);
 		CHECK(post_ud(&b, reply, wc.src_qp, 0x11111111, 10, false, 11) == 0);
-		CHECK_EQ_INT(t_poll(b.cq, &wc, 1, 5000), 1);
-		CHECK_EQ_INT(t_poll(a.cq, &wc, 1, 5000), 1);
+		CHECK_EQ_INT(t_poll(b.cq, &wc, 1, 30000), 1);
+		CHECK_EQ_INT(t_poll(a.cq, &wc, 1, 30000), 1);
 		CHECK(wc.status == IBV_WC_SUCCESS && wc.wr_id == 2 && wc.byte_len == 50);
 		CHECK(ibv_destroy_ah(reply) == 0);
 	}
@@ -88,14 +88,14 @@ int main(void)
 	}
 	CHECK(t_post_recv(&b, 3, 0, 8192) == 0);
 	CHECK(post_ud(&a, ah, b.qp->qp_num, 0x22222222, 10, false, 12) == 0);
-	CHECK_EQ_INT(t_poll(a.cq, &wc, 1, 5000), 1);
+	CHECK_EQ_INT(t_poll(a.cq, &wc, 1, 30000), 1);
 	CHECK_EQ_INT(t_poll(b.cq, &wc, 1, 200), 0); /* the posted receive stays */
 	/* UD messages are bounded by the port's active MTU */
 	CHECK_EQ_INT(post_ud(&a, ah, b.qp->qp_num, 0x11111111, mtu + 1, false, 13), EINVAL);
 	CHECK(post_ud(&a, ah, b.qp->qp_num, 0x11111111, mtu, false, 14) == 0);
-	CHECK_EQ_INT(t_poll(b.cq, &wc, 1, 5000), 1);
+	CHECK_EQ_INT(t_poll(b.cq, &wc, 1, 30000), 1);
 	CHECK(wc.status == IBV_WC_SUCCESS && wc.byte_len == mtu + 40);
-	CHECK_EQ_INT(t_poll(a.cq, &wc, 1, 5000), 1);
+	CHECK_EQ_INT(t_poll(a.cq, &wc, 1, 30000), 1);
 
 	CHECK(ibv_destroy_ah(ah) == 0);
 	t_ep_destroy(&a, true);
