@@ -108,11 +108,20 @@ void sw_engine_stop(struct sw_dev *dev)
 	free(eng);
 }
 
-/* Contract: see transport.h. */
+/*
+ * Contract: see transport.h. The eventfd write (a system call, and a
+ * wake-up) is only needed while the thread sleeps in poll(2): awake, it
+ * sees wake_pending at the top of its loop. Both flags are sequentially
+ * consistent, so of this store-then-load and the thread's mirror image
+ * (sleeping, then wake_pending) at least one side sees the other.
+ */
 void sw_engine_wake(struct sw_engine *eng)
 {
 	uint64_t one = 1;
 
+	atomic_store(&eng->wake_pending, true);
+	if (!atomic_load(&eng->sleeping))
+		return;
 	if (write(eng->wake_fd, &one, sizeof(one)) < 0)
 		(void)0; /* counter saturated: the thread is awake anyway */
 }

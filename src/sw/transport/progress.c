@@ -261,6 +261,8 @@ void *sw_progress_main(void *arg)
 			 * a spinner that never yields holds its core for a whole
 			 * time slice. Alone on its core, sched_yield returns at once.
 			 */
+			if (atomic_exchange(&eng->wake_pending, false))
+				next_timer = 0; /* someone armed a timer or queued work */
 			sched_yield();
 			continue;
 		}
@@ -270,13 +272,27 @@ void *sw_progress_main(void *arg)
 			{ .fd = eng->wake_fd, .events = POLLIN },
 		};
 		uint64_t wait_ns = next_timer > now ? next_timer - now : 0;
-		int ms = (int)((wait_ns + 999999) / 1000000);
+		int ms = (int)((wait_ns + 999999) / 1000000), ready;
 
-		if (poll(pfd, 2, ms) > 0 && (pfd[1].revents & POLLIN)) {
+		/*
+		 * Announce the sleep, then look for a wake-up once more: a
+		 * sw_engine_wake() before the announcement left no eventfd
+		 * count (see there).
+		 */
+		atomic_store(&eng->sleeping, true);
+		if (atomic_exchange(&eng->wake_pending, false)) {
+			atomic_store(&eng->sleeping, false);
+			next_timer = 0; /* someone armed a timer or queued work */
+			continue;
+		}
+		ready = poll(pfd, 2, ms);
+		atomic_store(&eng->sleeping, false);
+		if (ready > 0 && (pfd[1].revents & POLLIN)) {
 			uint64_t v;
 
 			if (read(eng->wake_fd, &v, sizeof(v)) < 0)
 				(void)0;
+			atomic_store(&eng->wake_pending, false);
 			next_timer = 0; /* someone armed a timer or queued work */
 		}
 	}

@@ -58,6 +58,8 @@ struct sw_engine {
 	bool running;
 	atomic_bool stop;
 	int wake_fd;                   /* eventfd: post_send asks for attention */
+	atomic_bool wake_pending;      /* sw_engine_wake() since the thread last looked */
+	atomic_bool sleeping;          /* the thread is in (or about to enter) poll(2) */
 	bool busy_poll;                /* SOFTVERBS_BUSY_POLL: spin instead of sleeping */
 	pthread_mutex_t active_lock;   /* guards the active list */
 	struct sw_qp **active;         /* QPs with timers or deferred work */
