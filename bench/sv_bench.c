@@ -21,7 +21,10 @@
  *          a fixed time and counts the completed ones.
  *   lat    8-byte (and 64 KiB) RDMA WRITE ping-pong: each side watches
  *          the last byte of its own buffer and answers with a WRITE, as
- *          ib_write_lat does; one-way latency is half a round trip;
+ *          ib_write_lat does (calling sched_yield between looks: with two
+ *          processes on two cores there are more pollers than cores, and
+ *          the progress threads must run); one-way latency is half a
+ *          round trip;
  *          median and p99, with and without SOFTVERBS_BUSY_POLL=1.
  *   udp    one-stream 4 KiB UDP datagram throughput over lo (sender
  *          blasting with send(2), receiver counting bytes with
@@ -41,6 +44,7 @@
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -75,13 +79,6 @@ static uint64_t now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#endif
 }
 
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
@@ -413,9 +410,6 @@ static void verbs_bw_client(const struct role_args *ra)
 		} else if (measuring && t >= t_end) {
 			break;
 		}
-		if (!n)
-			sched_yield(); /* two cores, four busy threads: let the progress threads run
-					*/
 	}
 	report(ra->out, "bw msgs=%" PRIu64 " ns=%" PRIu64 " total=%" PRIu64 "\n", done - done_start,
 	       t - t_start, done + inflight);
@@ -455,9 +449,8 @@ static void verbs_bw_server(const struct role_args *ra)
 					die("ibv_post_recv failed");
 			if (n)
 				continue;
-			if (++spins % 64 == 0 && ctl_ready(ra->sock))
+			if (++spins % 64 == 0 && ctl_ready(ra->sock)) /* an empty poll yields */
 				break;
-			sched_yield();
 		}
 	}
 	xfer(ra->sock, &c, 1, false);
@@ -489,9 +482,13 @@ static void lat_send(struct lat_state *s, uint32_t size, uint8_t v)
 		flags |= IBV_SEND_INLINE;
 	if (post_one(&s->e, IBV_WR_RDMA_WRITE, 0, src, size, s->peer.addr, s->peer.rkey, flags))
 		die("ibv_post_send: failed");
-	s->outstanding++;
-	s->outstanding -= (uint32_t)reap(&s->e, (int)s->outstanding);
-	while (s->outstanding > 32) /* the send queue must not fill */
+	/*
+	 * Completions are reaped in batches: an empty poll yields the CPU,
+	 * which must not happen between a WRITE and watching for the answer.
+	 */
+	if (++s->outstanding < 16)
+		return;
+	while (s->outstanding > 8) /* the send queue must not fill */
 		s->outstanding -= (uint32_t)reap(&s->e, (int)s->outstanding);
 }
 
@@ -502,7 +499,7 @@ static bool lat_wait(struct lat_state *s, uint32_t size, uint8_t v, int ctl)
 	uint32_t spins = 0;
 
 	while (*last != v) {
-		cpu_relax();
+		sched_yield();
 		if (ctl >= 0 && ++spins % 8192 == 0 && ctl_ready(ctl))
 			return false;
 	}
