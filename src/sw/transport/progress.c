@@ -22,7 +22,10 @@
 
 #include "sw/transport/transport.h"
 
-enum { IDLE_SLEEP_NS = 100 * 1000 * 1000 };
+enum {
+	IDLE_SLEEP_NS = 100 * 1000 * 1000,
+	SW_TIMER_BATCHES = 64, /* a full socket buffer of MTU packets, about */
+};
 
 struct rx_slot {
 	uint8_t buf[SW_PKT_MAX];
@@ -241,6 +244,7 @@ void *sw_progress_main(void *arg)
 	struct sw_engine *eng = arg;
 	struct rx_batch *b = malloc(sizeof(*b));
 	uint64_t next_timer = 0;
+	unsigned int busy = 0; /* nonempty batches since the timers last ran */
 
 	if (!b)
 		return NULL;
@@ -249,6 +253,17 @@ void *sw_progress_main(void *arg)
 		int n = rx_batch(eng, b);
 		uint64_t now = sw_now_ns();
 
+		/*
+		 * Timers only once the socket is empty: after a stall (this
+		 * thread not scheduled for longer than a retransmit timeout)
+		 * the ACKs that retire the work are still queued, or are about
+		 * to be sent by this very batch, and a timer run now would
+		 * retransmit what they acknowledge. A receive flood delays the
+		 * timers by at most SW_TIMER_BATCHES batches.
+		 */
+		if (n > 0 && ++busy < SW_TIMER_BATCHES)
+			continue;
+		busy = 0;
 		if (now >= next_timer)
 			next_timer = run_timers(eng, now);
 		if (n > 0)
