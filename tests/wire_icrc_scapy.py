@@ -17,11 +17,12 @@ we put it, and raise no malformed packet or expert warning/error (with
 the IPv4 header checksum verified). tshark 4.0 does not verify the ICRC
 itself; it shows it as the four wire bytes read big-endian. Exit 0 when everything agrees, 1 otherwise.
 """
-import subprocess
 import sys
 
 from scapy.all import IP, UDP, rdpcap, raw
 from scapy.contrib.roce import BTH
+
+from roce_pcap import tshark_problem, tshark_rows
 
 # enum sw_op_flag in src/sw/wire.h
 F_DETH, F_RETH, F_ATMETH, F_AETH = 1 << 0, 1 << 1, 1 << 2, 1 << 5
@@ -84,33 +85,15 @@ TSHARK_FIELDS = ["frame.number", "frame.protocols", "infiniband.bth.opcode",
                  "infiniband.reth.dmalen", "infiniband.deth.q_key", "infiniband.deth.srcqp",
                  "infiniband.aeth.msn", "_ws.malformed", "_ws.expert.severity",
                  "_ws.expert.message", "ip.checksum.status"]
-PI_WARN = 0x00600000  # expert severities: chat, note, warn, error
-
-
-def tshark_heuristics(tshark):
-    """The dissectors tshark tries on an InfiniBand payload (SMB Direct,
-    RPC-over-RDMA, iSER...): random payloads sometimes look like one of
-    them, which then reports the packet malformed. Not our business."""
-    out = subprocess.run([tshark, "-G", "heuristic-decodes"], capture_output=True,
-                         text=True, check=True).stdout
-    return sorted({ln.split("\t")[1] for ln in out.splitlines()
-                   if ln.startswith("infiniband.payload\t")})
 
 
 def check_tshark(tshark, pcap, man):
     """Return (packets dissected, problems)."""
-    cmd = [tshark, "-n", "-r", pcap, "-o", "ip.check_checksum:TRUE", "-T", "fields",
-           "-E", "separator=\t", "-E", "occurrence=a", "-E", "aggregator=,"]
-    for proto in tshark_heuristics(tshark):
-        cmd += ["--disable-protocol", proto]
-    for f in TSHARK_FIELDS:
-        cmd += ["-e", f]
-    res = subprocess.run(cmd, capture_output=True, text=True)
-    if res.returncode != 0:
-        return 0, [f"tshark failed ({res.returncode}): {res.stderr.strip()}"]
+    rows, err = tshark_rows(tshark, pcap, TSHARK_FIELDS)
+    if err:
+        return 0, [err]
     errors, seen = [], 0
-    for line in res.stdout.splitlines():
-        v = dict(zip(TSHARK_FIELDS, line.split("\t")))
+    for v in rows:
         n = int(v["frame.number"])
         want = man[n]
         seen += 1
@@ -122,11 +105,9 @@ def check_tshark(tshark, pcap, man):
         if "infiniband" not in v["frame.protocols"].split(":"):
             errors.append(f"frame {n}: tshark protocols {v['frame.protocols']}")
             continue
-        sev = [int(x, 0) for x in v.get("_ws.expert.severity", "").split(",") if x]
-        if v.get("_ws.malformed") or any(x >= PI_WARN for x in sev):
-            # (chats like "possible traceroute" for a low TTL are fine)
-            errors.append(f"frame {n}: tshark malformed/expert: "
-                          f"{v.get('_ws.malformed')!r} {v.get('_ws.expert.message')!r}")
+        problem = tshark_problem(v)
+        if problem:
+            errors.append(f"frame {n}: tshark {problem}")
         if v.get("ip.checksum.status") != "1":
             errors.append(f"frame {n}: IPv4 checksum status {v.get('ip.checksum.status')!r}")
         got = [num("infiniband.bth.opcode"), num("infiniband.bth.destqp"),

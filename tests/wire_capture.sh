@@ -1,0 +1,77 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# wire_capture.sh SEQUENCE_BIN WORKDIR
+#
+# Captures the device's live traffic on the loopback interface while
+# SEQUENCE_BIN (tests/api_wire_sequence.c) runs its known sequence
+# between two processes (SEND, multi-packet WRITE with RETH, READ,
+# atomics, UD SEND), then checks the capture with tshark and scapy
+# (wire_capture.py). Skips (exit 77) without tshark, python3-scapy or
+# the right to capture (root or CAP_NET_RAW).
+set -u
+bin=${1:?usage: wire_capture.sh SEQUENCE_BIN WORKDIR}
+dir=${2:?usage: wire_capture.sh SEQUENCE_BIN WORKDIR}
+here=$(cd "$(dirname "$0")" && pwd)
+py=/usr/bin/python3 # the system python, where apt puts python3-scapy
+
+skip() {
+	echo "1..0 # SKIP $*"
+	exit 77
+}
+
+[ -x "$py" ] || skip "$py not found"
+"$py" -c 'import scapy.contrib.roce' 2>/dev/null ||
+	skip "scapy.contrib.roce not importable by $py (apt-get install python3-scapy)"
+tshark=$(command -v tshark) || skip "tshark not found (apt-get install tshark)"
+mkdir -p "$dir" || exit 1
+pcap=$dir/capture.pcap
+man=$dir/sequence.manifest
+sock=$dir/sequence.sock
+rm -f "$pcap" "$man" "$sock"
+
+"$tshark" -i lo -f 'udp port 4791' -F pcap -w "$pcap" -q >"$dir/tshark.log" 2>&1 &
+tp=$!
+server=
+cleanup() {
+	[ -n "$server" ] && kill "$server" 2>/dev/null
+	kill "$tp" 2>/dev/null
+	wait 2>/dev/null
+}
+trap cleanup EXIT
+# capturing has started once the file holds its header
+i=0
+while [ ! -s "$pcap" ]; do
+	if ! kill -0 "$tp" 2>/dev/null; then
+		skip "cannot capture on lo: $(tail -n 1 "$dir/tshark.log")"
+	fi
+	i=$((i + 1))
+	[ $i -gt 100 ] && skip "tshark did not start capturing within 10 s"
+	sleep 0.1
+done
+sleep 0.5
+
+"$bin" --server "$sock" >"$dir/server.log" 2>&1 &
+server=$!
+if ! "$bin" --client "$sock" --manifest "$man" >"$dir/client.log" 2>&1; then
+	cat "$dir/client.log" "$dir/server.log"
+	echo "not ok - the traffic program failed"
+	exit 1
+fi
+wait "$server"
+src=$?
+server=
+sleep 1 # the last ACKs
+kill -INT "$tp"
+wait "$tp"
+trap - EXIT
+if [ $src -ne 0 ]; then
+	cat "$dir/server.log"
+	echo "not ok - the server failed"
+	exit 1
+fi
+echo "ok - the sequence ran ($(grep -c . "$man") manifest lines)"
+PYTHONPATH=$here "$py" "$here/wire_capture.py" "$pcap" "$man" "$tshark"
+rc=$?
+[ $rc -eq 0 ] && echo "ok - tshark and scapy agree with the captured traffic" ||
+	echo "not ok - capture check failed (kept in $dir)"
+exit $rc
