@@ -215,8 +215,12 @@ static struct addr addr_of(struct ep *e)
 
 static int ep_connect(struct ep *e, const struct addr *peer, uint32_t my_psn, uint32_t peer_psn)
 {
-	/* a short ACK timeout (4 ms): losses at the tail of a burst recover quickly */
-	t_timeout = 10;
+	/*
+	 * A short ACK timeout (17 ms): losses at the tail of a burst recover
+	 * quickly, while retry_cnt timeouts in a row (134 ms) still outlast a
+	 * peer that a loaded machine does not schedule for a while.
+	 */
+	t_timeout = getenv("FI_TIMEOUT") ? (uint8_t)atoi(getenv("FI_TIMEOUT")) : 12;
 	t_retry_cnt = 7;
 	return t_qp_rts(e->qp, peer->qpn, &peer->gid, peer_psn, my_psn, IBV_MTU_1024);
 }
