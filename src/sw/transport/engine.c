@@ -187,13 +187,21 @@ nomem:
 	return -ENOMEM;
 }
 
-/* Contract: see queue.h. The QP is out of the QPN table already. */
+/* Contract: see queue.h. The QP is out of the QPN table already (qp->lock held). */
 void sw_transport_qp_fini(struct sw_qp *qp)
 {
 	struct sw_engine *eng = sw_engine_of(qp);
 
 	if (eng)
 		sw_engine_deactivate(eng, qp);
+	/*
+	 * An ACK still owed for the end of the last batch goes out now: the
+	 * application may destroy the QP as soon as it sees the completion,
+	 * and the peer would otherwise retransmit until its retry count runs
+	 * out.
+	 */
+	if (eng && qp->resp)
+		sw_resp_flush_ack(qp);
 	if (qp->resp) {
 		free(qp->resp->wqe);
 		free(qp->resp->res);
