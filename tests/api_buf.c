@@ -22,6 +22,7 @@
  * export alike.
  */
 #include "harness.h"
+#include "fork_probe.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -38,70 +39,7 @@
 #define HEAP_PATH "/dev/dma_heap/system_cc_shared"
 #define POOL_NAME "/memfd:softverbs-cc-shared"
 
-enum {
-	CHILD_OK = 0,
-	CHILD_FAULT = 42,
-	CHILD_WRONG = 43
-};
-
 static size_t page;
-static int result_fd = -1; /* child: write end of the result pipe */
-
-/* ---- fork probe (a child reads one byte and reports) ---- */
-
-/* Child: report `r`, then die at once (no exit handlers, no valgrind leak pass). */
-static void child_report(uint8_t r)
-{
-	if (write(result_fd, &r, 1) != 1)
-		r = 0;
-	kill(getpid(), SIGKILL);
-	_exit(r);
-}
-
-static void on_fault(int sig)
-{
-	(void)sig;
-	child_report(CHILD_FAULT);
-}
-
-/* CHILD_OK, CHILD_FAULT (the page is not in the child), CHILD_WRONG, or -1. */
-static int child_reads(const volatile uint8_t *p, uint8_t want)
-{
-	uint8_t r;
-	int fds[2], status;
-	pid_t pid;
-
-	if (pipe(fds))
-		return -1;
-	fflush(stdout);
-	pid = fork();
-	if (pid < 0) {
-		close(fds[0]);
-		close(fds[1]);
-		return -1;
-	}
-	if (pid == 0) {
-		struct sigaction sa;
-
-		close(fds[0]);
-		result_fd = fds[1];
-		memset(&sa, 0, sizeof(sa));
-		sa.sa_handler = on_fault;
-		sigaction(SIGSEGV, &sa, NULL);
-		sigaction(SIGBUS, &sa, NULL);
-		child_report(*p == want ? CHILD_OK : CHILD_WRONG);
-	}
-	close(fds[1]);
-	if (read(fds[0], &r, 1) != 1)
-		r = 0xff;
-	close(fds[0]);
-	waitpid(pid, &status, 0);
-	if (r == 0xff) {
-		printf("# child reported nothing (status 0x%x)\n", status);
-		return -1;
-	}
-	return r;
-}
 
 /* ---- helpers ---- */
 

@@ -12,6 +12,7 @@
  * never protected.
  */
 #include "harness.h"
+#include "fork_probe.h"
 
 #include <signal.h>
 #include <stdbool.h>
@@ -28,69 +29,7 @@ int ibv_dofork_range(void *base, size_t size);
 
 #define LW IBV_ACCESS_LOCAL_WRITE
 
-enum { CHILD_OK = 0, CHILD_FAULT = 42, CHILD_WRONG = 43 };
-
 static size_t page;
-
-static int result_fd = -1; /* child: write end of the result pipe */
-
-/* Child: report `r` and die at once (SIGKILL: no exit handlers, no valgrind leak pass). */
-static void child_report(uint8_t r)
-{
-	if (write(result_fd, &r, 1) != 1)
-		r = 0;
-	kill(getpid(), SIGKILL);
-	_exit(r);
-}
-
-static void on_segv(int sig)
-{
-	(void)sig;
-	child_report(CHILD_FAULT);
-}
-
-/*
- * Fork a child that reads the byte at `p` and expects `want`. Returns
- * CHILD_OK, CHILD_FAULT (the page is not in the child), CHILD_WRONG, or
- * -1 when the child reported nothing.
- */
-static int child_reads(const volatile uint8_t *p, uint8_t want)
-{
-	uint8_t r;
-	int fds[2], status;
-	pid_t pid;
-
-	if (pipe(fds))
-		return -1;
-	fflush(stdout);
-	pid = fork();
-	if (pid < 0) {
-		close(fds[0]);
-		close(fds[1]);
-		return -1;
-	}
-	if (pid == 0) {
-		struct sigaction sa;
-
-		close(fds[0]);
-		result_fd = fds[1];
-		memset(&sa, 0, sizeof(sa));
-		sa.sa_handler = on_segv;
-		sigaction(SIGSEGV, &sa, NULL);
-		sigaction(SIGBUS, &sa, NULL);
-		child_report(*p == want ? CHILD_OK : CHILD_WRONG);
-	}
-	close(fds[1]);
-	if (read(fds[0], &r, 1) != 1)
-		r = 0xff;
-	close(fds[0]);
-	waitpid(pid, &status, 0);
-	if (r == 0xff) {
-		printf("# child reported nothing (status 0x%x)\n", status);
-		return -1;
-	}
-	return r;
-}
 
 #define CHECK_CHILD(p, want, result)                                                              \
 	t_check(child_reads((p), (want)) == (result), __FILE__, __LINE__,                          \
