@@ -43,20 +43,6 @@ static size_t page;
 
 /* ---- helpers ---- */
 
-/* Open device 0 as the environment configures it now. */
-static struct ibv_context *open_current(void)
-{
-	struct ibv_device **list = ibv_get_device_list(NULL);
-	struct ibv_context *c = NULL;
-
-	if (list && list[0])
-		c = ibv_open_device(list[0]);
-	if (!c)
-		printf("# open_current: %s\n", t_errname(errno));
-	ibv_free_device_list(list);
-	return c;
-}
-
 /* Open a CC DMA bounce device with SOFTVERBS_CC_HEAP=heap; the environment is restored. */
 static struct ibv_context *open_bounce(const char *heap)
 {
@@ -64,7 +50,7 @@ static struct ibv_context *open_bounce(const char *heap)
 
 	setenv("SOFTVERBS_CC_DMA_BOUNCE", "1", 1);
 	setenv("SOFTVERBS_CC_HEAP", heap, 1);
-	c = open_current();
+	c = t_open_dev();
 	unsetenv("SOFTVERBS_CC_DMA_BOUNCE");
 	unsetenv("SOFTVERBS_CC_HEAP");
 	return c;

@@ -342,18 +342,6 @@ static void case_max_cq(void)
 	free(cqs);
 }
 
-/* Opens the device as configured by the environment right now. */
-static struct ibv_context *open_current(void)
-{
-	struct ibv_device **list = ibv_get_device_list(NULL);
-	struct ibv_context *c = NULL;
-
-	if (list && list[0])
-		c = ibv_open_device(list[0]);
-	ibv_free_device_list(list);
-	return c;
-}
-
 static void case_bounce(void)
 {
 	struct ibv_parent_domain_init_attr pa;
@@ -364,7 +352,7 @@ static void case_bounce(void)
 	t_case("CC DMA bounce: CQs need a CC parent domain");
 	setenv("SOFTVERBS_CC_DMA_BOUNCE", "1", 1);
 	setenv("SOFTVERBS_CC_HEAP", "builtin", 1);
-	c = open_current();
+	c = t_open_dev();
 	unsetenv("SOFTVERBS_CC_DMA_BOUNCE");
 	unsetenv("SOFTVERBS_CC_HEAP");
 	if (!CHECK(c != NULL))

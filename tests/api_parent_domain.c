@@ -41,18 +41,6 @@ static void my_free(struct ibv_pd *pd, void *pd_context, void *ptr, uint64_t res
 	(void)resource_type;
 }
 
-/* Opens the device as configured by the environment right now. */
-static struct ibv_context *open_current(void)
-{
-	struct ibv_device **list = ibv_get_device_list(NULL);
-	struct ibv_context *c = NULL;
-
-	if (list && list[0])
-		c = ibv_open_device(list[0]);
-	ibv_free_device_list(list);
-	return c;
-}
-
 static void case_args(void)
 {
 	struct ibv_parent_domain_init_attr pa;
@@ -254,7 +242,7 @@ static void case_bounce(void)
 
 	/* kernel: the heap is required */
 	setenv("SOFTVERBS_CC_HEAP", "kernel", 1);
-	c = open_current();
+	c = t_open_dev();
 	if (CHECK_MSG(c != NULL, "open: %s", t_errname(errno))) {
 		if (CHECK_RET(ibv_query_device_ex(c, NULL, &ex), 0))
 			CHECK(ex.device_cap_flags_ex & IBV_DEVICE_CC_DMA_BOUNCE);
@@ -283,7 +271,7 @@ static void case_bounce(void)
 
 	/* auto and builtin: the built-in pool when the heap is missing */
 	setenv("SOFTVERBS_CC_HEAP", "builtin", 1);
-	c = open_current();
+	c = t_open_dev();
 	if (CHECK(c != NULL)) {
 		pd = ibv_alloc_pd(c);
 		parent = pd ? cc_parent(c, pd) : NULL;
@@ -295,7 +283,7 @@ static void case_bounce(void)
 		ibv_close_device(c);
 	}
 	setenv("SOFTVERBS_CC_HEAP", "auto", 1);
-	c = open_current();
+	c = t_open_dev();
 	if (CHECK(c != NULL)) {
 		pd = ibv_alloc_pd(c);
 		parent = pd ? cc_parent(c, pd) : NULL;
@@ -314,7 +302,7 @@ static void case_bounce(void)
 
 	/* without bounce, even heap=kernel leaves the flag without effect */
 	setenv("SOFTVERBS_CC_HEAP", "kernel", 1);
-	c = open_current();
+	c = t_open_dev();
 	if (CHECK(c != NULL)) {
 		pd = ibv_alloc_pd(c);
 		parent = pd ? cc_parent(c, pd) : NULL;

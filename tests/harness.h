@@ -176,6 +176,19 @@ __attribute__((noreturn)) static inline void t_skip_all(const char *reason)
 	exit(77);
 }
 
+/*
+ * Opens the first device as the environment configures it right now
+ * (each list call re-reads SOFTVERBS_*), or NULL with errno.
+ */
+static inline struct ibv_context *t_open_dev(void)
+{
+	struct ibv_device **list = ibv_get_device_list(NULL);
+	struct ibv_context *ctx = list && list[0] ? ibv_open_device(list[0]) : NULL;
+
+	ibv_free_device_list(list);
+	return ctx;
+}
+
 /* Opens the first device into *ctx; bails out (exit 1) if there is none. */
 static inline int t_open_first(struct ibv_context **ctx)
 {

@@ -40,15 +40,6 @@ struct t_addr {
 	union ibv_gid gid;
 };
 
-static inline struct ibv_context *t_open_dev(void)
-{
-	struct ibv_device **list = ibv_get_device_list(NULL);
-	struct ibv_context *ctx = list && list[0] ? ibv_open_device(list[0]) : NULL;
-
-	ibv_free_device_list(list);
-	return ctx;
-}
-
 /*
  * Set up an endpoint on `ctx` (NULL: open the first device) with a
  * `len`-byte buffer registered with `access`, a CQ of `depth` entries and

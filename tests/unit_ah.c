@@ -12,17 +12,6 @@
 
 #include "sw/queue.h"
 
-static struct ibv_context *open_current(void)
-{
-	struct ibv_device **list = ibv_get_device_list(NULL);
-	struct ibv_context *c = NULL;
-
-	if (list && list[0])
-		c = ibv_open_device(list[0]);
-	ibv_free_device_list(list);
-	return c;
-}
-
 static void fill_attr(struct ibv_ah_attr *a)
 {
 	memset(a, 0, sizeof(*a));
@@ -43,7 +32,7 @@ static void fill_attr(struct ibv_ah_attr *a)
 /* Creates an AH on a new context and checks its av; udp_port is the expected port. */
 static void check_av(uint16_t udp_port)
 {
-	struct ibv_context *c = open_current();
+	struct ibv_context *c = t_open_dev();
 	struct ibv_ah_attr a;
 	struct ibv_pd *pd;
 	struct ibv_ah *ah;

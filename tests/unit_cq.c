@@ -665,18 +665,6 @@ static void case_resize(void)
 	CHECK_RET(ibv_destroy_cq(cq), 0);
 }
 
-/* Opens the device as configured by the environment right now. */
-static struct ibv_context *open_current(void)
-{
-	struct ibv_device **list = ibv_get_device_list(NULL);
-	struct ibv_context *c = NULL;
-
-	if (list && list[0])
-		c = ibv_open_device(list[0]);
-	ibv_free_device_list(list);
-	return c;
-}
-
 static void case_cc_ring(void)
 {
 	struct ibv_parent_domain_init_attr pa;
@@ -689,7 +677,7 @@ static void case_cc_ring(void)
 	t_case("CQ on a CC parent domain: ring in shared memory");
 	setenv("SOFTVERBS_CC_DMA_BOUNCE", "1", 1);
 	setenv("SOFTVERBS_CC_HEAP", "builtin", 1);
-	c = open_current();
+	c = t_open_dev();
 	unsetenv("SOFTVERBS_CC_DMA_BOUNCE");
 	unsetenv("SOFTVERBS_CC_HEAP");
 	if (!CHECK(c != NULL))
