@@ -275,6 +275,27 @@ struct sw_qp_attr {
 struct sw_req;  /* transport/req.c: requester and completer state */
 struct sw_resp; /* transport/resp.c: responder state */
 
+/*
+ * Per-QP counters of the diagnostics view (SOFTVERBS_STATS=1), printed
+ * when the QP is destroyed (queue/qp_stats.c). The names match the
+ * device's (transport.h, struct sw_counters), so SW_COUNT() there bumps
+ * both. tx counts every packet the QP handed to the network, including
+ * those fault injection then lost.
+ */
+struct sw_qp_counters {
+	atomic_ullong tx_pkts, tx_bytes, rx_pkts, rx_bytes;
+	atomic_ullong retransmits, timeouts, duplicates;
+	atomic_ullong seq_naks_rx, rnr_naks_rx, err_naks_rx;
+	atomic_ullong seq_naks_tx, rnr_naks_tx, err_naks_tx;
+	atomic_ullong drops_malformed, drops_state, drops_qkey, drops_no_recv;
+	atomic_ullong drops_out_of_window;
+	atomic_ullong wc_ok, wc_errors, wc_flushed; /* completions, by status */
+};
+
+/* Add `n` to the QP's counter `field` (relaxed: a diagnostic). */
+#define SW_QP_COUNT(qp, field, n)                                                                  \
+	atomic_fetch_add_explicit(&(qp)->cnt.field, (n), memory_order_relaxed)
+
 struct sw_qp {
 	struct ibv_qp_ex ibv;    /* ibv_qp is its prefix */
 	pthread_mutex_t lock;
@@ -302,6 +323,7 @@ struct sw_qp {
 	uint32_t wr_prod;        /* producer index while a session is open */
 	int wr_err;
 	uint32_t wr_cur_set;     /* setters the current WQE has had (qp_ex.c) */
+	struct sw_qp_counters cnt; /* SOFTVERBS_STATS */
 };
 
 static inline struct sw_qp *sw_qp(struct ibv_qp *qp)
@@ -331,6 +353,14 @@ int sw_qp_event(struct sw_qp *qp, enum ibv_event_type type);
  * qp->lock.
  */
 void sw_qp_error_locked(struct sw_qp *qp);
+
+/*
+ * queue/qp_stats.c: push `wc` of `qp` to `cq` (sw_cq_push), counting it
+ * by status for the QP and its device.
+ */
+int sw_qp_cq_push(struct sw_qp *qp, struct sw_cq *cq, const struct ibv_wc *wc, bool solicited);
+/* SOFTVERBS_STATS=1: the QP's counters on stderr (at destroy). */
+void sw_qp_stats_report(struct sw_qp *qp);
 
 /* The completion opcode of a send work request opcode (queue/qp_flush.c). */
 enum ibv_wc_opcode sw_send_wc_opcode(uint32_t wr_opcode);

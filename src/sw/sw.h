@@ -164,6 +164,7 @@ struct sw_dev {
 	struct sw_engine *eng;       /* transport engine while the port is open */
 	atomic_uint npd, ntd, ndmah; /* counts against the limits */
 	pid_t pid;                   /* creator: a forked child probes its own device */
+	atomic_ullong wc_errors, wc_flushed; /* error completions of all its QPs */
 };
 
 static inline struct sw_dev *sw_dev_of(struct ibv_context *ctx)

@@ -265,6 +265,7 @@ int sw_destroy_qp(struct ibv_qp *ibqp)
 	pthread_mutex_lock(&qp->lock);
 	sw_transport_qp_fini(qp);
 	pthread_mutex_unlock(&qp->lock);
+	sw_qp_stats_report(qp);
 	qp_refs(qp, -1);
 	sv_async_forget(ibqp->context, ibqp);
 	sv_async_wait_acked(ibqp->context, ibqp, &ibqp->mutex, &ibqp->cond,

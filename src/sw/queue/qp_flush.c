@@ -42,7 +42,7 @@ static void push_flush(struct sw_qp *qp, struct sw_cq *cq, uint64_t wr_id,
 	wc.status = IBV_WC_WR_FLUSH_ERR;
 	wc.opcode = opcode;
 	wc.qp_num = qp->qpn;
-	sw_cq_push(cq, &wc, false);
+	sw_qp_cq_push(qp, cq, &wc, false);
 }
 
 /* Contract: see qp_priv.h. */

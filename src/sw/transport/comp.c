@@ -71,7 +71,7 @@ void sw_comp_retire(struct sw_qp *qp, enum ibv_wc_status status)
 			wc.byte_len = w->length;
 		else if (is_rd_atomic(w->opcode))
 			wc.byte_len = 8;
-		sw_cq_push(qp->scq, &wc, false);
+		sw_qp_cq_push(qp, qp->scq, &wc, false);
 	}
 	qp->sq.cons++;
 	if ((int32_t)(req->send_idx - qp->sq.cons) < 0) {
@@ -202,7 +202,7 @@ static void on_nak(struct sw_qp *qp, const struct sw_pkt *pkt)
 	if (!outstanding(qp) || qp->ibv.qp_base.state == IBV_QPS_ERR)
 		return;
 	if ((syn & 0xe0) == SW_AETH_RNR_NAK) {
-		atomic_fetch_add_explicit(&eng->cnt.rnr_naks_rx, 1, memory_order_relaxed);
+		SW_COUNT(eng, qp, rnr_naks_rx);
 		if (!req->rnr_retries) {
 			sw_comp_retire(qp, IBV_WC_RNR_RETRY_EXC_ERR);
 			return;
@@ -216,14 +216,14 @@ static void on_nak(struct sw_qp *qp, const struct sw_pkt *pkt)
 		return;
 	}
 	if (syn == SW_AETH_NAK_PSN_SEQ) {
-		atomic_fetch_add_explicit(&eng->cnt.seq_naks_rx, 1, memory_order_relaxed);
+		SW_COUNT(eng, qp, seq_naks_rx);
 		req->window = req->window / 2 > SW_WINDOW_MIN ? req->window / 2 : SW_WINDOW_MIN;
 		sw_req_rewind(qp, pkt->psn);
 		req->deadline_ns = 0;
 		progress_done(qp);
 		return;
 	}
-	atomic_fetch_add_explicit(&eng->cnt.err_naks_rx, 1, memory_order_relaxed);
+	SW_COUNT(eng, qp, err_naks_rx);
 	switch (syn) {
 	case SW_AETH_NAK_INV_REQ:
 		sw_comp_retire(qp, IBV_WC_REM_INV_REQ_ERR);
@@ -267,8 +267,7 @@ static void on_read_resp(struct sw_qp *qp, const struct sw_pkt *pkt)
 		return; /* stale */
 	d = sw_psn_diff(pkt->psn, sw_psn_add(w->first_psn, req->read_rx_pkts));
 	if (d < 0) {
-		atomic_fetch_add_explicit(&sw_engine_of(qp)->cnt.duplicates, 1,
-					  memory_order_relaxed);
+		SW_COUNT(sw_engine_of(qp), qp, duplicates);
 		return;
 	}
 	if (d > 0) {
@@ -331,8 +330,7 @@ void sw_comp_handle(struct sw_qp *qp, const struct sw_pkt *pkt)
 	enum ibv_qp_state st = qp->ibv.qp_base.state;
 
 	if (!qp->req || (st != IBV_QPS_RTS && st != IBV_QPS_SQD && st != IBV_QPS_SQE)) {
-		atomic_fetch_add_explicit(&sw_engine_of(qp)->cnt.drops_state, 1,
-					  memory_order_relaxed);
+		SW_COUNT(sw_engine_of(qp), qp, drops_state);
 		return;
 	}
 	switch (pkt->opcode) {

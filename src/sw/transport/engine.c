@@ -73,7 +73,8 @@ static void engine_report(const struct sw_engine *eng)
 		"softverbs:   naks rx seq %llu rnr %llu err %llu, tx seq %llu rnr %llu err %llu\n"
 		"softverbs:   drops malformed %llu icrc %llu no_qp %llu state %llu qkey %llu "
 		"no_recv %llu out_of_window %llu\n"
-		"softverbs:   faults dropped %llu duplicated %llu reordered %llu\n",
+		"softverbs:   faults dropped %llu duplicated %llu reordered %llu\n"
+		"softverbs:   completions errors %llu flushed %llu\n",
 		eng->dev->core.ibv.name, inet_ntoa(eng->dev->port.addr),
 		(unsigned long long)c->tx_pkts, (unsigned long long)c->tx_bytes,
 		(unsigned long long)c->rx_pkts, (unsigned long long)c->rx_bytes,
@@ -86,7 +87,8 @@ static void engine_report(const struct sw_engine *eng)
 		(unsigned long long)c->drops_no_qp, (unsigned long long)c->drops_state,
 		(unsigned long long)c->drops_qkey, (unsigned long long)c->drops_no_recv,
 		(unsigned long long)c->drops_out_of_window, (unsigned long long)c->fault_drops,
-		(unsigned long long)c->fault_dups, (unsigned long long)c->fault_reorders);
+		(unsigned long long)c->fault_dups, (unsigned long long)c->fault_reorders,
+		(unsigned long long)eng->dev->wc_errors, (unsigned long long)eng->dev->wc_flushed);
 }
 
 /* Contract: stop the thread and free the engine. QPs must be gone. */
@@ -247,7 +249,7 @@ static void flush_taken_recv(struct sw_qp *qp)
 	wc.qp_num = qp->ibv.qp_base.qp_num;
 	resp->have_wqe = false;
 	resp->in_send = false;
-	sw_cq_push(qp->rcq, &wc, false);
+	sw_qp_cq_push(qp, qp->rcq, &wc, false);
 }
 
 /* Contract: see queue.h (qp->lock held). */

@@ -133,8 +133,10 @@ static void rx_one(struct sw_engine *eng, struct rx_batch *b, struct rx_slot *s,
 		atomic_fetch_add_explicit(&eng->cnt.drops_no_qp, 1, memory_order_relaxed);
 		return;
 	}
+	SW_QP_COUNT(qp, rx_pkts, 1);
+	SW_QP_COUNT(qp, rx_bytes, len);
 	if (!qp_type_accepts(qp, pkt.opcode)) {
-		atomic_fetch_add_explicit(&eng->cnt.drops_malformed, 1, memory_order_relaxed);
+		SW_COUNT(eng, qp, drops_malformed);
 		sw_qp_put(qp);
 		return;
 	}

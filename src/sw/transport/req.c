@@ -212,6 +212,10 @@ void sw_req_run(struct sw_qp *qp)
 			return;
 		}
 		ret = sw_net_send(sw_engine_of(qp), buf, (size_t)len, dst);
+		if (!ret) {
+			SW_QP_COUNT(qp, tx_pkts, 1);
+			SW_QP_COUNT(qp, tx_bytes, (unsigned long long)len);
+		}
 		if (ret == -EAGAIN) {
 			req->wait_writable = true;
 			sw_engine_wake(sw_engine_of(qp));
@@ -297,14 +301,14 @@ void sw_req_timer(struct sw_qp *qp, uint64_t now)
 		req->deadline_ns = 0;
 		if (qp->sq.cons == req->send_idx && !req->send_off)
 			goto more; /* nothing outstanding after all */
-		atomic_fetch_add_explicit(&eng->cnt.timeouts, 1, memory_order_relaxed);
+		SW_COUNT(eng, qp, timeouts);
 		if (!req->retries) {
 			sw_comp_retire(qp, IBV_WC_RETRY_EXC_ERR);
 			return;
 		}
 		req->retries--;
 		req->window = req->window / 2 > SW_WINDOW_MIN ? req->window / 2 : SW_WINDOW_MIN;
-		atomic_fetch_add_explicit(&eng->cnt.retransmits, 1, memory_order_relaxed);
+		SW_COUNT(eng, qp, retransmits);
 		req->resp_asked = false;
 		sw_req_rewind(qp, req->una_psn);
 	}

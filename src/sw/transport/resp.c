@@ -31,7 +31,7 @@ static void send_resp(struct sw_qp *qp, struct sw_pkt *p, const uint8_t *payload
 {
 	uint8_t buf[SW_PKT_MAX];
 	struct sw_icrc_ctx ic;
-	size_t hl;
+	size_t hl, n;
 
 	p->pkey = SW_DEFAULT_PKEY;
 	p->dqpn = qp->attr.dest_qp_num;
@@ -41,7 +41,11 @@ static void send_resp(struct sw_qp *qp, struct sw_pkt *p, const uint8_t *payload
 	if (len)
 		memcpy(buf + hl, payload, len);
 	sw_net_icrc_out(eng_of(qp), &qp->attr.av.dst, &ic);
-	sw_net_send_wait(eng_of(qp), buf, sw_pkt_finish(buf, hl + len, &ic), &qp->attr.av.dst);
+	n = sw_pkt_finish(buf, hl + len, &ic);
+	if (!sw_net_send_wait(eng_of(qp), buf, n, &qp->attr.av.dst)) {
+		SW_QP_COUNT(qp, tx_pkts, 1);
+		SW_QP_COUNT(qp, tx_bytes, n);
+	}
 }
 
 static void send_ack(struct sw_qp *qp, uint8_t syndrome, uint32_t psn)
@@ -68,7 +72,7 @@ static void post_qp_event(struct sw_qp *qp, enum ibv_event_type type)
 /* A class C/J error: NAK it, then this QP is in error. */
 static void fatal_nak(struct sw_qp *qp, uint8_t syndrome, uint32_t psn)
 {
-	atomic_fetch_add_explicit(&eng_of(qp)->cnt.err_naks_tx, 1, memory_order_relaxed);
+	SW_COUNT(eng_of(qp), qp, err_naks_tx);
 	send_ack(qp, syndrome, psn);
 	post_qp_event(qp, syndrome == SW_AETH_NAK_REM_ACCESS ? IBV_EVENT_QP_ACCESS_ERR
 							     : IBV_EVENT_QP_REQ_ERR);
@@ -131,7 +135,7 @@ static void complete_recv(struct sw_qp *qp, enum ibv_wc_status status, enum ibv_
 		wc.imm_data = pkt->imm_be;
 	}
 	resp->have_wqe = false;
-	sw_cq_push(qp->rcq, &wc, pkt->se);
+	sw_qp_cq_push(qp, qp->rcq, &wc, pkt->se);
 }
 
 /* ---- UD ---- */
@@ -169,11 +173,11 @@ static void handle_ud(struct sw_qp *qp, const struct sw_pkt *pkt, const struct s
 	int ret;
 
 	if (pkt->qkey != qp->attr.qkey) {
-		atomic_fetch_add_explicit(&eng->cnt.drops_qkey, 1, memory_order_relaxed);
+		SW_COUNT(eng, qp, drops_qkey);
 		return;
 	}
 	if (sw_qp_take_recv(qp, resp->wqe)) {
-		atomic_fetch_add_explicit(&eng->cnt.drops_no_recv, 1, memory_order_relaxed);
+		SW_COUNT(eng, qp, drops_no_recv);
 		return;
 	}
 	resp->have_wqe = true;
@@ -211,8 +215,7 @@ static int handle_send(struct sw_qp *qp, const struct sw_pkt *pkt)
 			return -1;
 		}
 		if (sw_qp_take_recv(qp, resp->wqe)) {
-			atomic_fetch_add_explicit(&eng_of(qp)->cnt.rnr_naks_tx, 1,
-						  memory_order_relaxed);
+			SW_COUNT(eng_of(qp), qp, rnr_naks_tx);
 			send_ack(qp, (uint8_t)(SW_AETH_RNR_NAK | (qp->attr.min_rnr_timer & 0x1f)),
 				 pkt->psn);
 			return 1;
@@ -303,8 +306,7 @@ static int handle_write(struct sw_qp *qp, const struct sw_pkt *pkt)
 				sw_mr_put(mr);
 			if (flags & SW_F_FIRST)
 				resp->in_write = false; /* the retry starts over */
-			atomic_fetch_add_explicit(&eng_of(qp)->cnt.rnr_naks_tx, 1,
-						  memory_order_relaxed);
+			SW_COUNT(eng_of(qp), qp, rnr_naks_tx);
 			send_ack(qp, (uint8_t)(SW_AETH_RNR_NAK | (qp->attr.min_rnr_timer & 0x1f)),
 				 pkt->psn);
 			return 1;
@@ -480,7 +482,7 @@ static void handle_duplicate(struct sw_qp *qp, const struct sw_pkt *pkt)
 	struct sw_resp *resp = qp->resp;
 	uint32_t flags = pkt->info->flags;
 
-	atomic_fetch_add_explicit(&eng_of(qp)->cnt.duplicates, 1, memory_order_relaxed);
+	SW_COUNT(eng_of(qp), qp, duplicates);
 	if (flags & (SW_F_READ | SW_F_ATOMIC)) {
 		for (uint32_t i = 0; i < resp->nres; i++) {
 			struct sw_rd_res *r = &resp->res[i];
@@ -514,7 +516,7 @@ void sw_resp_handle(struct sw_qp *qp, const struct sw_pkt *pkt, const struct soc
 
 	if (!resp || (st != IBV_QPS_RTR && st != IBV_QPS_RTS && st != IBV_QPS_SQD &&
 		      st != IBV_QPS_SQE)) {
-		atomic_fetch_add_explicit(&eng->cnt.drops_state, 1, memory_order_relaxed);
+		SW_COUNT(eng, qp, drops_state);
 		return;
 	}
 	if (qp->ibv.qp_base.qp_type == IBV_QPT_UD) {
@@ -527,10 +529,10 @@ void sw_resp_handle(struct sw_qp *qp, const struct sw_pkt *pkt, const struct soc
 		return;
 	}
 	if (d > 0) {
-		atomic_fetch_add_explicit(&eng->cnt.drops_out_of_window, 1, memory_order_relaxed);
+		SW_COUNT(eng, qp, drops_out_of_window);
 		if (!resp->nak_seq_sent) {
 			resp->nak_seq_sent = true;
-			atomic_fetch_add_explicit(&eng->cnt.seq_naks_tx, 1, memory_order_relaxed);
+			SW_COUNT(eng, qp, seq_naks_tx);
 			send_ack(qp, SW_AETH_NAK_PSN_SEQ, resp->epsn);
 		}
 		return;

@@ -50,6 +50,13 @@ struct sw_counters {
 	atomic_ullong fault_drops, fault_dups, fault_reorders;
 };
 
+/* Count one event on the device's counter `field` and on the QP's (queue.h). */
+#define SW_COUNT(eng, qp, field)                                                                   \
+	do {                                                                                       \
+		atomic_fetch_add_explicit(&(eng)->cnt.field, 1, memory_order_relaxed);             \
+		SW_QP_COUNT(qp, field, 1);                                                         \
+	} while (0)
+
 /* ---- the device's engine ---- */
 
 struct sw_engine {
