@@ -3,7 +3,9 @@
 #   check          gcc + valgrind, clang, ASan/UBSan stages (scripts/check.sh)
 #   demo           build, then two processes on the software device: RC ping-pong,
 #                  RDMA WRITE/READ, atomics, CC bounce (-U) vs DMA handles (scripts/demo.sh)
-#   bench          build, then run build/bench/sv_bench (never part of check)
+#   bench          build, run build/bench/sv_bench (never part of check): tables,
+#                  build/bench/results.json, and build/bench/bench.png (bench/plot.py,
+#                  needs python3-matplotlib)
 #   install        cmake --install build --prefix $(PREFIX)
 #   format         clang-format -i our sources (never include/infiniband)
 #   clean          remove the build directories
@@ -15,7 +17,8 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE ?= cmake
 CHECK_STAGES ?= gcc clang asan
-BENCH_ARGS ?= --json $(BUILD)/bench/results.json
+BENCH_ARGS ?=
+BENCH_PY ?= /usr/bin/python3
 CLANG_FORMAT ?= clang-format
 
 # Same settings as the gcc stage of check, so both share build/.
@@ -24,7 +27,7 @@ CONFIG_ARGS = -DCMAKE_C_COMPILER=gcc -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 # Ninja for a new build directory when available; an existing one keeps its generator.
 GENERATOR = $(if $(wildcard $(BUILD)/CMakeCache.txt),,$(if $(shell command -v ninja),-G Ninja))
 
-FORMAT_DIRS = src tools tests bench include/softverbs
+FORMAT_DIRS = src tools tests bench examples include/softverbs
 # tests/layout holds a generated probe and rdma-core's own code: left alone.
 FORMAT_FIND = find $(FORMAT_DIRS) -path tests/layout -prune -o -name '*.[ch]' -print 2>/dev/null
 
@@ -43,7 +46,14 @@ demo:
 
 # Benchmarks are slow and noisy: run on request only, never by check.
 bench: all
-	$(BUILD)/bench/sv_bench $(BENCH_ARGS)
+	$(BUILD)/bench/sv_bench --json $(BUILD)/bench/results.json $(BENCH_ARGS)
+	@if $(BENCH_PY) -c 'import matplotlib' 2>/dev/null; then \
+		$(BENCH_PY) bench/plot.py $(BUILD)/bench/results.json $(BUILD)/bench/bench.png && \
+		echo "bench: $(BUILD)/bench/results.json, plot $(BUILD)/bench/bench.png"; \
+	else \
+		echo "bench: $(BUILD)/bench/results.json; no plot: python3-matplotlib is missing" \
+			"(apt-get install python3-matplotlib, then make bench again)"; \
+	fi
 
 install: all
 	$(CMAKE) --install $(BUILD) --prefix $(PREFIX)

@@ -594,7 +594,8 @@ static int recv_line(struct pp *p, const char *word, char *out, size_t n)
 			if (r < 0)
 				fail(p, "receiving %s from the peer: %s", word, strerror(errno));
 			else
-				fail(p, "the peer closed the connection while we waited for %s", word);
+				fail(p, "the peer closed the connection while we waited for %s",
+				     word);
 			return -1;
 		}
 		if (ch == '\n')
@@ -930,7 +931,8 @@ static int run_export(struct pp *p)
 	snprintf(p->export_line, sizeof(p->export_line),
 		 "helper pid %d mapped the fd (SCM_RIGHTS, %lld B): read \"%s\", checksums %s, "
 		 "its write %s",
-		 (int)rep.pid, (long long)rep.fd_size, rep.label, rep.sum == sum ? "match" : "DIFFER",
+		 (int)rep.pid, (long long)rep.fd_size, rep.label,
+		 rep.sum == sum ? "match" : "DIFFER",
 		 strcmp(tag, want) ? "NOT seen here" : "seen here");
 	if (rep.sum != sum || strcmp(tag, want))
 		fail(p, "the helper's view of the exported buffer differs from ours");
@@ -1645,7 +1647,8 @@ static void report(struct pp *p, FILE *out)
 		char where[48] = "mr->addr = VA";
 
 		if (fd_path)
-			snprintf(where, sizeof(where), "mr->addr 0x%" PRIxPTR " = offset, iova = VA",
+			snprintf(where, sizeof(where),
+				 "mr->addr 0x%" PRIxPTR " = offset, iova = VA",
 				 (uintptr_t)p->mr->addr);
 		ROW("mr", "%s, %s path: lkey 0x%08x rkey 0x%08x, %s", p->reg_verb,
 		    fd_path ? "fd" : "addr", p->mr->lkey, p->mr->rkey, where);

@@ -1,0 +1,241 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+"""plot.py - sv_bench's JSON (schema 2) as a PNG, or a check of its shape.
+
+  plot.py RESULTS.json OUT.png     four panels against message size:
+                                   bandwidth, message rate, latency
+                                   (median and p99), alloc+reg cost;
+                                   the same-run baselines (memcpy, UDP
+                                   loopback, UCX if measured) drawn in
+  plot.py --validate RESULTS.json  exit 1 (with the reasons) unless the
+                                   file has the shape sv_bench writes
+
+Needs Debian's python3-matplotlib for plotting (not for --validate):
+  apt-get install python3-matplotlib
+"""
+import json
+import math
+import sys
+
+# family -> value names every record of it must carry (numbers or null)
+REQUIRED = {
+    "bw": ["gbps", "mmsgs", "cpu_s_per_gb"],
+    "lat": ["median_us", "p99_us"],
+    "memcpy": ["gbps"],
+    "udp": [],
+    "alloc_reg": ["total_us", "alloc_us", "reg_us", "dereg_us", "free_us", "errno"],
+    "dmah": ["us", "errno"],
+    "dmah_bw": ["gbps", "mmsgs"],
+    "ucx": ["median_us", "mbps", "msgs"],
+}
+
+
+def validate(doc):
+    """Return a list of problems (empty when the shape is right)."""
+    bad = []
+    if not isinstance(doc, dict):
+        return ["top level is not an object"]
+    for key, typ in (("tool", str), ("schema", int), ("mode", str), ("secs_per_point", (int, float)),
+                     ("host", dict), ("results", dict), ("ucx", dict), ("targets", dict)):
+        if not isinstance(doc.get(key), typ):
+            bad.append("missing or mistyped top-level %r" % key)
+    if bad:
+        return bad
+    if doc["tool"] != "sv_bench" or doc["schema"] != 2:
+        bad.append("not sv_bench schema 2")
+    if doc["mode"] not in ("quick", "full"):
+        bad.append("mode %r" % doc["mode"])
+    for fam, recs in doc["results"].items():
+        if fam not in REQUIRED:
+            bad.append("unknown family %r" % fam)
+            continue
+        if not isinstance(recs, list) or not recs:
+            bad.append("family %r is not a non-empty list" % fam)
+            continue
+        for i, r in enumerate(recs):
+            where = "%s[%d]" % (fam, i)
+            if not isinstance(r, dict):
+                bad.append(where + " is not an object")
+                continue
+            if not isinstance(r.get("op"), str) or not isinstance(r.get("variant"), str):
+                bad.append(where + " lacks op/variant strings")
+            if not isinstance(r.get("size"), int) or r["size"] < 0:
+                bad.append(where + " lacks an integer size")
+            for k in REQUIRED[fam]:
+                if k not in r:
+                    bad.append("%s lacks %r" % (where, k))
+            for k, v in r.items():
+                if k in ("op", "variant", "size"):
+                    continue
+                if v is not None and not isinstance(v, (int, float)):
+                    bad.append("%s.%s is not a number or null" % (where, k))
+    for name, t in doc["targets"].items():
+        if not isinstance(t, dict) or "ratio" not in t or not isinstance(t.get("met"), bool):
+            bad.append("target %r malformed" % name)
+    return bad
+
+
+def recs(doc, fam, op=None, variant=None):
+    out = [r for r in doc["results"].get(fam, [])
+           if (op is None or r["op"] == op) and (variant is None or r["variant"] == variant)]
+    return sorted(out, key=lambda r: r["size"])
+
+
+def xy(rs, key):
+    pts = [(r["size"], r.get(key)) for r in rs]
+    pts = [(x, y) for x, y in pts if isinstance(y, (int, float)) and y > 0 and math.isfinite(y)]
+    return [p[0] for p in pts], [p[1] for p in pts]
+
+
+def size_label(v, _pos=None):
+    for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if v >= div:
+            return "%g %s" % (v / div, unit)
+    return "%g B" % v
+
+
+def plot(doc, out):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter, LogLocator
+
+    fig, axes = plt.subplots(2, 2, figsize=(13, 9.5))
+    (ax_bw, ax_rate), (ax_lat, ax_alloc) = axes
+    colors = {"WRITE": "tab:blue", "READ": "tab:green", "SEND": "tab:orange",
+              "FETCH_ADD": "tab:purple", "CMP_SWAP": "tab:brown"}
+    udp = {r["op"]: r for r in doc["results"].get("udp", [])}
+
+    # bandwidth
+    for op in ("WRITE", "READ", "SEND"):
+        x, y = xy(recs(doc, "bw", op), "gbps")
+        if x:
+            ax_bw.plot(x, y, "o-", color=colors[op], label="softverbs RDMA " + op)
+    dm = {}
+    for r in recs(doc, "dmah_bw"):
+        dm.setdefault(r["variant"], []).append(r)
+    markers = {"dmah_ph0": "v", "dmah_ph1": "^", "dmah_cpu": "s", "dmah_pm": "D"}
+    for v, rs in sorted(dm.items()):
+        if v == "plain":
+            continue
+        x, y = xy(rs, "gbps")
+        if x:
+            ax_bw.plot(x, y, markers.get(v, "x"), color="tab:cyan", alpha=0.8,
+                       label="WRITE into MR with DMA handle, " + v.replace("dmah_", ""))
+    x, y = xy(recs(doc, "memcpy"), "gbps")
+    if x:
+        ax_bw.plot(x, y, "--", color="gray", label="baseline: memcpy (one process)")
+    s = udp.get("stream")
+    if s and isinstance(s.get("gbps"), (int, float)):
+        ax_bw.axhline(s["gbps"], ls=":", color="black",
+                      label="baseline: UDP lo, one 4 KiB stream (%.2f GB/s)" % s["gbps"])
+    for r in recs(doc, "ucx", "put_bw"):
+        if isinstance(r.get("mbps"), (int, float)) and r["mbps"] > 0:
+            ax_bw.plot([r["size"]], [r["mbps"] / 1e3], "*", color="tab:red", ms=11,
+                       label="UCX put_bw, tcp on lo" if r["size"] > 8 else None)
+    ax_bw.set_title("Bandwidth")
+    ax_bw.set_ylabel("GB/s (10^9 bytes/s), log scale")
+
+    # message rate
+    for op in ("WRITE", "READ", "SEND"):
+        x, y = xy(recs(doc, "bw", op), "mmsgs")
+        if x:
+            ax_rate.plot(x, y, "o-", color=colors[op], label="softverbs RDMA " + op)
+    for op in ("FETCH_ADD", "CMP_SWAP"):
+        x, y = xy(recs(doc, "bw", op), "mmsgs")
+        if x:
+            ax_rate.plot(x, y, "P", color=colors[op], ms=10, label="softverbs atomic " + op)
+    if s and isinstance(s.get("mpps"), (int, float)):
+        ax_rate.plot([s["size"]], [s["mpps"]], "k*", ms=11,
+                     label="baseline: UDP lo 4 KiB stream, Mpkt/s")
+    for r in recs(doc, "ucx", "put_bw"):
+        if isinstance(r.get("msgs"), (int, float)) and r["msgs"] > 0:
+            ax_rate.plot([r["size"]], [r["msgs"] / 1e6], "*", color="tab:red", ms=11,
+                         label="UCX put_bw, tcp on lo" if r["size"] == 8 else None)
+    ax_rate.set_title("Message rate")
+    ax_rate.set_ylabel("million messages/s, log scale")
+
+    # latency
+    busy = recs(doc, "lat", "WRITE", "busy_poll")
+    x, y = xy(busy, "median_us")
+    if x:
+        ax_lat.plot(x, y, "o-", color="tab:blue", label="softverbs WRITE ping-pong, busy-poll, median")
+    x, y = xy(busy, "p99_us")
+    if x:
+        ax_lat.plot(x, y, "o--", color="tab:blue", alpha=0.45, label="  the same, p99")
+    for r in recs(doc, "lat", "WRITE", "sleeping"):
+        if isinstance(r.get("median_us"), (int, float)):
+            ax_lat.plot([r["size"]], [r["median_us"]], "s", color="tab:orange", ms=8,
+                        label="softverbs WRITE, sleeping progress thread, median")
+    p = udp.get("pingpong")
+    if p and isinstance(p.get("median_us"), (int, float)):
+        ax_lat.axhline(p["median_us"], ls=":", color="black",
+                       label="baseline: UDP lo busy ping-pong, 8 B, median (%.1f us)" % p["median_us"])
+    for r in recs(doc, "ucx", "put_lat"):
+        if isinstance(r.get("median_us"), (int, float)) and r["median_us"] > 0:
+            ax_lat.plot([r["size"]], [r["median_us"]], "*", color="tab:red", ms=11,
+                        label="UCX put_lat, tcp on lo, median" if r["size"] == 8 else None)
+    ax_lat.set_title("Latency (one-way = half a round trip)")
+    ax_lat.set_ylabel("microseconds, log scale")
+
+    # alloc + reg
+    styles = {("alloc_buf", "plain_pd"): ("o-", "tab:blue", "ibv_alloc_buf + ibv_reg_buf_mr, plain PD"),
+              ("posix_memalign", "plain_pd"): ("s--", "gray", "posix_memalign + ibv_reg_mr, plain PD"),
+              ("alloc_buf", "cc_bounce"): ("^-", "tab:red", "ibv_alloc_buf + ibv_reg_buf_mr, CC parent domain (bounce)")}
+    for (op, variant), (fmt, color, label) in styles.items():
+        x, y = xy(recs(doc, "alloc_reg", op, variant), "total_us")
+        if x:
+            ax_alloc.plot(x, y, fmt, color=color, label=label)
+    ax_alloc.set_title("alloc + register + deregister + free (median per cycle)")
+    ax_alloc.set_ylabel("microseconds, log scale")
+
+    for ax in (ax_bw, ax_rate, ax_lat, ax_alloc):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.xaxis.set_major_locator(LogLocator(base=4))
+        ax.xaxis.set_major_formatter(FuncFormatter(size_label))
+        ax.set_xlabel("message size (bytes, log scale)" if ax is not ax_alloc
+                      else "buffer size (bytes, log scale)")
+        ax.grid(True, which="major", alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7.5, loc="best")
+        for lab in ax.get_xticklabels():
+            lab.set_rotation(30)
+    host = doc.get("host", {})
+    fig.suptitle("softverbs sv_bench (%s run, %.2f s per point, %s CPUs, load average %s -> %s): "
+                 "two processes over loopback; compare within this run"
+                 % (doc.get("mode"), doc.get("secs_per_point", 0), host.get("cpus", "?"),
+                    host.get("loadavg_start", "?"), host.get("loadavg_end", "?")), fontsize=10)
+    fig.tight_layout(rect=(0, 0, 1, 0.97))
+    fig.savefig(out, dpi=110)
+
+
+def main(argv):
+    if len(argv) == 3 and argv[1] == "--validate":
+        with open(argv[2]) as f:
+            doc = json.load(f)
+        bad = validate(doc)
+        for b in bad:
+            print("plot.py: %s: %s" % (argv[2], b), file=sys.stderr)
+        return 1 if bad else 0
+    if len(argv) != 3:
+        print(__doc__, file=sys.stderr)
+        return 2
+    with open(argv[1]) as f:
+        doc = json.load(f)
+    bad = validate(doc)
+    if bad:
+        for b in bad:
+            print("plot.py: %s: %s" % (argv[1], b), file=sys.stderr)
+        return 1
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        print("plot.py: matplotlib is missing: apt-get install python3-matplotlib", file=sys.stderr)
+        return 3
+    plot(doc, argv[2])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

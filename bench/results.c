@@ -1,0 +1,305 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * results.c - every figure of a run is a record: a family ("bw",
+ * "lat", ...), an operation, a variant, a size, and named values (NaN:
+ * not measured). From them come the same-run ratios, the plain tables
+ * (stdout) and the JSON (--json), whose shape docs/performance.md and
+ * bench/plot.py rely on:
+ *
+ *   {"tool": "sv_bench", "schema": 2, "mode": "quick"|"full", ...,
+ *    "results": {FAMILY: [{"op", "variant", "size", VALUE...}, ...], ...},
+ *    "ucx": {"present", "note"}, "targets": {...}}
+ */
+#include "bench.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+/* Targets of the "Data path" issue, reported (never enforced). */
+#define TARGET_WRITE64K_VS_UDP 0.60 /* WRITE 64 KiB >= 60% of UDP 4 KiB stream */
+#define TARGET_LAT_VS_UDP 2.0 /* busy-poll WRITE one-way <= 2x UDP busy one-way */
+
+static struct rec recs[1024];
+static int nrec;
+bool ucx_present;
+char ucx_note[128];
+double load_start[3], load_end[3];
+
+static const struct {
+	const char *fam, *title;
+} fams[] = {
+	{"bw", "RDMA bandwidth and message rate (GB/s = 1e9 B/s; CPU s/GB: both processes; "
+	       "vs_udp: / UDP 4 KiB stream; vs_memcpy: / memcpy of that size)"},
+	{"lat", "RDMA WRITE ping-pong latency, one-way (half a round trip), microseconds "
+		"(vs_udp: median / UDP busy ping-pong median)"},
+	{"dmah_bw", "RDMA WRITE bandwidth into an MR registered with a DMA handle, GB/s "
+		    "(vs_plain: / the plain MR of the same size)"},
+	{"dmah", "DMA handles: ibv_alloc_dmah+ibv_dealloc_dmah pairs/s and us; ibv_reg_mr vs "
+		 "ibv_reg_mr_ex without/with a handle, us per reg+dereg"},
+	{"alloc_reg", "alloc + reg + dereg + free, median microseconds per cycle, pages untouched "
+		      "(vs_posix: alloc_buf / posix_memalign total)"},
+	{"memcpy", "baseline: memcpy in one process, GB/s"},
+	{"udp", "baseline: UDP over lo between two processes"},
+	{"ucx", "UCX ucx_perftest, UCT tcp transport on lo (median one-way us, MB/s, msg/s)"},
+};
+
+struct rec *rec_add(const char *fam, const char *op, const char *variant, uint64_t size)
+{
+	struct rec *r;
+
+	if (nrec == (int)N_OF(recs))
+		die("too many results");
+	r = &recs[nrec++];
+	memset(r, 0, sizeof(*r));
+	r->fam = fam;
+	snprintf(r->op, sizeof(r->op), "%s", op);
+	snprintf(r->variant, sizeof(r->variant), "%s", variant);
+	r->size = size;
+	return r;
+}
+
+void rec_set(struct rec *r, const char *key, double v)
+{
+	for (int i = 0; i < r->n; i++)
+		if (!strcmp(r->key[i], key)) {
+			r->val[i] = v;
+			return;
+		}
+	if (r->n == REC_MAXV)
+		die("too many values in a record");
+	r->key[r->n] = key;
+	r->val[r->n++] = v;
+}
+
+double rec_get(const char *fam, const char *op, const char *variant, uint64_t size, const char *key)
+{
+	for (int i = 0; i < nrec; i++) {
+		const struct rec *r = &recs[i];
+
+		if (strcmp(r->fam, fam) || (op && strcmp(r->op, op)) ||
+		    (variant && strcmp(r->variant, variant)) || r->size != size)
+			continue;
+		for (int k = 0; k < r->n; k++)
+			if (!strcmp(r->key[k], key))
+				return r->val[k];
+	}
+	return nan_d();
+}
+
+/* The same-run ratios, added to the records they concern. */
+static void add_ratios(void)
+{
+	double udp_bw = rec_get("udp", "stream", "", 4096, "gbps");
+	double udp_lat = rec_get("udp", "pingpong", "busy_poll", 8, "median_us");
+
+	for (int i = 0; i < nrec; i++) {
+		struct rec *r = &recs[i];
+		double v;
+
+		if (!strcmp(r->fam, "bw")) {
+			v = rec_get("bw", r->op, r->variant, r->size, "gbps");
+			if (r->size >= 4096 && udp_bw == udp_bw)
+				rec_set(r, "vs_udp", v / udp_bw);
+			rec_set(r, "vs_memcpy",
+				v / rec_get("memcpy", "memcpy", "", r->size, "gbps"));
+		} else if (!strcmp(r->fam, "lat") && r->size == 8 && udp_lat == udp_lat) {
+			rec_set(r, "vs_udp",
+				rec_get("lat", r->op, r->variant, 8, "median_us") / udp_lat);
+		} else if (!strcmp(r->fam, "dmah_bw")) {
+			rec_set(r, "vs_plain",
+				rec_get("dmah_bw", r->op, r->variant, r->size, "gbps") /
+					rec_get("dmah_bw", r->op, "plain", r->size, "gbps"));
+		} else if (!strcmp(r->fam, "alloc_reg") && !strcmp(r->op, "alloc_buf")) {
+			rec_set(r, "vs_posix",
+				rec_get("alloc_reg", "alloc_buf", r->variant, r->size, "total_us") /
+					rec_get("alloc_reg", "posix_memalign", r->variant, r->size,
+						"total_us"));
+		}
+	}
+}
+
+static void targets(double *r1, double *r2)
+{
+	*r1 = rec_get("bw", "WRITE", "", 64 * KIB, "gbps") /
+	      rec_get("udp", "stream", "", 4096, "gbps");
+	*r2 = rec_get("lat", "WRITE", "busy_poll", 8, "median_us") /
+	      rec_get("udp", "pingpong", "busy_poll", 8, "median_us");
+}
+
+static void num(char *buf, size_t cap, double v)
+{
+	if (v != v)
+		snprintf(buf, cap, "-");
+	else if (v != 0 && (v >= 1e6 || v < 1e-3))
+		snprintf(buf, cap, "%.3g", v);
+	else if (v >= 1000)
+		snprintf(buf, cap, "%.0f", v);
+	else
+		snprintf(buf, cap, "%.4g", v);
+}
+
+/* The union of the value names of family `fam`, in first-seen order. */
+static int fam_keys(const char *fam, const char **keys, int cap)
+{
+	int n = 0;
+
+	for (int i = 0; i < nrec; i++) {
+		if (strcmp(recs[i].fam, fam))
+			continue;
+		for (int k = 0; k < recs[i].n; k++) {
+			int j = 0;
+
+			while (j < n && strcmp(keys[j], recs[i].key[k]))
+				j++;
+			if (j == n && n < cap)
+				keys[n++] = recs[i].key[k];
+		}
+	}
+	return n;
+}
+
+void print_tables(void)
+{
+	double r1, r2;
+
+	add_ratios();
+	printf("\nsoftverbs benchmark: two processes on one host over loopback, %.2f s per point\n",
+	       opt.secs);
+	printf("load average %.2f at the start, %.2f at the end (a shared machine is noisy: "
+	       "compare within one run)\n",
+	       load_start[0], load_end[0]);
+	for (size_t f = 0; f < N_OF(fams); f++) {
+		const char *keys[16];
+		int nk = fam_keys(fams[f].fam, keys, 16);
+
+		if (!nk)
+			continue;
+		printf("\n%s\n%-16s %-14s %8s", fams[f].title, "op", "variant", "size");
+		for (int k = 0; k < nk; k++)
+			printf(" %12s", keys[k]);
+		printf("\n");
+		for (int i = 0; i < nrec; i++) {
+			const struct rec *r = &recs[i];
+			char s[32], v[32];
+
+			if (strcmp(r->fam, fams[f].fam))
+				continue;
+			size_str(r->size, s, sizeof(s));
+			printf("%-16s %-14s %8s", r->op, r->variant[0] ? r->variant : "-",
+			       r->size ? s : "-");
+			for (int k = 0; k < nk; k++) {
+				double x = nan_d();
+
+				for (int j = 0; j < r->n; j++)
+					if (!strcmp(r->key[j], keys[k]))
+						x = r->val[j];
+				num(v, sizeof(v), x);
+				printf(" %12s", v);
+			}
+			printf("\n");
+		}
+	}
+	if (!ucx_present && ucx_note[0])
+		printf("\nUCX: %s\n", ucx_note);
+	targets(&r1, &r2);
+	if (r1 != r1 && r2 != r2)
+		return;
+	printf("\ntargets:\n");
+	printf("  RDMA WRITE 64 KiB >= %.0f%% of UDP 4 KiB stream:    %5.2f  %s\n",
+	       TARGET_WRITE64K_VS_UDP * 100, r1,
+	       r1 != r1			    ? "not measured" :
+	       r1 >= TARGET_WRITE64K_VS_UDP ? "met" :
+					      "MISSED");
+	printf("  busy-poll WRITE 8 B one-way <= %.0fx UDP busy one-way: %5.2f  %s\n",
+	       TARGET_LAT_VS_UDP, r2,
+	       r2 != r2		       ? "not measured" :
+	       r2 <= TARGET_LAT_VS_UDP ? "met" :
+					 "MISSED");
+}
+
+/* JSON number or null. */
+static void jnum(FILE *f, double v)
+{
+	if (v != v || v - v != 0)
+		fputs("null", f);
+	else
+		fprintf(f, "%.6g", v);
+}
+
+/* A JSON string of plain text (quotes and backslashes escaped). */
+static void jstr(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		if (*s == '"' || *s == '\\')
+			fputc('\\', f);
+		if ((unsigned char)*s >= 0x20)
+			fputc(*s, f);
+	}
+	fputc('"', f);
+}
+
+int write_json(const char *path, double run_s)
+{
+	FILE *f = fopen(path, "w");
+	struct utsname u;
+	double r1, r2;
+	bool first_fam = true;
+
+	if (!f) {
+		fprintf(stderr, "sv_bench: %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	uname(&u);
+	targets(&r1, &r2);
+	fprintf(f, "{\n  \"tool\": \"sv_bench\",\n  \"schema\": 2,\n  \"mode\": \"%s\",\n",
+		opt.quick ? "quick" : "full");
+	fprintf(f, "  \"secs_per_point\": %.3f,\n  \"duration_s\": %.1f,\n", opt.secs, run_s);
+	fprintf(f, "  \"host\": {\"cpus\": %ld, \"kernel\": ", sysconf(_SC_NPROCESSORS_ONLN));
+	jstr(f, u.release);
+	fprintf(f, ", \"loadavg_start\": %.2f, \"loadavg_end\": %.2f},\n", load_start[0],
+		load_end[0]);
+	fprintf(f, "  \"units\": {\"gbps\": \"1e9 bytes/s\", \"mmsgs\": \"1e6 messages/s\", "
+		   "\"*_us\": \"microseconds (latency: one-way)\", \"size\": \"bytes\"},\n");
+	fprintf(f, "  \"results\": {");
+	for (size_t fa = 0; fa < N_OF(fams); fa++) {
+		bool first = true;
+
+		for (int i = 0; i < nrec; i++) {
+			const struct rec *r = &recs[i];
+
+			if (strcmp(r->fam, fams[fa].fam))
+				continue;
+			if (first)
+				fprintf(f, "%s\n    \"%s\": [", first_fam ? "" : ",", r->fam);
+			fprintf(f, "%s\n      {\"op\": ", first ? "" : ",");
+			jstr(f, r->op);
+			fprintf(f, ", \"variant\": ");
+			jstr(f, r->variant);
+			fprintf(f, ", \"size\": %llu", (unsigned long long)r->size);
+			for (int k = 0; k < r->n; k++) {
+				fprintf(f, ", \"%s\": ", r->key[k]);
+				jnum(f, r->val[k]);
+			}
+			fprintf(f, "}");
+			first = first_fam = false;
+		}
+		if (!first)
+			fprintf(f, "\n    ]");
+	}
+	fprintf(f,
+		"\n  },\n  \"ucx\": {\"present\": %s, \"note\": ", ucx_present ? "true" : "false");
+	jstr(f, ucx_note);
+	fprintf(f, "},\n  \"targets\": {\n    \"write64k_vs_udp4k\": {\"ratio\": ");
+	jnum(f, r1);
+	fprintf(f, ", \"goal_min\": %.2f, \"met\": %s},\n", TARGET_WRITE64K_VS_UDP,
+		r1 == r1 && r1 >= TARGET_WRITE64K_VS_UDP ? "true" : "false");
+	fprintf(f, "    \"busy_lat_vs_udp_busy\": {\"ratio\": ");
+	jnum(f, r2);
+	fprintf(f, ", \"goal_max\": %.2f, \"met\": %s}\n  }\n}\n", TARGET_LAT_VS_UDP,
+		r2 == r2 && r2 <= TARGET_LAT_VS_UDP ? "true" : "false");
+	return fclose(f) ? -1 : 0;
+}

@@ -1,0 +1,226 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * udp.c - the loopback baselines softverbs depends on, measured in the
+ * same run: one stream of 4 KiB datagrams (a sender blasting with
+ * send(2), a receiver counting bytes with recvmmsg(2), both with 8 MiB
+ * socket buffers like the device's), and an 8-byte ping-pong with both
+ * sides spinning on a non-blocking recv(2) (one-way = half a round trip).
+ */
+#include "bench.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+enum {
+	LAT_WARMUP = 1000,
+	LAT_MAX_ITERS = 100000
+};
+
+enum {
+	UDP_BW_SIZE = 4096,
+	UDP_BATCH = 32
+};
+
+static int udp_socket_lo(uint16_t *port)
+{
+	struct sockaddr_in sin = {.sin_family = AF_INET};
+	socklen_t sl = sizeof(sin);
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), bytes = 8 << 20;
+
+	if (fd < 0)
+		die("socket: %s", strerror(errno));
+	/* the same buffer sizes the software device asks for */
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &bytes, sizeof(bytes)))
+		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof(bytes));
+	if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &bytes, sizeof(bytes)))
+		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes));
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (bind(fd, (struct sockaddr *)&sin, sizeof(sin)) ||
+	    getsockname(fd, (struct sockaddr *)&sin, &sl))
+		die("bind: %s", strerror(errno));
+	*port = ntohs(sin.sin_port);
+	return fd;
+}
+
+/* Swap ports over the socketpair and connect the UDP socket to the peer's. */
+static int udp_pair(int sock)
+{
+	struct sockaddr_in sin = {.sin_family = AF_INET};
+	uint16_t mine, peer;
+	int fd = udp_socket_lo(&mine);
+
+	if (xfer(sock, &mine, sizeof(mine), true) || xfer(sock, &peer, sizeof(peer), false))
+		die("port exchange failed");
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	sin.sin_port = htons(peer);
+	if (connect(fd, (struct sockaddr *)&sin, sizeof(sin)))
+		die("connect: %s", strerror(errno));
+	return fd;
+}
+
+/* The sender blasts 4 KiB datagrams until told to stop. */
+void udp_bw_client(const struct role_args *ra)
+{
+	static uint8_t buf[UDP_BW_SIZE];
+	int fd = udp_pair(ra->sock);
+	char c;
+
+	memset(buf, 0xa5, sizeof(buf));
+	for (uint32_t i = 0;; i++) {
+		if (send(fd, buf, sizeof(buf), 0) < 0 && errno != ENOBUFS && errno != EAGAIN &&
+		    errno != ECONNREFUSED)
+			die("send: %s", strerror(errno));
+		if (i % 64 == 0 && ctl_ready(ra->sock))
+			break;
+	}
+	xfer(ra->sock, &c, 1, false);
+	close(fd);
+}
+
+/* The receiver counts bytes for `secs` after a warm-up, then stops the sender. */
+void udp_bw_server(const struct role_args *ra)
+{
+	static uint8_t bufs[UDP_BATCH][UDP_BW_SIZE];
+	struct mmsghdr msg[UDP_BATCH];
+	struct iovec iov[UDP_BATCH];
+	int fd = udp_pair(ra->sock);
+	uint64_t bytes = 0, pkts = 0, all = 0, t, t_start = 0, t_end = 0;
+	struct timeval tv = {.tv_sec = 0, .tv_usec = 100000};
+	bool measuring = false;
+	char c = 'd';
+
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	memset(msg, 0, sizeof(msg));
+	for (int i = 0; i < UDP_BATCH; i++) {
+		iov[i].iov_base = bufs[i];
+		iov[i].iov_len = UDP_BW_SIZE;
+		msg[i].msg_hdr.msg_iov = &iov[i];
+		msg[i].msg_hdr.msg_iovlen = 1;
+	}
+	for (;;) {
+		int n = recvmmsg(fd, msg, UDP_BATCH, MSG_WAITFORONE, NULL);
+
+		t = now_ns();
+		if (n < 0 && errno != EAGAIN && errno != EINTR)
+			die("recvmmsg: %s", strerror(errno));
+		for (int i = 0; i < n; i++)
+			all += msg[i].msg_len;
+		if (!t_start && n > 0) /* first datagram: warm up from here */
+			t_start = t + (uint64_t)(ra->secs * 2e8);
+		if (!measuring && t_start && t >= t_start) {
+			measuring = true;
+			t_start = t;
+			t_end = t + (uint64_t)(ra->secs * 1e9);
+			continue; /* count from the next batch on */
+		}
+		if (measuring) {
+			for (int i = 0; i < n; i++)
+				bytes += msg[i].msg_len;
+			pkts += n > 0 ? (uint64_t)n : 0;
+			if (t >= t_end && pkts)
+				break;
+		}
+	}
+	report(ra->out, "bw msgs=%" PRIu64 " bytes=%" PRIu64 " ns=%" PRIu64 " total=%" PRIu64 "\n",
+	       pkts, bytes, t - t_start, all);
+	xfer(ra->sock, &c, 1, true);
+	close(fd);
+}
+
+/* Busy ping-pong: send, then spin on a non-blocking recv. */
+static bool udp_spin_recv(int fd, uint8_t *buf, int ctl)
+{
+	uint32_t spins = 0;
+
+	while (recv(fd, buf, 64, MSG_DONTWAIT) < 0) {
+		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+			die("recv: %s", strerror(errno));
+		if (ctl >= 0 && ++spins % 8192 == 0 && ctl_ready(ctl))
+			return false;
+	}
+	return true;
+}
+
+void udp_lat_client(const struct role_args *ra)
+{
+	uint64_t *rtt = malloc(LAT_MAX_ITERS * sizeof(*rtt));
+	int fd = udp_pair(ra->sock);
+	uint8_t buf[64] = {0};
+	uint64_t end = 0, t0;
+	size_t n = 0;
+	double med, p99;
+	char c;
+
+	if (!rtt || xfer(ra->sock, &c, 1, false))
+		die("setup failed");
+	for (uint32_t k = 0;; k++) {
+		t0 = now_ns();
+		if (send(fd, buf, 8, 0) != 8)
+			die("send: %s", strerror(errno));
+		udp_spin_recv(fd, buf, -1);
+		if (k < LAT_WARMUP)
+			continue;
+		if (k == LAT_WARMUP)
+			end = t0 + (uint64_t)(ra->secs * 1e9);
+		rtt[n++] = now_ns() - t0;
+		if (n == LAT_MAX_ITERS || now_ns() >= end)
+			break;
+	}
+	rtt_stats(rtt, n, &med, &p99);
+	report(ra->out, "lat n=%zu med_us=%.3f p99_us=%.3f\n", n, med, p99);
+	c = 'd';
+	xfer(ra->sock, &c, 1, true);
+	xfer(ra->sock, &c, 1, false);
+	free(rtt);
+	close(fd);
+}
+
+void udp_lat_server(const struct role_args *ra)
+{
+	int fd = udp_pair(ra->sock);
+	uint8_t buf[64];
+	char c = 'r';
+
+	xfer(ra->sock, &c, 1, true);
+	while (udp_spin_recv(fd, buf, ra->sock))
+		if (send(fd, buf, 8, 0) != 8)
+			die("send: %s", strerror(errno));
+	xfer(ra->sock, &c, 1, false);
+	xfer(ra->sock, &c, 1, true);
+	close(fd);
+}
+
+/* ---- orchestrator side ---- */
+
+double plan_udp(void)
+{
+	return 2 * (opt.secs * 1.2 + 0.3);
+}
+
+void run_udp(void)
+{
+	struct rec *r;
+	char res[256];
+	double ns, cpu;
+
+	progress_step(opt.secs * 1.2 + 0.3, "UDP loopback, one stream of 4 KiB datagrams");
+	r = rec_add("udp", "stream", "", UDP_BW_SIZE);
+	measure("udp", T_WRITE_BW, UDP_BW_SIZE, false, MR_PLAIN, res, sizeof(res), &cpu);
+	ns = field(res, "ns");
+	rec_set(r, "gbps", field(res, "bytes") / ns);
+	rec_set(r, "mpps", field(res, "msgs") / ns * 1e3);
+	rec_set(r, "cpu_s_per_gb", cpu / (field(res, "total") / 1e9));
+	progress_step(opt.secs * 1.2 + 0.3, "UDP loopback, 8-byte busy ping-pong");
+	r = rec_add("udp", "pingpong", "busy_poll", 8);
+	measure("udp", T_WRITE_LAT, 8, false, MR_PLAIN, res, sizeof(res), &cpu);
+	rec_set(r, "median_us", field(res, "med_us"));
+	rec_set(r, "p99_us", field(res, "p99_us"));
+}

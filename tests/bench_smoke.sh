@@ -1,0 +1,116 @@
+#!/bin/sh
+# bench_smoke.sh SV_BENCH PLOT_PY WORKDIR
+#
+# Proves the benchmark suite works, in a few seconds; it measures
+# nothing worth keeping (benchmarks stay out of make check). Runs
+# SV_BENCH (build/bench/sv_bench) in --quick mode with tiny limits (0.05 s
+# per point, sizes 8 B and 64 KiB, alloc/reg up to 1 MiB, no UCX), then
+# checks:
+#   - the exit status, and that the plain table and the targets came out;
+#   - the JSON's shape with PLOT_PY --validate (every family present,
+#     every record with its values), and that the figures that must exist
+#     are numbers: the bandwidths, the latencies, the baselines;
+#   - with python3-matplotlib installed, that PLOT_PY draws a PNG (else
+#     that point is skipped, saying how to get it).
+# TAP output; exit 0 when every point passed.
+set -u
+
+if [ $# -ne 3 ]; then
+	echo "usage: bench_smoke.sh SV_BENCH PLOT_PY WORKDIR" >&2
+	exit 2
+fi
+bench=$1 plot=$2 dir=$3
+py=/usr/bin/python3
+[ -x "$py" ] || py=python3
+
+for v in $(env | sed -n 's/^\(SOFTVERBS_[A-Za-z0-9_]*\)=.*/\1/p'); do
+	unset "$v"
+done
+rm -rf "$dir"
+mkdir -p "$dir"
+n=0 fail=0
+point() { # point OK NAME
+	n=$((n + 1))
+	if [ "$1" -eq 0 ]; then
+		echo "ok $n - $2"
+	else
+		echo "not ok $n - $2"
+		fail=$((fail + 1))
+	fi
+}
+
+t0=$(date +%s)
+"$bench" --quick --secs 0.05 --sizes 8,64K --max-alloc 1M --no-ucx --quiet \
+	--json "$dir/results.json" >"$dir/table.txt" 2>"$dir/stderr.txt"
+rc=$?
+t1=$(date +%s)
+echo "# sv_bench took $((t1 - t0)) s, exit $rc"
+[ $rc -eq 0 ] || sed 's/^/# /' "$dir/stderr.txt"
+point $rc "sv_bench --quick with tiny limits exits 0"
+grep -q '^RDMA bandwidth' "$dir/table.txt" && grep -q '^targets:' "$dir/table.txt"
+point $? "the plain table and the targets are printed"
+[ ! -s "$dir/stderr.txt" ]
+point $? "--quiet: nothing on stderr"
+
+"$py" "$plot" --validate "$dir/results.json" 2>"$dir/validate.txt"
+rc=$?
+sed 's/^/# /' "$dir/validate.txt"
+point $rc "the JSON has sv_bench's shape (plot.py --validate)"
+
+"$py" - "$dir/results.json" <<'EOF'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+res = doc["results"]
+bad = []
+def need(fam, op, variant, size, key):
+    for r in res.get(fam, []):
+        if r["op"] == op and r["variant"] == variant and r["size"] == size:
+            v = r.get(key)
+            if not isinstance(v, (int, float)) or v <= 0:
+                bad.append("%s %s %s %d: %s = %r" % (fam, op, variant, size, key, v))
+            return
+    bad.append("%s %s %s %d: missing" % (fam, op, variant, size))
+for fam in ("memcpy", "udp", "bw", "lat", "alloc_reg", "dmah", "dmah_bw"):
+    if fam not in res:
+        bad.append("family %s missing" % fam)
+for op in ("WRITE", "READ", "SEND"):
+    for size in (8, 65536):
+        need("bw", op, "", size, "mmsgs")
+for op in ("FETCH_ADD", "CMP_SWAP"):
+    need("bw", op, "", 8, "mmsgs")
+need("lat", "WRITE", "busy_poll", 8, "median_us")
+need("lat", "WRITE", "sleeping", 8, "p99_us")
+need("memcpy", "memcpy", "", 65536, "gbps")
+need("udp", "stream", "", 4096, "gbps")
+need("udp", "pingpong", "busy_poll", 8, "median_us")
+for path in ("alloc_buf", "posix_memalign"):
+    need("alloc_reg", path, "plain_pd", 4096, "total_us")
+need("alloc_reg", "alloc_buf", "cc_bounce", 1048576, "total_us")
+need("dmah", "alloc_dealloc", "ph1", 0, "per_s")
+need("dmah", "reg_mr_ex_dmah", "ph1", 65536, "us")
+for v in ("plain", "dmah_ph0", "dmah_ph1", "dmah_cpu", "dmah_pm"):
+    need("dmah_bw", "WRITE", v, 65536, "mmsgs")
+# a bounce device refuses private memory: recorded as EOPNOTSUPP (95)
+cc = [r for r in res.get("alloc_reg", []) if r["op"] == "posix_memalign" and r["variant"] == "cc_bounce"]
+if not cc or any(r.get("errno") != 95 for r in cc):
+    bad.append("posix_memalign on the CC bounce device not recorded as EOPNOTSUPP")
+for b in bad:
+    print("# " + b)
+sys.exit(1 if bad else 0)
+EOF
+point $? "every figure that must be measured is a positive number"
+
+if "$py" -c 'import matplotlib' 2>/dev/null; then
+	"$py" "$plot" "$dir/results.json" "$dir/bench.png" 2>"$dir/plot.txt"
+	rc=$?
+	sed 's/^/# /' "$dir/plot.txt"
+	[ $rc -eq 0 ] && [ "$(head -c 8 "$dir/bench.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] &&
+		[ "$(wc -c <"$dir/bench.png")" -gt 20000 ]
+	point $? "plot.py draws a PNG"
+else
+	n=$((n + 1))
+	echo "ok $n - plot.py draws a PNG # SKIP python3-matplotlib is missing (apt-get install python3-matplotlib)"
+fi
+
+echo "1..$n"
+[ $fail -eq 0 ]
