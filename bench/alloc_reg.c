@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * alloc_reg.c - the cost of getting registered memory, per size from
- * 4 KiB to 1 GiB (x16 steps), two ways:
+ * 4 KiB to 1 GiB (x16 steps, and 1 GiB), two ways:
  *
  *   alloc_buf       ibv_alloc_buf + ibv_reg_buf_mr + ibv_dereg_mr + ibv_free_buf
  *   posix_memalign  posix_memalign + ibv_reg_mr + ibv_dereg_mr + free
@@ -157,7 +157,7 @@ void alloc_reg_role(const struct role_args *ra, bool cc)
 			die("ibv_alloc_parent_domain(ALLOW_CC_UNPROTECTED_ALLOC): %s",
 			    strerror(errno));
 	}
-	for (uint64_t size = 4 * KIB; size <= ra->size; size *= 16) {
+	for (uint64_t size = 4 * KIB; size; size = ladder_next(size, ra->size)) {
 		alloc_point(ra->out, cc ? "cc_bounce" : "plain_pd", use, true, size, secs);
 		alloc_point(ra->out, cc ? "cc_bounce" : "plain_pd", use, false, size, secs);
 	}
@@ -173,7 +173,7 @@ static int nsizes(void)
 {
 	int n = 0;
 
-	for (uint64_t size = 4 * KIB; size <= opt.max_alloc; size *= 16)
+	for (uint64_t size = 4 * KIB; size; size = ladder_next(size, opt.max_alloc))
 		n++;
 	return n;
 }

@@ -57,6 +57,8 @@ double field(const char *line, const char *key);
 bool has_token(const char *list, const char *name);
 /* "4 KiB", "1 MiB", "8 B" */
 void size_str(uint64_t s, char *buf, size_t cap);
+/* The size after `size` on the x16 ladder from 4 KiB, ending with `max`; 0 past it. */
+uint64_t ladder_next(uint64_t size, uint64_t max);
 /* A size with an optional K, M or G suffix (powers of 1024); 0 on error. */
 uint64_t parse_size(const char *s);
 

@@ -109,7 +109,7 @@ void dmah_role(const struct role_args *ra)
 	if (!pd || !d || posix_memalign(&buf, 4096, max))
 		die("PD, DMA handle or %llu-byte buffer: %s", (unsigned long long)max,
 		    strerror(errno));
-	for (uint64_t size = 4 * KIB; size <= max; size *= 16)
+	for (uint64_t size = 4 * KIB; size; size = ladder_next(size, max))
 		for (int how = 0; how < 3; how++)
 			reg_rate(ra->out, pd, d, how, buf, size, secs);
 	free(buf);
@@ -142,7 +142,7 @@ static double ops_weight(void)
 	double per = opt.secs / 8 < 0.02 ? 0.02 : opt.secs / 8;
 	int n = 0;
 
-	for (uint64_t size = 4 * KIB; size <= max; size *= 16)
+	for (uint64_t size = 4 * KIB; size; size = ladder_next(size, max))
 		n++;
 	return (3 + 3 * n) * per + 0.2;
 }

@@ -129,10 +129,11 @@ def plot(doc, out):
     if s and isinstance(s.get("gbps"), (int, float)):
         ax_bw.axhline(s["gbps"], ls=":", color="black",
                       label="baseline: UDP lo, one 4 KiB stream (%.2f GB/s)" % s["gbps"])
+    label = "UCX put_bw, tcp on lo"
     for r in recs(doc, "ucx", "put_bw"):
         if isinstance(r.get("mbps"), (int, float)) and r["mbps"] > 0:
-            ax_bw.plot([r["size"]], [r["mbps"] / 1e3], "*", color="tab:red", ms=11,
-                       label="UCX put_bw, tcp on lo" if r["size"] > 8 else None)
+            ax_bw.plot([r["size"]], [r["mbps"] / 1e3], "*", color="tab:red", ms=11, label=label)
+            label = None
     ax_bw.set_title("Bandwidth")
     ax_bw.set_ylabel("GB/s (10^9 bytes/s), log scale")
 
@@ -148,10 +149,11 @@ def plot(doc, out):
     if s and isinstance(s.get("mpps"), (int, float)):
         ax_rate.plot([s["size"]], [s["mpps"]], "k*", ms=11,
                      label="baseline: UDP lo 4 KiB stream, Mpkt/s")
+    label = "UCX put_bw, tcp on lo"
     for r in recs(doc, "ucx", "put_bw"):
         if isinstance(r.get("msgs"), (int, float)) and r["msgs"] > 0:
-            ax_rate.plot([r["size"]], [r["msgs"] / 1e6], "*", color="tab:red", ms=11,
-                         label="UCX put_bw, tcp on lo" if r["size"] == 8 else None)
+            ax_rate.plot([r["size"]], [r["msgs"] / 1e6], "*", color="tab:red", ms=11, label=label)
+            label = None
     ax_rate.set_title("Message rate")
     ax_rate.set_ylabel("million messages/s, log scale")
 
@@ -171,10 +173,11 @@ def plot(doc, out):
     if p and isinstance(p.get("median_us"), (int, float)):
         ax_lat.axhline(p["median_us"], ls=":", color="black",
                        label="baseline: UDP lo busy ping-pong, 8 B, median (%.1f us)" % p["median_us"])
+    label = "UCX put_lat, tcp on lo, median"
     for r in recs(doc, "ucx", "put_lat"):
         if isinstance(r.get("median_us"), (int, float)) and r["median_us"] > 0:
-            ax_lat.plot([r["size"]], [r["median_us"]], "*", color="tab:red", ms=11,
-                        label="UCX put_lat, tcp on lo, median" if r["size"] == 8 else None)
+            ax_lat.plot([r["size"]], [r["median_us"]], "*", color="tab:red", ms=11, label=label)
+            label = None
     ax_lat.set_title("Latency (one-way = half a round trip)")
     ax_lat.set_ylabel("microseconds, log scale")
 
@@ -197,6 +200,11 @@ def plot(doc, out):
         ax.set_xlabel("message size (bytes, log scale)" if ax is not ax_alloc
                       else "buffer size (bytes, log scale)")
         ax.grid(True, which="major", alpha=0.3)
+        lo, hi = ax.get_ylim()
+        if lo > 0 and hi / lo < 100:  # under two decades: label the minor ticks too
+            ax.yaxis.set_minor_formatter(FuncFormatter(
+                lambda v, _p: "%g" % v if ("%.0e" % v)[0] in "25" else ""))
+            ax.tick_params(axis="y", which="minor", labelsize=7)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7.5, loc="best")
         for lab in ax.get_xticklabels():

@@ -66,7 +66,7 @@ static void run_ucx_one(const char *exe, struct ucx_res *u, int port)
 	snprintf(port_s, sizeof(port_s), "%d", port);
 	/* sized for about opt.secs at the rates seen on a 2-core VM */
 	snprintf(iters, sizeof(iters), "%u",
-		 (unsigned int)(opt.secs * (lat_test ? (u->size > 8 ? 5000 : 20000) : 4000)));
+		 (unsigned int)(opt.secs * (lat_test ? (u->size > 8 ? 2500 : 10000) : 2000)));
 	snprintf(warm, sizeof(warm), "%u", lat_test ? 500u : 100u);
 	char *argv_s[] = {(char *)exe, (char *)"-p", port_s, NULL};
 	char *argv_c[] = {
@@ -82,7 +82,7 @@ static void run_ucx_one(const char *exe, struct ucx_res *u, int port)
 	usleep(300000); /* the server listens */
 	cli = spawn(argv_c, env, -1, -1, pp[1]);
 	close(pp[1]);
-	deadline = now_ns() + (uint64_t)((opt.secs * 5 + 20) * 1e9);
+	deadline = now_ns() + (uint64_t)((opt.secs * 10 + 30) * 1e9);
 	read_all(pp[0], out, sizeof(out), deadline);
 	close(pp[0]);
 	reap_child(cli, deadline, NULL);
@@ -141,8 +141,11 @@ static void run_ucx_all(void)
 			ucx[i].med_us = ucx[i].mbps = ucx[i].msgs = nan_d();
 		return;
 	}
-	for (size_t i = 0; i < N_OF(ucx); i++)
+	for (size_t i = 0; i < N_OF(ucx); i++) {
+		progress_step(opt.secs * 1.5 + 0.5, "UCX ucx_perftest %s, %u B, tcp on lo",
+			      ucx[i].test, ucx[i].size);
 		run_ucx_one(exe, &ucx[i], 13500 + (int)(getpid() % 1000) * 4 + (int)i);
+	}
 }
 
 double plan_ucx(void)
@@ -154,7 +157,6 @@ double plan_ucx(void)
 
 void run_ucx(void)
 {
-	progress_step(plan_ucx(), "UCX ucx_perftest put_bw and put_lat over tcp on lo");
 	run_ucx_all();
 	for (size_t i = 0; i < N_OF(ucx) && ucx_present; i++) {
 		struct rec *r = rec_add("ucx", ucx[i].test, "tcp_lo", ucx[i].size);

@@ -134,6 +134,13 @@ void size_str(uint64_t s, char *buf, size_t cap)
 		snprintf(buf, cap, "%llu B", (unsigned long long)s);
 }
 
+uint64_t ladder_next(uint64_t size, uint64_t max)
+{
+	if (size >= max)
+		return 0;
+	return size * 16 <= max ? size * 16 : max;
+}
+
 uint64_t parse_size(const char *s)
 {
 	char *end;
