@@ -66,7 +66,7 @@ static void run_ucx_one(const char *exe, struct ucx_res *u, int port)
 	snprintf(port_s, sizeof(port_s), "%d", port);
 	/* sized for about opt.secs at the rates seen on a 2-core VM */
 	snprintf(iters, sizeof(iters), "%u",
-		 (unsigned int)(opt.secs * (lat_test ? (u->size > 8 ? 2500 : 10000) : 2000)));
+		 (unsigned int)(opt.secs * (lat_test ? (u->size > 8 ? 1000 : 2500) : 1000)));
 	snprintf(warm, sizeof(warm), "%u", lat_test ? 500u : 100u);
 	char *argv_s[] = {(char *)exe, (char *)"-p", port_s, NULL};
 	char *argv_c[] = {
