@@ -16,7 +16,7 @@
  *   dmah.c        ibv_alloc_dmah rate and registration with a DMA handle
  *
  * Every verbs measurement runs in fresh processes: this program
- * re-executed with --role (see run.c-style helpers in util.c), reporting
+ * re-executed with --role (measure() and run_one() in util.c), reporting
  * "key=value" lines on fd 4.
  */
 #ifndef SV_BENCH_H
