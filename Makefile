@@ -10,7 +10,8 @@
 #   format         clang-format -i our sources (never include/infiniband)
 #   clean          remove the build directories
 # Variables: PREFIX, CHECK_STAGES (e.g. "gcc" or "gcc clang asan tsan"),
-# CTEST_ARGS (passed to ctest in check), JOBS, BENCH_ARGS (sv_bench options).
+# CTEST_ARGS (passed to ctest in check), JOBS, BENCH_ARGS (sv_bench options),
+# BENCH_PY (the python3 with matplotlib that draws the plot).
 
 PREFIX ?= /usr/local
 BUILD ?= build

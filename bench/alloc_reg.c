@@ -76,6 +76,7 @@ static bool one_cycle(struct ibv_pd *pd, bool use_buf, uint64_t size, struct cyc
 	return true;
 }
 
+/* qsort order of doubles. */
 static int cmp_d(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -178,6 +179,7 @@ static int nsizes(void)
 	return n;
 }
 
+/* Contract: see bench.h. Two children, two paths, every size. */
 double plan_alloc_reg(void)
 {
 	double per = opt.secs / 4 < 0.02 ? 0.02 : opt.secs / 4;
@@ -208,6 +210,7 @@ static void parse_alloc(const char *res)
 	}
 }
 
+/* Contract: see bench.h. The plain device, then the bounce device. */
 void run_alloc_reg(void)
 {
 	char bounce[] = "SOFTVERBS_CC_DMA_BOUNCE=1", plain[] = "SOFTVERBS_CC_DMA_BOUNCE=0";

@@ -136,6 +136,7 @@ static int bw_sizes(uint64_t *out)
 	return n;
 }
 
+/* The planned time of the DMA-handle child (rates and registrations). */
 static double ops_weight(void)
 {
 	uint64_t max = opt.max_alloc < 64 * MIB ? opt.max_alloc : 64 * MIB;
@@ -147,6 +148,7 @@ static double ops_weight(void)
 	return (3 + 3 * n) * per + 0.2;
 }
 
+/* Contract: see bench.h. */
 double plan_dmah(void)
 {
 	uint64_t s[3];
@@ -154,6 +156,7 @@ double plan_dmah(void)
 	return ops_weight() + bw_sizes(s) * MR_NKINDS * bench_point_weight();
 }
 
+/* Parse the child's "dmah op=... variant=..." lines into "dmah" records. */
 static void parse_dmah(const char *res)
 {
 	for (const char *p = res; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
@@ -174,6 +177,7 @@ static void parse_dmah(const char *res)
 	}
 }
 
+/* Contract: see bench.h. The child's rates, then the WRITE points per MR kind. */
 void run_dmah(void)
 {
 	char plain[] = "SOFTVERBS_CC_DMA_BOUNCE=0", *env[] = {plain, NULL};

@@ -55,6 +55,8 @@ static void ep_reg(struct ep *e, enum mr_kind kind)
 		die("ibv_reg_mr_ex with a DMA handle: %s", strerror(errno));
 }
 
+/* Open the first device, make PD, CQ, buffer, MR (as `kind`) and an RC QP in INIT; dies on failure.
+ */
 static void ep_init(struct ep *e, size_t len, uint32_t depth, enum mr_kind kind)
 {
 	struct ibv_device **list = ibv_get_device_list(NULL);
@@ -110,6 +112,7 @@ static void ep_init(struct ep *e, size_t len, uint32_t depth, enum mr_kind kind)
 		die("modify QP to INIT failed");
 }
 
+/* INIT -> RTR -> RTS towards `peer`; dies on failure. */
 static void ep_connect(struct ep *e, const struct ep_addr *me, const struct ep_addr *peer)
 {
 	struct ibv_qp_attr a;
@@ -159,6 +162,7 @@ void ep_setup(struct ep *e, int sock, size_t len, uint32_t depth, enum mr_kind m
 	ep_connect(e, &me, peer);
 }
 
+/* Contract: see ep.h. Everything ep_setup() made, in reverse order. */
 void ep_destroy(struct ep *e)
 {
 	ibv_destroy_qp(e->qp);
@@ -195,6 +199,7 @@ int post_one(struct ep *e, enum ibv_wr_opcode op, uint8_t *local, uint32_t len, 
 	return ibv_post_send(e->qp, &wr, &bad);
 }
 
+/* Contract: see ep.h. One receive of `len` bytes at the buffer's start. */
 int post_recv_one(struct ep *e, uint32_t len)
 {
 	struct ibv_sge sge = {.addr = (uintptr_t)e->buf, .length = len, .lkey = e->mr->lkey};
@@ -203,6 +208,7 @@ int post_recv_one(struct ep *e, uint32_t len)
 	return ibv_post_recv(e->qp, &wr, &bad);
 }
 
+/* Contract: see ep.h. */
 int reap(struct ep *e, int max)
 {
 	struct ibv_wc wc[32];

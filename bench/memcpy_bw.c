@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Copy `size` bytes again and again for `secs`; a "memcpy" record in GB/s. */
 static void memcpy_point(uint64_t size, double secs)
 {
 	struct rec *r = rec_add("memcpy", "memcpy", "", size);
@@ -37,16 +38,19 @@ static void memcpy_point(uint64_t size, double secs)
 	free(dst);
 }
 
+/* Seconds per memcpy point: a quarter of a point, at least 20 ms. */
 static double memcpy_secs(void)
 {
 	return opt.secs / 4 < 0.02 ? 0.02 : opt.secs / 4;
 }
 
+/* Contract: see bench.h. */
 double plan_memcpy(void)
 {
 	return (opt.nsizes + 1) * memcpy_secs();
 }
 
+/* Contract: see bench.h. The sweep, then 64 MiB. */
 void run_memcpy(void)
 {
 	progress_step(plan_memcpy(), "memcpy baseline, %d size(s) and 64 MiB", opt.nsizes);

@@ -21,6 +21,7 @@ static struct {
 	uint64_t t0;
 } pg;
 
+/* Contract: see bench.h. Decides whether lines are shown at all. */
 void progress_begin(double total)
 {
 	pg.on = !opt.quiet && (opt.progress || isatty(STDERR_FILENO));
@@ -29,6 +30,7 @@ void progress_begin(double total)
 	pg.t0 = now_ns();
 }
 
+/* Seconds as "XmYYs". */
 static void mmss(char *buf, size_t cap, double s)
 {
 	if (s < 0 || s != s)
@@ -36,6 +38,7 @@ static void mmss(char *buf, size_t cap, double s)
 	snprintf(buf, cap, "%dm%02ds", (int)(s / 60), (int)s % 60);
 }
 
+/* Contract: see bench.h. */
 void progress_step(double weight, const char *fmt, ...)
 {
 	double elapsed = (double)(now_ns() - pg.t0) / 1e9, pace, left;
@@ -60,6 +63,7 @@ void progress_step(double weight, const char *fmt, ...)
 		pg.done = pg.total;
 }
 
+/* Contract: see bench.h. The closing "done" line. */
 void progress_end(void)
 {
 	char el[16];

@@ -46,6 +46,7 @@ static const struct {
 	{"ucx", "UCX ucx_perftest, UCT tcp transport on lo (median one-way us, MB/s, msg/s)"},
 };
 
+/* Contract: see bench.h. A new empty record; dies when the table is full. */
 struct rec *rec_add(const char *fam, const char *op, const char *variant, uint64_t size)
 {
 	struct rec *r;
@@ -61,6 +62,7 @@ struct rec *rec_add(const char *fam, const char *op, const char *variant, uint64
 	return r;
 }
 
+/* Contract: see bench.h. Sets or replaces `key`; `key` must be a literal. */
 void rec_set(struct rec *r, const char *key, double v)
 {
 	for (int i = 0; i < r->n; i++)
@@ -74,6 +76,7 @@ void rec_set(struct rec *r, const char *key, double v)
 	r->val[r->n++] = v;
 }
 
+/* Contract: see bench.h. A NULL op or variant matches any. */
 double rec_get(const char *fam, const char *op, const char *variant, uint64_t size, const char *key)
 {
 	for (int i = 0; i < nrec; i++) {
@@ -121,6 +124,7 @@ static void add_ratios(void)
 	}
 }
 
+/* The two target ratios (NaN when a side was not measured). */
 static void targets(double *r1, double *r2)
 {
 	*r1 = rec_get("bw", "WRITE", "", 64 * KIB, "gbps") /
@@ -129,6 +133,7 @@ static void targets(double *r1, double *r2)
 	      rec_get("udp", "pingpong", "busy_poll", 8, "median_us");
 }
 
+/* A table cell: "-" for NaN, else 4 significant digits. */
 static void num(char *buf, size_t cap, double v)
 {
 	if (v != v)
@@ -161,6 +166,7 @@ static int fam_keys(const char *fam, const char **keys, int cap)
 	return n;
 }
 
+/* Contract: see bench.h. One table per family that has records, then the targets. */
 void print_tables(void)
 {
 	double r1, r2;
@@ -242,6 +248,7 @@ static void jstr(FILE *f, const char *s)
 	fputc('"', f);
 }
 
+/* Contract: see bench.h and the file comment. 0, or -1 with a message. */
 int write_json(const char *path, double run_s)
 {
 	FILE *f = fopen(path, "w");

@@ -61,6 +61,7 @@ static const struct family {
 	{"ucx", plan_ucx, run_ucx},
 };
 
+/* The help text, on stdout for --help, else stderr; exits with `status`. */
 static void usage(int status)
 {
 	fprintf(status ? stderr : stdout,
@@ -79,6 +80,7 @@ static void usage(int status)
 	exit(status);
 }
 
+/* --sizes into opt.sizes; exits through usage() on a bad list. */
 static void parse_sizes(const char *list)
 {
 	char *dup = strdup(list), *save = NULL;
@@ -96,6 +98,7 @@ static void parse_sizes(const char *list)
 		usage(2);
 }
 
+/* A child process: run the role named on the command line. */
 static int run_role(const char *role, const struct role_args *ra)
 {
 	bool lat = ra->test == T_WRITE_LAT;
@@ -117,6 +120,7 @@ static int run_role(const char *role, const struct role_args *ra)
 	return 0;
 }
 
+/* /proc/loadavg's three figures, NaN if unreadable. */
 static void loadavg(double l[3])
 {
 	FILE *f = fopen("/proc/loadavg", "r");
@@ -129,6 +133,7 @@ static void loadavg(double l[3])
 	}
 }
 
+/* Options; a role, or the whole run: plan, families, tables, JSON. */
 int main(int argc, char **argv)
 {
 	struct role_args ra = {.sock = 3, .out = 4, .secs = 2.0};

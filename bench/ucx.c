@@ -129,6 +129,7 @@ static void run_ucx_one(const char *exe, struct ucx_res *u, int port)
 	}
 }
 
+/* Every ucx_perftest point, or a note when the program is missing. */
 static void run_ucx_all(void)
 {
 	char exe[512];
@@ -148,6 +149,7 @@ static void run_ucx_all(void)
 	}
 }
 
+/* Contract: see bench.h. Nothing when ucx_perftest is missing. */
 double plan_ucx(void)
 {
 	char exe[512];
@@ -155,6 +157,7 @@ double plan_ucx(void)
 	return find_ucx(exe, sizeof(exe)) ? N_OF(ucx) * (opt.secs * 1.5 + 0.5) : 0;
 }
 
+/* Contract: see bench.h. Results as "ucx" records. */
 void run_ucx(void)
 {
 	run_ucx_all();

@@ -31,6 +31,7 @@ enum {
 	UDP_BATCH = 32
 };
 
+/* A UDP socket on 127.0.0.1 with 8 MiB buffers; its port in *port. */
 static int udp_socket_lo(uint16_t *port)
 {
 	struct sockaddr_in sin = {.sin_family = AF_INET};
@@ -157,6 +158,7 @@ static bool udp_spin_recv(int fd, uint8_t *buf, int ctl)
 	return true;
 }
 
+/* Ping-pong rounds for ra->secs after the warm-up; reports median and p99. */
 void udp_lat_client(const struct role_args *ra)
 {
 	uint64_t *rtt = malloc(LAT_MAX_ITERS * sizeof(*rtt));
@@ -191,6 +193,7 @@ void udp_lat_client(const struct role_args *ra)
 	close(fd);
 }
 
+/* Echo every datagram until the client says stop. */
 void udp_lat_server(const struct role_args *ra)
 {
 	int fd = udp_pair(ra->sock);
@@ -213,6 +216,7 @@ double plan_udp(void)
 	return 2 * (opt.secs * 1.2 + 0.3);
 }
 
+/* Contract: see bench.h. The stream, then the ping-pong. */
 void run_udp(void)
 {
 	struct rec *r;

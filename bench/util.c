@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+/* Contract: see bench.h. */
 uint64_t now_ns(void)
 {
 	struct timespec ts;
@@ -29,11 +30,13 @@ uint64_t now_ns(void)
 
 int bench_failures;
 
+/* Contract: see bench.h. */
 double nan_d(void)
 {
 	return __builtin_nan("");
 }
 
+/* Contract: see bench.h. */
 void die(const char *fmt, ...)
 {
 	va_list ap;
@@ -46,6 +49,7 @@ void die(const char *fmt, ...)
 	exit(1);
 }
 
+/* Contract: see bench.h. */
 int xfer(int fd, void *p, size_t n, bool out)
 {
 	size_t done = 0;
@@ -63,6 +67,7 @@ int xfer(int fd, void *p, size_t n, bool out)
 	return 0;
 }
 
+/* Contract: see bench.h. */
 bool ctl_ready(int fd)
 {
 	struct pollfd p = {.fd = fd, .events = POLLIN};
@@ -70,6 +75,7 @@ bool ctl_ready(int fd)
 	return poll(&p, 1, 0) > 0;
 }
 
+/* qsort order of uint64_t. */
 static int cmp_u64(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -77,6 +83,7 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* Contract: see bench.h. */
 void rtt_stats(uint64_t *rtt, size_t n, double *med_us, double *p99_us)
 {
 	if (!n) {
@@ -88,6 +95,7 @@ void rtt_stats(uint64_t *rtt, size_t n, double *med_us, double *p99_us)
 	*p99_us = (double)rtt[(n * 99) / 100] / 2.0 / 1000.0;
 }
 
+/* Contract: see bench.h. */
 void report(int fd, const char *fmt, ...)
 {
 	char line[512];
@@ -101,6 +109,7 @@ void report(int fd, const char *fmt, ...)
 		xfer(fd, line, (size_t)n, true);
 }
 
+/* Contract: see bench.h. */
 double field(const char *line, const char *key)
 {
 	const char *nl = strchr(line, '\n');
@@ -112,6 +121,7 @@ double field(const char *line, const char *key)
 	return nan_d();
 }
 
+/* Contract: see bench.h. */
 bool has_token(const char *list, const char *name)
 {
 	size_t n = strlen(name);
@@ -122,6 +132,7 @@ bool has_token(const char *list, const char *name)
 	return false;
 }
 
+/* Contract: see bench.h. */
 void size_str(uint64_t s, char *buf, size_t cap)
 {
 	if (s >= GIB && s % GIB == 0)
@@ -134,6 +145,7 @@ void size_str(uint64_t s, char *buf, size_t cap)
 		snprintf(buf, cap, "%llu B", (unsigned long long)s);
 }
 
+/* Contract: see bench.h. */
 uint64_t ladder_next(uint64_t size, uint64_t max)
 {
 	if (size >= max)
@@ -141,6 +153,7 @@ uint64_t ladder_next(uint64_t size, uint64_t max)
 	return size * 16 <= max ? size * 16 : max;
 }
 
+/* Contract: see bench.h. */
 uint64_t parse_size(const char *s)
 {
 	char *end;
@@ -170,6 +183,7 @@ uint64_t parse_size(const char *s)
 	return *end ? 0 : v;
 }
 
+/* Contract: see bench.h. */
 pid_t spawn(char *const argv[], char *const env[], int fd3, int fd4, int out_fd)
 {
 	pid_t pid = fork();
@@ -195,6 +209,7 @@ pid_t spawn(char *const argv[], char *const env[], int fd3, int fd4, int out_fd)
 	_exit(127);
 }
 
+/* Contract: see bench.h. */
 int reap_child(pid_t pid, uint64_t deadline, double *cpu_s)
 {
 	struct rusage ru;
@@ -220,6 +235,7 @@ int reap_child(pid_t pid, uint64_t deadline, double *cpu_s)
 	}
 }
 
+/* Contract: see bench.h. */
 void read_all(int fd, char *buf, size_t cap, uint64_t deadline)
 {
 	size_t n = 0;
@@ -306,6 +322,7 @@ void measure(const char *kind, enum test test, uint64_t size, bool busy, enum mr
 	}
 }
 
+/* Contract: see bench.h. */
 int run_one(const char *role, uint64_t size, char *const env[], char *res, size_t cap)
 {
 	struct role_argv a;

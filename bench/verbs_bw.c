@@ -24,6 +24,7 @@ static uint32_t bw_depth(enum test t, uint64_t size, const struct ep *e)
 	return size >= 64 * KIB ? 64 : 128;
 }
 
+/* The work request opcode of a bandwidth test. */
 static enum ibv_wr_opcode bw_opcode(enum test t)
 {
 	switch (t) {
@@ -40,6 +41,7 @@ static enum ibv_wr_opcode bw_opcode(enum test t)
 	}
 }
 
+/* The bandwidth client: the requests in flight, counted over the interval. */
 void verbs_bw_client(const struct role_args *ra)
 {
 	struct ep e;
@@ -170,16 +172,19 @@ void bw_point(const char *fam, const char *op, const char *variant, enum test t,
 	rec_set(r, "cpu_s_per_gb", cpu / (field(res, "total") * (double)size / 1e9));
 }
 
+/* Contract: see bench.h. */
 double bench_point_weight(void)
 {
 	return opt.secs * 1.2 + 0.4; /* warm-up, setup and teardown of two processes */
 }
 
+/* Contract: see bench.h. */
 double plan_bw(void)
 {
 	return (N_OF(bw_ops) * (double)opt.nsizes + N_OF(atomic_ops)) * bench_point_weight();
 }
 
+/* Contract: see bench.h. WRITE, READ, SEND over the sweep, then the atomics. */
 void run_bw(void)
 {
 	char s[32];

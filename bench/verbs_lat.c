@@ -29,6 +29,7 @@ struct lat_state {
 	uint32_t outstanding;
 };
 
+/* WRITE `size` bytes ending in `v` into the peer; reap in batches. */
 static void lat_send(struct lat_state *s, uint32_t size, uint8_t v)
 {
 	uint8_t *src = s->e.buf + size;
@@ -70,6 +71,7 @@ static uint32_t warmup_rounds(uint64_t size)
 	return size >= 256 * KIB ? 50 : size >= 16 * KIB ? 200 : LAT_WARMUP;
 }
 
+/* Start every round, time it; report the median and p99 one-way. */
 void verbs_lat_client(const struct role_args *ra)
 {
 	struct lat_state s;
@@ -109,6 +111,7 @@ void verbs_lat_client(const struct role_args *ra)
 	ep_destroy(&s.e);
 }
 
+/* Answer every round until the client says stop. */
 void verbs_lat_server(const struct role_args *ra)
 {
 	struct lat_state s;
@@ -147,11 +150,13 @@ static void lat_point(uint64_t size, bool busy)
 	rec_set(r, "rounds", field(res, "n"));
 }
 
+/* Contract: see bench.h. */
 double plan_lat(void)
 {
 	return (opt.nsizes + 1) * (opt.secs + 0.5);
 }
 
+/* Contract: see bench.h. 8 B sleeping, then the sweep with busy-poll. */
 void run_lat(void)
 {
 	char s[32];
