@@ -10,7 +10,8 @@
  *     resources, never re-executed for atomics); a later one draws one
  *     sequence NAK per gap;
  *   - opcode sequence (FIRST, MIDDLE..., LAST) and payload sizes against
- *     the path MTU and the RETH length;
+ *     the path MTU and the RETH length; a RETH length over the largest
+ *     message (2^31) is a length error (invalid request);
  *   - RDMA: the rkey resolves, the MR belongs to the QP's PD, the range
  *     lies inside it, and both the MR and the QP grant the access;
  *   - SEND: a receive WQE exists (else RNR NAK) and is large enough.
@@ -227,7 +228,7 @@ static int handle_send(struct sw_qp *qp, const struct sw_pkt *pkt)
 		fatal_nak(qp, SW_AETH_NAK_INV_REQ, pkt->psn);
 		return -1;
 	}
-	if (!(flags & SW_F_LAST) && pkt->paylen != qp->attr.mtu) {
+	if (pkt->paylen > qp->attr.mtu || (!(flags & SW_F_LAST) && pkt->paylen != qp->attr.mtu)) {
 		fatal_nak(qp, SW_AETH_NAK_INV_REQ, pkt->psn);
 		return -1;
 	}
@@ -273,6 +274,10 @@ static int handle_write(struct sw_qp *qp, const struct sw_pkt *pkt)
 			fatal_nak(qp, SW_AETH_NAK_INV_REQ, pkt->psn);
 			return -1;
 		}
+		if (pkt->dma_len > SW_MAX_MSG_SZ) { /* a length error, before any key */
+			fatal_nak(qp, SW_AETH_NAK_INV_REQ, pkt->psn);
+			return -1;
+		}
 		resp->wr_va = pkt->va;
 		resp->wr_rkey = pkt->rkey;
 		resp->wr_left = pkt->dma_len;
@@ -291,8 +296,9 @@ static int handle_write(struct sw_qp *qp, const struct sw_pkt *pkt)
 			return -1;
 		}
 	}
-	/* sizes: every packet but the last is one MTU; the last ends the RETH length */
-	if (pkt->paylen > resp->wr_left || (!(flags & SW_F_LAST) && pkt->paylen != qp->attr.mtu) ||
+	/* sizes: at most one MTU, exactly one but on the last, which ends the RETH length */
+	if (pkt->paylen > resp->wr_left || pkt->paylen > qp->attr.mtu ||
+	    (!(flags & SW_F_LAST) && pkt->paylen != qp->attr.mtu) ||
 	    ((flags & SW_F_LAST) && pkt->paylen != resp->wr_left)) {
 		if (mr)
 			sw_mr_put(mr);
@@ -402,10 +408,14 @@ static int handle_read(struct sw_qp *qp, const struct sw_pkt *pkt)
 		fatal_nak(qp, SW_AETH_NAK_INV_REQ, pkt->psn);
 		return -1;
 	}
+	if (pkt->dma_len > SW_MAX_MSG_SZ) { /* a length error, before any key */
+		fatal_nak(qp, SW_AETH_NAK_INV_REQ, pkt->psn);
+		return -1;
+	}
 	mr = rkey_resolve(qp, pkt->rkey, pkt->va, pkt->dma_len, IBV_ACCESS_REMOTE_READ, &ok);
 	if (mr)
 		sw_mr_put(mr);
-	if (!ok || pkt->va + pkt->dma_len < pkt->va || pkt->dma_len > SW_MAX_MSG_SZ) {
+	if (!ok || pkt->va + pkt->dma_len < pkt->va) {
 		fatal_nak(qp, SW_AETH_NAK_REM_ACCESS, pkt->psn);
 		return -1;
 	}

@@ -1,0 +1,433 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * unit_hostile_rc: a hostile peer against RC QPs of a live device, on the
+ * wire (tests/hostile.h): wrong and guessed rkeys, addresses and lengths
+ * out of bounds or wrapping 2^64, lengths over the MR, over the largest
+ * message, against the RETH length and over the path MTU, misaligned
+ * atomics and atomics without atomic access, opcodes out of sequence,
+ * and PSNs outside the window (far ahead, far behind, across 2^24).
+ *
+ * Every case checks what IBTA requires of the responder: the NAK
+ * syndrome read off the wire (remote access error, invalid request,
+ * PSN sequence error), the QP's state (error after a class C/J error,
+ * unchanged after a sequence error or a duplicate) and the async event
+ * (IBV_EVENT_QP_ACCESS_ERR / IBV_EVENT_QP_REQ_ERR); that nothing outside
+ * the registered range changed or was read (guard pages, shadow
+ * compare); the device's counters; and that an honest QP pair on the
+ * same device moved verified data all along.
+ */
+#include "harness.h"
+
+#include "qp_util.h"
+#include "hostile.h"
+
+enum {
+	ARENA_LEN = 4 * 4096 - 2 * H_SLACK, /* the arena's RW pages exactly */
+	PSN0 = 0x345678,
+};
+
+static struct h_env H, *h = &H;
+static struct h_arena all, ro, wo, noatomic; /* remote access: all, READ, WRITE, WRITE+READ */
+static struct ibv_pd *pd2;
+static struct h_arena other;                 /* all access, in another PD */
+static uint8_t rbuf[4096];
+static struct ibv_mr *rmr;
+static uint8_t data[4096];
+
+static bool arenas_intact(void)
+{
+	return h_arena_intact(&all) && h_arena_intact(&ro) && h_arena_intact(&wo) &&
+	       h_arena_intact(&noatomic) && h_arena_intact(&other);
+}
+
+/* A fresh victim expecting PSN0 with one receive posted (wr_id 77). */
+static struct ibv_qp *victim(void)
+{
+	struct ibv_qp *qp = h_rc_victim(h, PSN0);
+	struct ibv_sge s = { (uintptr_t)rbuf, sizeof(rbuf), 0 };
+	struct ibv_recv_wr w = { .wr_id = 77, .sg_list = &s, .num_sge = 1 }, *bad;
+
+	if (!qp) {
+		printf("Bail out! victim QP: %s\n", t_errname(errno));
+		exit(1);
+	}
+	s.lkey = rmr->lkey;
+	CHECK_RET(ibv_post_recv(qp, &w, &bad), 0);
+	return qp;
+}
+
+/*
+ * After the attack packet at `psn`: the NAK `syn` for it, the QP in
+ * error with the async event IBTA gives the error class, the posted
+ * receive flushed, one more error NAK counted, later packets dropped
+ * for the state, nothing outside registered ranges (nor inside) touched.
+ * Destroys the victim.
+ */
+static void fatal_at(struct ibv_qp *qp, uint8_t syn, uint32_t psn, unsigned long long naks0,
+		     const char *file, int line)
+{
+	unsigned long long st0;
+	struct ibv_wc wc;
+
+	h_expect_ack_at(h, syn, psn, file, line);
+	t_check(q_state(qp) == IBV_QPS_ERR, file, line, "QP state %d, want ERR", q_state(qp));
+	h_expect_event_at(h, qp,
+			  syn == SW_AETH_NAK_REM_ACCESS ? IBV_EVENT_QP_ACCESS_ERR : IBV_EVENT_QP_REQ_ERR,
+			  file, line);
+	h_expect_event_at(h, qp, 0, file, line);
+	h_wait_cnt_at(&h->eng->cnt.err_naks_tx, naks0 + 1, "err_naks_tx", file, line);
+	t_check(q_poll(h->e.rcq, &wc, 1, 1) == 1 && wc.wr_id == 77 &&
+			wc.status == IBV_WC_WR_FLUSH_ERR,
+		file, line, "posted receive not flushed");
+	/* the QP in error takes nothing more */
+	st0 = H_CNT(h, drops_state);
+	h_write(h, qp, psn, h_va(&all, 0), all.mr->rkey, 8, data, 8);
+	h_wait_cnt_at(&h->eng->cnt.drops_state, st0 + 1, "drops_state", file, line);
+	h_expect_quiet_at(h, file, line);
+	t_check(arenas_intact(), file, line, "memory changed");
+	CHECK_RET(ibv_destroy_qp(qp), 0);
+}
+
+/* Start a fatal case: a fresh victim `v` and the error NAK count before. */
+#define FATAL_BEGIN()                                                                              \
+	struct ibv_qp *v = victim();                                                               \
+	unsigned long long naks0 = H_CNT(h, err_naks_tx)
+#define FATAL_END(syn, psn) fatal_at(v, (syn), (psn), naks0, __FILE__, __LINE__)
+
+static void write_case(const char *name, uint64_t va, uint32_t rkey, uint32_t dma_len,
+		       uint32_t len, uint8_t syn)
+{
+	t_case(name);
+	FATAL_BEGIN();
+	h_write(h, v, PSN0, va, rkey, dma_len, data, len);
+	FATAL_END(syn, PSN0);
+}
+
+static void read_case(const char *name, uint64_t va, uint32_t rkey, uint32_t len, uint8_t syn)
+{
+	t_case(name);
+	FATAL_BEGIN();
+	h_read(h, v, PSN0, va, rkey, len);
+	FATAL_END(syn, PSN0);
+}
+
+static void atomic_case(const char *name, uint8_t op, uint64_t va, uint32_t rkey, uint8_t syn)
+{
+	t_case(name);
+	FATAL_BEGIN();
+	h_atomic(h, v, op, PSN0, va, rkey, 1, 0);
+	FATAL_END(syn, PSN0);
+}
+
+static void keys(void)
+{
+	uint32_t stale, k = all.mr->rkey;
+	struct ibv_mr *m;
+	char name[96];
+
+	m = ibv_reg_mr(h->e.pd, data, sizeof(data), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	stale = m ? m->rkey : 0;
+	CHECK(m && ibv_dereg_mr(m) == 0);
+
+	write_case("WRITE, rkey + 1: remote access error", h_va(&all, 0), k + 1, 16, 16,
+		   SW_AETH_NAK_REM_ACCESS);
+	write_case("WRITE, rkey 0", h_va(&all, 0), 0, 16, 16, SW_AETH_NAK_REM_ACCESS);
+	write_case("WRITE, rkey ~0", h_va(&all, 0), ~0u, 16, 16, SW_AETH_NAK_REM_ACCESS);
+	write_case("WRITE, a deregistered MR's rkey", (uintptr_t)data, stale, 16, 16,
+		   SW_AETH_NAK_REM_ACCESS);
+	write_case("WRITE, the rkey of an MR in another PD", h_va(&other, 0), other.mr->rkey, 16, 16,
+		   SW_AETH_NAK_REM_ACCESS);
+	read_case("READ, the rkey of an MR in another PD", h_va(&other, 0), other.mr->rkey, 16,
+		  SW_AETH_NAK_REM_ACCESS);
+	read_case("READ, rkey with one bit flipped", h_va(&all, 0), k ^ 0x10000, 16,
+		  SW_AETH_NAK_REM_ACCESS);
+	atomic_case("FETCH_ADD, rkey - 1", SW_OP_FETCH_ADD, h_va(&all, 0), k - 1,
+		    SW_AETH_NAK_REM_ACCESS);
+	/* guesses: a key is a random 32-bit value, so each costs the peer its QP */
+	for (unsigned int i = 0; i < 8; i++) {
+		uint32_t g = (uint32_t)random();
+
+		if (g == k || g == ro.mr->rkey || g == wo.mr->rkey || g == noatomic.mr->rkey)
+			continue;
+		snprintf(name, sizeof(name), "WRITE, guessed rkey %#x", g);
+		write_case(name, h_va(&all, 0), g, 64, 64, SW_AETH_NAK_REM_ACCESS);
+	}
+}
+
+static void bounds(void)
+{
+	uint32_t k = all.mr->rkey;
+
+	write_case("WRITE across the MR's end", h_va(&all, ARENA_LEN - 8), k, 16, 16,
+		   SW_AETH_NAK_REM_ACCESS);
+	write_case("WRITE one byte past the end", h_va(&all, ARENA_LEN), k, 1, 1,
+		   SW_AETH_NAK_REM_ACCESS);
+	write_case("WRITE starting before the MR", h_va(&all, -8), k, 16, 16,
+		   SW_AETH_NAK_REM_ACCESS);
+	write_case("WRITE, va + len wraps 2^64", UINT64_MAX - 7, k, 16, 16, SW_AETH_NAK_REM_ACCESS);
+	write_case("WRITE at va 0", 0, k, 16, 16, SW_AETH_NAK_REM_ACCESS);
+	read_case("READ longer than the MR", h_va(&all, 0), k, ARENA_LEN + 1,
+		  SW_AETH_NAK_REM_ACCESS);
+	read_case("READ across the MR's end", h_va(&all, ARENA_LEN - 1), k, 2,
+		  SW_AETH_NAK_REM_ACCESS);
+	read_case("READ before the MR", h_va(&all, -H_SLACK), k, H_SLACK + 8,
+		  SW_AETH_NAK_REM_ACCESS);
+	read_case("READ, va + len wraps 2^64", UINT64_MAX - 0xff, k, 0x200, SW_AETH_NAK_REM_ACCESS);
+	read_case("READ of 2^31 bytes (the largest message, over the MR)", h_va(&all, 0), k,
+		  0x80000000u, SW_AETH_NAK_REM_ACCESS);
+	read_case("READ of 2^31 + 1 bytes: length error", h_va(&all, 0), k, 0x80000001u,
+		  SW_AETH_NAK_INV_REQ);
+	read_case("READ of 2^32 - 1 bytes at the MR's end", h_va(&all, ARENA_LEN), k, UINT32_MAX,
+		  SW_AETH_NAK_INV_REQ);
+	write_case("WRITE, RETH length 2^31 + 1: length error", h_va(&all, 0), k, 0x80000001u, 16,
+		   SW_AETH_NAK_INV_REQ);
+	write_case("WRITE, RETH length over the MR", h_va(&all, 0), k, ARENA_LEN + 1, 16,
+		   SW_AETH_NAK_REM_ACCESS);
+	atomic_case("FETCH_ADD past the end", SW_OP_FETCH_ADD, h_va(&all, ARENA_LEN), k,
+		    SW_AETH_NAK_REM_ACCESS);
+	atomic_case("CMP_SWAP before the MR", SW_OP_CMP_SWAP, h_va(&all, -8), k,
+		    SW_AETH_NAK_REM_ACCESS);
+	atomic_case("CMP_SWAP, va wraps 2^64", SW_OP_CMP_SWAP, UINT64_MAX - 7, k,
+		    SW_AETH_NAK_REM_ACCESS);
+}
+
+static void access_rights(void)
+{
+	write_case("WRITE to an MR without remote write", h_va(&ro, 0), ro.mr->rkey, 16, 16,
+		   SW_AETH_NAK_REM_ACCESS);
+	read_case("READ from an MR without remote read", h_va(&wo, 0), wo.mr->rkey, 16,
+		  SW_AETH_NAK_REM_ACCESS);
+	atomic_case("FETCH_ADD on an MR without remote atomic", SW_OP_FETCH_ADD,
+		    h_va(&noatomic, 0), noatomic.mr->rkey, SW_AETH_NAK_REM_ACCESS);
+	atomic_case("CMP_SWAP on an MR without remote atomic", SW_OP_CMP_SWAP, h_va(&noatomic, 64),
+		    noatomic.mr->rkey, SW_AETH_NAK_REM_ACCESS);
+	atomic_case("FETCH_ADD misaligned by 4: invalid request", SW_OP_FETCH_ADD, h_va(&all, 4),
+		    all.mr->rkey, SW_AETH_NAK_INV_REQ);
+	atomic_case("CMP_SWAP misaligned by 1", SW_OP_CMP_SWAP, h_va(&all, 1), all.mr->rkey,
+		    SW_AETH_NAK_INV_REQ);
+	atomic_case("FETCH_ADD misaligned across the MR's end", SW_OP_FETCH_ADD,
+		    h_va(&all, ARENA_LEN - 4), all.mr->rkey, SW_AETH_NAK_INV_REQ);
+}
+
+/* A packet of `op` with `len` payload bytes at PSN0 + `off` (no RETH fields). */
+static void send_op(struct ibv_qp *v, uint8_t op, uint32_t off, uint32_t len, bool ack_req)
+{
+	struct sw_pkt p = h_req(v, op, PSN0 + off);
+
+	p.ack_req = ack_req;
+	p.va = h_va(&all, 0);
+	p.rkey = all.mr->rkey;
+	p.dma_len = 2 * H_MTU;
+	h_send(h, &p, data, len);
+}
+
+static void lengths_and_sequence(void)
+{
+	uint32_t k = all.mr->rkey;
+
+	write_case("WRITE ONLY, payload shorter than the RETH length: invalid request",
+		   h_va(&all, 0), k, 64, 32, SW_AETH_NAK_INV_REQ);
+	write_case("WRITE ONLY, payload longer than the RETH length", h_va(&all, 0), k, 16, 32,
+		   SW_AETH_NAK_INV_REQ);
+	write_case("WRITE ONLY, payload over the path MTU", h_va(&all, 0), k, 2 * H_MTU,
+		   2 * H_MTU, SW_AETH_NAK_INV_REQ);
+	{
+		t_case("SEND ONLY, payload over the path MTU: invalid request");
+		FATAL_BEGIN();
+		send_op(v, SW_OP_SEND_ONLY, 0, 2 * H_MTU, true);
+		FATAL_END(SW_AETH_NAK_INV_REQ, PSN0);
+	}
+	{
+		t_case("WRITE FIRST shorter than the path MTU: invalid request");
+		FATAL_BEGIN();
+		send_op(v, SW_OP_WRITE_FIRST, 0, H_MTU / 2, true);
+		FATAL_END(SW_AETH_NAK_INV_REQ, PSN0);
+	}
+	static const struct {
+		const char *name;
+		uint8_t op;
+	} orphans[] = {
+		{ "WRITE MIDDLE without FIRST: invalid request", SW_OP_WRITE_MIDDLE },
+		{ "WRITE LAST without FIRST", SW_OP_WRITE_LAST },
+		{ "WRITE LAST with immediate without FIRST", SW_OP_WRITE_LAST_IMM },
+		{ "SEND MIDDLE without FIRST", SW_OP_SEND_MIDDLE },
+		{ "SEND LAST without FIRST", SW_OP_SEND_LAST },
+		{ "SEND LAST with invalidate without FIRST", SW_OP_SEND_LAST_INV },
+	};
+	for (size_t i = 0; i < Q_ARRAY(orphans); i++) {
+		t_case(orphans[i].name);
+		FATAL_BEGIN();
+		send_op(v, orphans[i].op, 0, orphans[i].op == SW_OP_WRITE_MIDDLE ||
+						     orphans[i].op == SW_OP_SEND_MIDDLE ? H_MTU : 8,
+			true);
+		FATAL_END(SW_AETH_NAK_INV_REQ, PSN0);
+	}
+	static const struct {
+		const char *name;
+		uint8_t op;
+	} intruders[] = {
+		{ "SEND FIRST inside a WRITE: invalid request", SW_OP_SEND_FIRST },
+		{ "WRITE FIRST inside a WRITE", SW_OP_WRITE_FIRST },
+		{ "READ inside a WRITE", SW_OP_READ_REQ },
+		{ "FETCH_ADD inside a WRITE", SW_OP_FETCH_ADD },
+		{ "SEND MIDDLE inside a WRITE", SW_OP_SEND_MIDDLE },
+	};
+	for (size_t i = 0; i < Q_ARRAY(intruders); i++) {
+		uint8_t op = intruders[i].op;
+
+		t_case(intruders[i].name);
+		FATAL_BEGIN();
+		/* a valid first packet (no AckReq, so no ACK races the NAK), then the intruder */
+		send_op(v, SW_OP_WRITE_FIRST, 0, H_MTU, false);
+		memcpy(all.shadow + H_SLACK, data, H_MTU); /* placed, legitimately */
+		if (op == SW_OP_FETCH_ADD)
+			h_atomic(h, v, op, PSN0 + 1, h_va(&all, 0), k, 1, 0);
+		else
+			send_op(v, op, 1, op == SW_OP_READ_REQ ? 0 : H_MTU, true);
+		FATAL_END(SW_AETH_NAK_INV_REQ, PSN0 + 1);
+	}
+}
+
+/* A READ response of `len` bytes at `psn` carrying the arena's bytes at `off`. */
+static void expect_read_resp(uint32_t psn, uint32_t off, uint32_t len)
+{
+	struct sw_pkt p;
+
+	if (!CHECK_EQ_INT(h_recv(h, &p, H_WAIT_MS), 0))
+		return;
+	CHECK(p.opcode == SW_OP_READ_RESP_ONLY && p.psn == psn && p.syndrome == H_ACK);
+	CHECK(p.paylen == len && !memcmp(p.payload, all.buf + off, len));
+}
+
+static void expect_atomic_ack(uint32_t psn, uint64_t orig)
+{
+	struct sw_pkt p;
+
+	if (!CHECK_EQ_INT(h_recv(h, &p, H_WAIT_MS), 0))
+		return;
+	CHECK(p.opcode == SW_OP_ATOMIC_ACK && p.psn == psn && p.syndrome == H_ACK);
+	CHECK_MSG(p.orig == orig, "atomic orig %#llx, want %#llx", (unsigned long long)p.orig,
+		  (unsigned long long)orig);
+}
+
+static void psns(void)
+{
+	struct ibv_qp *v = victim();
+	uint32_t e = PSN0, k = all.mr->rkey;
+	unsigned long long seq0 = H_CNT(h, seq_naks_tx), oow0 = H_CNT(h, drops_out_of_window);
+	unsigned long long dup0 = H_CNT(h, duplicates);
+	uint64_t word;
+
+	t_case("PSN 2^23 - 1 ahead: one sequence NAK of the expected PSN, QP unchanged");
+	H_PROBE(h, v, e);
+	e++;
+	h_write(h, v, e + 0x7fffff, h_va(&all, 0), k, 16, data, 16);
+	H_EXPECT_ACK(h, SW_AETH_NAK_PSN_SEQ, e);
+	h_write(h, v, e + 5, h_va(&all, 0), k, 16, data, 16);
+	H_PROBE(h, v, e); /* no second NAK for the same gap */
+	e++;
+	CHECK_EQ_INT(H_CNT(h, seq_naks_tx), seq0 + 1);
+	CHECK_EQ_INT(H_CNT(h, drops_out_of_window), oow0 + 2);
+	CHECK_EQ_INT(q_state(v), IBV_QPS_RTS);
+	CHECK(arenas_intact());
+
+	t_case("PSN just behind and 2^23 behind: duplicates, re-ACKed, not executed again");
+	h_write(h, v, e - 1, h_va(&all, 0), k, 16, data, 16);
+	H_EXPECT_ACK(h, H_ACK, e - 1);
+	h_write(h, v, e - 0x800000, h_va(&all, 0), k, 16, data, 16);
+	H_EXPECT_ACK(h, H_ACK, e - 1);
+	CHECK_EQ_INT(H_CNT(h, duplicates), dup0 + 2);
+	CHECK(arenas_intact());
+
+	t_case("duplicate READ and atomic: the same answer, the atomic done once");
+	h_read(h, v, e, h_va(&all, 100), k, 200);
+	expect_read_resp(e, 100, 200);
+	h_read(h, v, e, h_va(&all, 100), k, 200);
+	expect_read_resp(e, 100, 200);
+	e++;
+	memcpy(&word, all.buf + 64, 8);
+	h_atomic(h, v, SW_OP_FETCH_ADD, e, h_va(&all, 64), k, 5, 0);
+	expect_atomic_ack(e, word);
+	h_atomic(h, v, SW_OP_FETCH_ADD, e, h_va(&all, 64), k, 5, 0);
+	expect_atomic_ack(e, word);
+	word += 5;
+	memcpy(all.shadow + H_SLACK + 64, &word, 8);
+	e++;
+	/* a READ of a PSN the responder no longer remembers as a READ: dropped */
+	h_read(h, v, e - 5, h_va(&all, 0), k, 16);
+	H_PROBE(h, v, e);
+	e++;
+	CHECK(arenas_intact());
+	CHECK_EQ_INT(q_state(v), IBV_QPS_RTS);
+	H_EXPECT_EVENT(h, v, 0);
+	CHECK_RET(ibv_destroy_qp(v), 0);
+
+	t_case("PSNs across 2^24: in order, behind and ahead of the wrap");
+	v = h_rc_victim(h, 0xfffffe);
+	if (!CHECK(v))
+		return;
+	H_PROBE(h, v, 0xfffffe);
+	H_PROBE(h, v, 0xffffff);
+	H_PROBE(h, v, 0);
+	h_write(h, v, 0xffffff, h_va(&all, 0), k, 16, data, 16); /* behind, across the wrap */
+	H_EXPECT_ACK(h, H_ACK, 0);
+	h_write(h, v, 0x800000, h_va(&all, 0), k, 16, data, 16); /* 2^23 - 1 ahead of 1 */
+	H_EXPECT_ACK(h, SW_AETH_NAK_PSN_SEQ, 1);
+	h_write(h, v, 0x800001, h_va(&all, 0), k, 16, data, 16); /* 2^23 from 1: behind */
+	H_EXPECT_ACK(h, H_ACK, 0);
+	H_PROBE(h, v, 1);
+	CHECK_EQ_INT(q_state(v), IBV_QPS_RTS);
+	CHECK(arenas_intact());
+	H_EXPECT_EVENT(h, v, 0);
+	CHECK_RET(ibv_destroy_qp(v), 0);
+}
+
+int main(void)
+{
+	struct h_honest honest;
+	int rw = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+
+	t_start("unit_hostile_rc");
+	srandom((unsigned int)getpid());
+	h_open(h);
+	h_arena_open(&all, h->e.pd, ARENA_LEN, rw | IBV_ACCESS_REMOTE_ATOMIC);
+	h_arena_open(&ro, h->e.pd, 4096, IBV_ACCESS_REMOTE_READ);
+	h_arena_open(&wo, h->e.pd, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	h_arena_open(&noatomic, h->e.pd, 4096, rw);
+	pd2 = ibv_alloc_pd(h->e.ctx);
+	if (!pd2) {
+		printf("Bail out! second PD: %s\n", t_errname(errno));
+		return 1;
+	}
+	h_arena_open(&other, pd2, 4096, rw | IBV_ACCESS_REMOTE_ATOMIC);
+	rmr = ibv_reg_mr(h->e.pd, rbuf, sizeof(rbuf), IBV_ACCESS_LOCAL_WRITE);
+	for (size_t i = 0; i < sizeof(data); i++)
+		data[i] = (uint8_t)(0xa5 ^ i);
+	if (!rmr)
+		return t_finish();
+	h_honest_start(h, &honest);
+
+	keys();
+	bounds();
+	access_rights();
+	lengths_and_sequence();
+	psns();
+
+	t_case("an honest QP pair on the same device carried on");
+	h_honest_stop(&honest);
+	CHECK(arenas_intact());
+	printf("# counters: err_naks_tx %llu seq_naks_tx %llu duplicates %llu drops_state %llu "
+	       "drops_out_of_window %llu\n",
+	       H_CNT(h, err_naks_tx), H_CNT(h, seq_naks_tx), H_CNT(h, duplicates),
+	       H_CNT(h, drops_state), H_CNT(h, drops_out_of_window));
+
+	CHECK_RET(ibv_dereg_mr(rmr), 0);
+	h_arena_close(&all);
+	h_arena_close(&ro);
+	h_arena_close(&wo);
+	h_arena_close(&noatomic);
+	h_arena_close(&other);
+	CHECK_RET(ibv_dealloc_pd(pd2), 0);
+	h_close(h);
+	return t_finish();
+}
