@@ -342,9 +342,12 @@ static inline int h_probe_at(struct h_env *h, struct ibv_qp *qp, uint32_t psn, c
 
 /* ---- victims ---- */
 
-/* Bring RC `qp` from RESET to RTS towards `dest` at pe->gid, expecting `rq_psn`; 0 or an errno. */
+/*
+ * Bring RC `qp` from RESET to RTS towards `dest` at pe->gid, expecting
+ * `rq_psn`, sending from `sq_psn`, retransmit timeout code `timeout`; 0 or an errno.
+ */
 static inline int h_connect(const struct q_env *pe, struct ibv_qp *qp, uint32_t dest,
-			    uint32_t rq_psn, uint32_t sq_psn)
+			    uint32_t rq_psn, uint32_t sq_psn, uint8_t timeout)
 {
 	struct ibv_qp_attr a = q_attr(pe, IBV_QPS_INIT, dest);
 	int ret;
@@ -358,6 +361,7 @@ static inline int h_connect(const struct q_env *pe, struct ibv_qp *qp, uint32_t 
 				    IBV_QP_STATE | q_required(IBV_QPT_RC, IBV_QPS_INIT, IBV_QPS_RTR));
 	a = q_attr(pe, IBV_QPS_RTS, dest);
 	a.sq_psn = sq_psn;
+	a.timeout = timeout;
 	if (!ret)
 		ret = ibv_modify_qp(qp, &a,
 				    IBV_QP_STATE | q_required(IBV_QPT_RC, IBV_QPS_RTR, IBV_QPS_RTS));
@@ -366,7 +370,9 @@ static inline int h_connect(const struct q_env *pe, struct ibv_qp *qp, uint32_t 
 
 /*
  * An RC QP connected to the peer (H_PEER_QPN at the peer's GID), RTS,
- * all remote access, path MTU 1024, expecting `rq_psn`; NULL on failure.
+ * all remote access, path MTU 1024, expecting `rq_psn`, sending from
+ * PSN 0x10 with a retransmit timeout of hours (the peer never sees a
+ * retransmission); NULL on failure.
  */
 static inline struct ibv_qp *h_rc_victim(struct h_env *h, uint32_t rq_psn)
 {
@@ -376,7 +382,7 @@ static inline struct ibv_qp *h_rc_victim(struct h_env *h, uint32_t rq_psn)
 	if (!qp)
 		return NULL;
 	pe.gid = h->gid;
-	if (!h_connect(&pe, qp, H_PEER_QPN, rq_psn, 0x10))
+	if (!h_connect(&pe, qp, H_PEER_QPN, rq_psn, 0x10, 31))
 		return qp;
 	ibv_destroy_qp(qp);
 	return NULL;
@@ -470,8 +476,8 @@ static inline void h_honest_start(struct h_env *h, struct h_honest *o)
 	o->dst_mr = ibv_reg_mr(h->e.pd, o->dst, sizeof(o->dst),
 			       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
 	if (!o->a || !o->b || !o->src_mr || !o->dst_mr ||
-	    h_connect(&pe, o->a, o->b->qp_num, 0x111, 0x222) ||
-	    h_connect(&pe, o->b, o->a->qp_num, 0x222, 0x111) ||
+	    h_connect(&pe, o->a, o->b->qp_num, 0x111, 0x222, 14) ||
+	    h_connect(&pe, o->b, o->a->qp_num, 0x222, 0x111, 14) ||
 	    pthread_create(&o->thread, NULL, h_honest_main, o)) {
 		printf("Bail out! honest pair: %s\n", t_errname(errno));
 		exit(1);

@@ -105,6 +105,20 @@ static bool qp_type_accepts(const struct sw_qp *qp, uint8_t opcode)
 	return cls == SW_OP_RC;
 }
 
+/*
+ * A connected QP takes packets only from its peer's IP address, as rxe
+ * checks (qp->lock held). The UDP source port is not checked: RoCE v2
+ * senders choose it per flow for ECMP entropy (rxe: per QP).
+ */
+static bool from_peer(const struct sw_qp *qp, const struct sockaddr_in *src)
+{
+	enum ibv_qp_state st = qp->ibv.qp_base.state;
+
+	if (qp->ibv.qp_base.qp_type != IBV_QPT_RC || st == IBV_QPS_RESET || st == IBV_QPS_INIT)
+		return true;
+	return src->sin_addr.s_addr == qp->attr.av.dst.sin_addr.s_addr;
+}
+
 /* Validate, find the QP, dispatch. Every drop is counted. */
 static void rx_one(struct sw_engine *eng, struct rx_batch *b, struct rx_slot *s, size_t len,
 		   struct in_addr dst)
@@ -141,7 +155,9 @@ static void rx_one(struct sw_engine *eng, struct rx_batch *b, struct rx_slot *s,
 		return;
 	}
 	pthread_mutex_lock(&qp->lock);
-	if (pkt.info->flags & SW_F_REQ)
+	if (!from_peer(qp, &s->src)) /* not this QP's packet: counted as no QP */
+		atomic_fetch_add_explicit(&eng->cnt.drops_no_qp, 1, memory_order_relaxed);
+	else if (pkt.info->flags & SW_F_REQ)
 		sw_resp_handle(qp, &pkt, &s->src);
 	else
 		sw_comp_handle(qp, &pkt);
