@@ -121,9 +121,9 @@ static void atomic_case(const char *name, uint8_t op, uint64_t va, uint32_t rkey
 
 static void keys(void)
 {
+	static char names[8][64]; /* t_case() keeps the pointer */
 	uint32_t stale, k = all.mr->rkey;
 	struct ibv_mr *m;
-	char name[96];
 
 	m = ibv_reg_mr(h->e.pd, data, sizeof(data), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
 	stale = m ? m->rkey : 0;
@@ -145,12 +145,12 @@ static void keys(void)
 		    SW_AETH_NAK_REM_ACCESS);
 	/* guesses: a key is a random 32-bit value, so each costs the peer its QP */
 	for (unsigned int i = 0; i < 8; i++) {
-		uint32_t g = (uint32_t)random();
+		uint32_t g = (uint32_t)random() << 1 ^ (uint32_t)random();
 
 		if (g == k || g == ro.mr->rkey || g == wo.mr->rkey || g == noatomic.mr->rkey)
 			continue;
-		snprintf(name, sizeof(name), "WRITE, guessed rkey %#x", g);
-		write_case(name, h_va(&all, 0), g, 64, 64, SW_AETH_NAK_REM_ACCESS);
+		snprintf(names[i], sizeof(names[i]), "WRITE, guessed rkey %#x", g);
+		write_case(names[i], h_va(&all, 0), g, 64, 64, SW_AETH_NAK_REM_ACCESS);
 	}
 }
 
@@ -262,6 +262,26 @@ static void lengths_and_sequence(void)
 			true);
 		FATAL_END(SW_AETH_NAK_INV_REQ, PSN0);
 	}
+	static const uint8_t unsupported[] = { 0x15, 0x18, 0x19, 0x1a, 0x1b, 0x1c, 0x1d, 0x1e, 0x1f };
+	for (size_t i = 0; i < Q_ARRAY(unsupported); i++) {
+		static char names[Q_ARRAY(unsupported)][64]; /* t_case() keeps the pointer */
+		uint8_t buf[SW_PKT_MAX + 64];
+		size_t n;
+
+		snprintf(names[i], sizeof(names[i]),
+			 "RC opcode %#x (RESYNC, reserved): invalid request", unsupported[i]);
+		t_case(names[i]);
+		FATAL_BEGIN();
+		{
+			struct sw_pkt p = h_req(v, SW_OP_SEND_ONLY, PSN0);
+
+			n = h_build(h, buf, &p, data, 16);
+			buf[0] = unsupported[i];
+			h_reseal(h, buf, n);
+			h_send_raw(h, buf, n);
+		}
+		FATAL_END(SW_AETH_NAK_INV_REQ, PSN0);
+	}
 	static const struct {
 		const char *name;
 		uint8_t op;
@@ -355,6 +375,26 @@ static void psns(void)
 	e++;
 	/* a READ of a PSN the responder no longer remembers as a READ: dropped */
 	h_read(h, v, e - 5, h_va(&all, 0), k, 16);
+	H_PROBE(h, v, e);
+	e++;
+	/* an unsupported opcode: behind, dropped; ahead, a sequence NAK */
+	{
+		uint8_t buf[SW_PKT_MAX + 64];
+		struct sw_pkt p = h_req(v, SW_OP_SEND_ONLY, e - 2);
+		size_t n = h_build(h, buf, &p, data, 16);
+
+		buf[0] = 0x1f;
+		h_reseal(h, buf, n);
+		h_send_raw(h, buf, n);
+		H_PROBE(h, v, e);
+		e++;
+		p = h_req(v, SW_OP_SEND_ONLY, e + 3);
+		n = h_build(h, buf, &p, data, 16);
+		buf[0] = 0x1f;
+		h_reseal(h, buf, n);
+		h_send_raw(h, buf, n);
+		H_EXPECT_ACK(h, SW_AETH_NAK_PSN_SEQ, e);
+	}
 	H_PROBE(h, v, e);
 	e++;
 	CHECK(arenas_intact());

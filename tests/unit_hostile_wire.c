@@ -374,10 +374,11 @@ static void opcodes(void)
 	static const uint8_t rc_ops[] = {
 		SW_OP_SEND_ONLY, SW_OP_WRITE_ONLY, SW_OP_READ_REQ, SW_OP_FETCH_ADD, SW_OP_ACK,
 	};
+	/* not RC: RC's unsupported opcodes are invalid requests (unit_hostile_rc) */
 	static const uint8_t unknown[] = {
-		0x15, 0x18, 0x1c, 0x1d, 0x1f, 0x20, 0x24, 0x2a, 0x40, 0x44, 0x66, 0x70,
-		0x80, 0x81, 0xa0, 0xc0, 0xff,
+		0x20, 0x24, 0x2a, 0x40, 0x44, 0x66, 0x70, 0x80, 0x81, 0xa0, 0xc0, 0xff,
 	};
+	static const uint8_t rc_unknown[] = { 0x15, 0x18, 0x1c, 0x1d, 0x1f };
 	unsigned long long m0 = H_CNT(h, drops_malformed);
 	size_t n;
 
@@ -407,7 +408,7 @@ static void opcodes(void)
 	CHECK_EQ_INT(H_CNT(h, drops_malformed) - m0, Q_ARRAY(rc_ops));
 	CHECK(h_arena_intact(&ar));
 
-	t_case("unknown and unsupported opcodes (RC reserved, UC, RD, CNP, vendor): dropped");
+	t_case("unknown opcodes (UC, RD, UD reserved, CNP, reserved, vendor): dropped");
 	m0 = H_CNT(h, drops_malformed);
 	for (size_t i = 0; i < Q_ARRAY(unknown); i++) {
 		n = build_write(buf, 0);
@@ -419,8 +420,14 @@ static void opcodes(void)
 		h_reseal(h, buf, n);
 		h_send_raw(h, buf, n);
 	}
+	for (size_t i = 0; i < Q_ARRAY(rc_unknown); i++) { /* to the UD QP: the wrong transport */
+		n = build_ud(buf, u->qp_num, UD_QKEY, 16);
+		buf[0] = rc_unknown[i];
+		h_reseal(h, buf, n);
+		h_send_raw(h, buf, n);
+	}
 	PROBE();
-	CHECK_EQ_INT(H_CNT(h, drops_malformed) - m0, 2 * Q_ARRAY(unknown));
+	CHECK_EQ_INT(H_CNT(h, drops_malformed) - m0, 2 * Q_ARRAY(unknown) + Q_ARRAY(rc_unknown));
 	CHECK_EQ_INT(q_state(v), IBV_QPS_RTS);
 	CHECK(h_arena_intact(&ar));
 }

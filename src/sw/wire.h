@@ -147,7 +147,7 @@ struct sw_pkt {
 	/* payload (parse: points into the buffer) */
 	const uint8_t *payload;
 	uint32_t paylen;
-	const struct sw_opinfo *info;
+	const struct sw_opinfo *info; /* NULL after sw_pkt_parse_bth() */
 };
 
 /* Addresses the ICRC covers (the IPv4 and UDP headers, masked). */
@@ -186,6 +186,17 @@ uint32_t sw_icrc(const struct sw_icrc_ctx *c, const uint8_t *pkt, size_t len);
  * and p->info is the opcode's row; on failure `p` is unspecified.
  */
 int sw_pkt_parse(struct sw_pkt *p, const uint8_t *buf, size_t len, const struct sw_icrc_ctx *icrc);
+
+/*
+ * The BTH alone, for a packet whose opcode sw_opinfo() does not know:
+ * length (BTH + ICRC at least, a multiple of 4), transport version 0
+ * and ICRC as sw_pkt_parse() checks them; p->info is NULL and the
+ * payload is everything between the BTH and the ICRC. 0, -EBADMSG,
+ * -EPROTO or -EILSEQ. (The responder answers an RC opcode it does not
+ * support with an invalid request NAK.)
+ */
+int sw_pkt_parse_bth(struct sw_pkt *p, const uint8_t *buf, size_t len,
+		     const struct sw_icrc_ctx *icrc);
 
 /* Header bytes `p` needs (BTH and its opcode's extension headers); 0 for an unknown opcode. */
 size_t sw_pkt_hdr_len(const struct sw_pkt *p);

@@ -95,6 +95,19 @@ static inline uint32_t get_icrc(const uint8_t *p)
 	return le32toh(v);
 }
 
+/* Contract: decode the BTH at `buf` (12 bytes) into `p`. */
+static void get_bth(struct sw_pkt *p, const uint8_t *buf)
+{
+	p->opcode = buf[0];
+	p->se = buf[1] >> 7;
+	p->mig = (buf[1] >> 6) & 1;
+	p->padcnt = (buf[1] >> 4) & 3;
+	p->pkey = get_be16(buf + 2);
+	p->dqpn = get_be24(buf + 5);
+	p->ack_req = buf[8] >> 7;
+	p->psn = get_be24(buf + 9);
+}
+
 /* See wire.h. */
 int sw_pkt_parse(struct sw_pkt *p, const uint8_t *buf, size_t len, const struct sw_icrc_ctx *icrc)
 {
@@ -122,15 +135,7 @@ int sw_pkt_parse(struct sw_pkt *p, const uint8_t *buf, size_t len, const struct 
 	if (icrc && sw_icrc(icrc, buf, len) != get_icrc(buf + len - SW_ICRC_LEN))
 		return -EILSEQ;
 
-	/* BTH */
-	p->opcode = buf[0];
-	p->se = buf[1] >> 7;
-	p->mig = (buf[1] >> 6) & 1;
-	p->padcnt = (uint8_t)pad;
-	p->pkey = get_be16(buf + 2);
-	p->dqpn = get_be24(buf + 5);
-	p->ack_req = buf[8] >> 7;
-	p->psn = get_be24(buf + 9);
+	get_bth(p, buf);
 
 	/* extension headers, in IBA order */
 	h = buf + SW_BTH_LEN;
@@ -169,6 +174,23 @@ int sw_pkt_parse(struct sw_pkt *p, const uint8_t *buf, size_t len, const struct 
 	p->payload = h;
 	p->paylen = (uint32_t)(len - hdr_len - pad - SW_ICRC_LEN);
 	p->info = info;
+	return 0;
+}
+
+/* See wire.h. */
+int sw_pkt_parse_bth(struct sw_pkt *p, const uint8_t *buf, size_t len,
+		     const struct sw_icrc_ctx *icrc)
+{
+	if (len < SW_BTH_LEN + SW_ICRC_LEN || len > SW_MAX_UDP_PAYLOAD || (len & 3))
+		return -EBADMSG;
+	if (buf[1] & 0x0f)
+		return -EPROTO;
+	if (icrc && sw_icrc(icrc, buf, len) != get_icrc(buf + len - SW_ICRC_LEN))
+		return -EILSEQ;
+	get_bth(p, buf);
+	p->payload = buf + SW_BTH_LEN;
+	p->paylen = (uint32_t)(len - SW_BTH_LEN - SW_ICRC_LEN);
+	p->info = NULL;
 	return 0;
 }
 

@@ -136,6 +136,8 @@ static void rx_one(struct sw_engine *eng, struct rx_batch *b, struct rx_slot *s,
 	atomic_fetch_add_explicit(&eng->cnt.rx_pkts, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&eng->cnt.rx_bytes, len, memory_order_relaxed);
 	ret = sw_pkt_parse(&pkt, s->buf, len, &ic);
+	if (ret == -EPROTO && (s->buf[0] & 0xe0) == SW_OP_RC) /* unsupported: the responder NAKs */
+		ret = sw_pkt_parse_bth(&pkt, s->buf, len, &ic);
 	if (ret) {
 		atomic_fetch_add_explicit(ret == -EILSEQ ? &eng->cnt.drops_icrc
 							 : &eng->cnt.drops_malformed,
@@ -157,7 +159,7 @@ static void rx_one(struct sw_engine *eng, struct rx_batch *b, struct rx_slot *s,
 	pthread_mutex_lock(&qp->lock);
 	if (!from_peer(qp, &s->src)) /* not this QP's packet: counted as no QP */
 		atomic_fetch_add_explicit(&eng->cnt.drops_no_qp, 1, memory_order_relaxed);
-	else if (pkt.info->flags & SW_F_REQ)
+	else if (!pkt.info || (pkt.info->flags & SW_F_REQ))
 		sw_resp_handle(qp, &pkt, &s->src);
 	else
 		sw_comp_handle(qp, &pkt);

@@ -15,6 +15,8 @@
  *   - RDMA: the rkey resolves, the MR belongs to the QP's PD, the range
  *     lies inside it, and both the MR and the QP grant the access;
  *   - SEND: a receive WQE exists (else RNR NAK) and is large enough.
+ * An RC opcode the device does not support (p->info NULL: RESYNC, the
+ * reserved ones) is an invalid request once its PSN is the expected one.
  * A remote access or invalid request error NAKs the requester and moves
  * this QP to the error state, as IBTA class C and J errors do.
  */
@@ -490,9 +492,11 @@ static int handle_atomic(struct sw_qp *qp, const struct sw_pkt *pkt)
 static void handle_duplicate(struct sw_qp *qp, const struct sw_pkt *pkt)
 {
 	struct sw_resp *resp = qp->resp;
-	uint32_t flags = pkt->info->flags;
+	uint32_t flags = pkt->info ? pkt->info->flags : 0;
 
 	SW_COUNT(eng_of(qp), qp, duplicates);
+	if (!pkt->info)
+		return; /* an unsupported opcode: nothing to answer again */
 	if (flags & (SW_F_READ | SW_F_ATOMIC)) {
 		for (uint32_t i = 0; i < resp->nres; i++) {
 			struct sw_rd_res *r = &resp->res[i];
@@ -520,7 +524,7 @@ void sw_resp_handle(struct sw_qp *qp, const struct sw_pkt *pkt, const struct soc
 	struct sw_resp *resp = qp->resp;
 	struct sw_engine *eng = eng_of(qp);
 	enum ibv_qp_state st = qp->ibv.qp_base.state;
-	uint32_t flags = pkt->info->flags;
+	uint32_t flags = pkt->info ? pkt->info->flags : 0;
 	int32_t d;
 	int ret;
 
@@ -548,6 +552,10 @@ void sw_resp_handle(struct sw_qp *qp, const struct sw_pkt *pkt, const struct soc
 		return;
 	}
 	resp->nak_seq_sent = false;
+	if (!pkt->info) { /* an RC opcode this device does not support */
+		fatal_nak(qp, SW_AETH_NAK_INV_REQ, pkt->psn);
+		return;
+	}
 	if (flags & SW_F_SEND)
 		ret = handle_send(qp, pkt);
 	else if (flags & SW_F_WRITE)
