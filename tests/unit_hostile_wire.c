@@ -193,6 +193,28 @@ static void bad_icrc_and_fields(void)
 	CHECK_EQ_INT(H_CNT(h, drops_malformed) - m0, 15);
 	CHECK(h_arena_intact(&ar));
 
+	t_case("P_Keys of other partitions: dropped; the limited-member default is taken");
+	m0 = H_CNT(h, drops_malformed);
+	for (unsigned int i = 0; i < 3; i++) {
+		static const uint16_t pkeys[] = { 0x0000, 0x1234, 0xfffe };
+
+		n = build_write(buf, 0);
+		buf[2] = (uint8_t)(pkeys[i] >> 8);
+		buf[3] = (uint8_t)pkeys[i];
+		h_reseal(h, buf, n);
+		h_send_raw(h, buf, n);
+	}
+	PROBE();
+	CHECK_EQ_INT(H_CNT(h, drops_malformed) - m0, 3);
+	n = build_write(buf, 192);
+	buf[2] = 0x7f; /* 0x7fff: a limited member of the default partition */
+	h_reseal(h, buf, n);
+	h_send_raw(h, buf, n);
+	H_EXPECT_ACK(h, H_ACK, e);
+	e++;
+	memcpy(ar.shadow + H_SLACK + 192, data, 8);
+	CHECK(h_arena_intact(&ar));
+
 	t_case("reserved BTH and DETH bits set: ignored, the packets are taken");
 	n = build_write(buf, 128);
 	buf[4] = 0xff; /* FECN, BECN, reserved 6 */

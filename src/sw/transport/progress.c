@@ -138,6 +138,8 @@ static void rx_one(struct sw_engine *eng, struct rx_batch *b, struct rx_slot *s,
 	ret = sw_pkt_parse(&pkt, s->buf, len, &ic);
 	if (ret == -EPROTO && (s->buf[0] & 0xe0) == SW_OP_RC) /* unsupported: the responder NAKs */
 		ret = sw_pkt_parse_bth(&pkt, s->buf, len, &ic);
+	if (!ret && (pkt.pkey & 0x7fff) != (SW_DEFAULT_PKEY & 0x7fff))
+		ret = -EACCES; /* another partition: the P_Key table holds only the default */
 	if (ret) {
 		atomic_fetch_add_explicit(ret == -EILSEQ ? &eng->cnt.drops_icrc
 							 : &eng->cnt.drops_malformed,
