@@ -265,7 +265,8 @@ static inline int h_expect_ack_at(struct h_env *h, uint8_t syn, uint32_t psn, co
 			       t_errname(-r));
 	return t_check(p.opcode == SW_OP_ACK && p.syndrome == syn && p.psn == psn &&
 			       p.dqpn == H_PEER_QPN,
-		       file, line, "want ACK AETH %#x psn %#x qpn %#x, got opcode %#x AETH %#x psn %#x qpn %#x",
+		       file, line,
+		       "want ACK AETH %#x psn %#x qpn %#x, got opcode %#x AETH %#x psn %#x qpn %#x",
 		       syn, psn, H_PEER_QPN, p.opcode, p.syndrome, p.psn, p.dqpn);
 }
 #define H_EXPECT_ACK(h, syn, psn) h_expect_ack_at((h), (syn), (psn), __FILE__, __LINE__)
@@ -350,21 +351,18 @@ static inline int h_connect(const struct q_env *pe, struct ibv_qp *qp, uint32_t 
 			    uint32_t rq_psn, uint32_t sq_psn, uint8_t timeout)
 {
 	struct ibv_qp_attr a = q_attr(pe, IBV_QPS_INIT, dest);
-	int ret;
+	int st = IBV_QP_STATE, ret;
 
-	ret = ibv_modify_qp(qp, &a,
-			    IBV_QP_STATE | q_required(IBV_QPT_RC, IBV_QPS_RESET, IBV_QPS_INIT));
+	ret = ibv_modify_qp(qp, &a, st | q_required(IBV_QPT_RC, IBV_QPS_RESET, IBV_QPS_INIT));
 	a = q_attr(pe, IBV_QPS_RTR, dest);
 	a.rq_psn = rq_psn;
 	if (!ret)
-		ret = ibv_modify_qp(qp, &a,
-				    IBV_QP_STATE | q_required(IBV_QPT_RC, IBV_QPS_INIT, IBV_QPS_RTR));
+		ret = ibv_modify_qp(qp, &a, st | q_required(IBV_QPT_RC, IBV_QPS_INIT, IBV_QPS_RTR));
 	a = q_attr(pe, IBV_QPS_RTS, dest);
 	a.sq_psn = sq_psn;
 	a.timeout = timeout;
 	if (!ret)
-		ret = ibv_modify_qp(qp, &a,
-				    IBV_QP_STATE | q_required(IBV_QPT_RC, IBV_QPS_RTR, IBV_QPS_RTS));
+		ret = ibv_modify_qp(qp, &a, st | q_required(IBV_QPT_RC, IBV_QPS_RTR, IBV_QPS_RTS));
 	return ret;
 }
 
@@ -417,7 +415,7 @@ struct h_honest {
 	uint8_t src[8192], dst[8192];
 	pthread_t thread;
 	atomic_bool stop;
-	unsigned long rounds, bad;  /* transfers done, verified wrong */
+	atomic_ulong rounds, bad;   /* transfers done, verified wrong */
 };
 
 /* One round: RDMA WRITE a fresh pattern from a to b; 0 if it completed and b holds it. */
@@ -451,9 +449,9 @@ static inline void *h_honest_main(void *arg)
 	struct h_honest *o = arg;
 
 	while (!atomic_load(&o->stop)) {
-		if (h_honest_round(o, o->rounds + 1))
-			o->bad++;
-		o->rounds++;
+		if (h_honest_round(o, atomic_load(&o->rounds) + 1))
+			atomic_fetch_add(&o->bad, 1);
+		atomic_fetch_add(&o->rounds, 1);
 		usleep(2000);
 	}
 	return NULL;
@@ -484,17 +482,29 @@ static inline void h_honest_start(struct h_env *h, struct h_honest *o)
 	}
 }
 
+/* Wait until the pair has finished two more rounds (traffic between attacks). */
+static inline void h_honest_tick(struct h_honest *o)
+{
+	unsigned long want = atomic_load(&o->rounds) + 2;
+
+	for (int i = 0; i < H_WAIT_MS && atomic_load(&o->rounds) < want; i++)
+		usleep(1000);
+}
+
 /* Stop it, run one more verified round, check every round was right, free it. */
 static inline void h_honest_stop(struct h_honest *o)
 {
+	unsigned long rounds, bad;
+
 	atomic_store(&o->stop, true);
 	pthread_join(o->thread, NULL);
-	CHECK_MSG(o->rounds > 0 && o->bad == 0, "honest pair: %lu rounds, %lu wrong", o->rounds,
-		  o->bad);
-	CHECK_MSG(h_honest_round(o, o->rounds + 1) == 0, "honest pair: the round after the attack");
+	rounds = atomic_load(&o->rounds);
+	bad = atomic_load(&o->bad);
+	CHECK_MSG(rounds > 0 && bad == 0, "honest pair: %lu rounds, %lu wrong", rounds, bad);
+	CHECK_MSG(h_honest_round(o, rounds + 1) == 0, "honest pair: the round after the attack");
 	CHECK_EQ_INT(q_state(o->a), IBV_QPS_RTS);
 	CHECK_EQ_INT(q_state(o->b), IBV_QPS_RTS);
-	printf("# honest pair: %lu verified rounds of %zu bytes during the attack\n", o->rounds,
+	printf("# honest pair: %lu verified rounds of %zu bytes during the attack\n", rounds,
 	       sizeof(o->src));
 	CHECK_RET(ibv_destroy_qp(o->a), 0);
 	CHECK_RET(ibv_destroy_qp(o->b), 0);

@@ -72,7 +72,8 @@ static void fatal_at(struct ibv_qp *qp, uint8_t syn, uint32_t psn, unsigned long
 	h_expect_ack_at(h, syn, psn, file, line);
 	t_check(q_state(qp) == IBV_QPS_ERR, file, line, "QP state %d, want ERR", q_state(qp));
 	h_expect_event_at(h, qp,
-			  syn == SW_AETH_NAK_REM_ACCESS ? IBV_EVENT_QP_ACCESS_ERR : IBV_EVENT_QP_REQ_ERR,
+			  syn == SW_AETH_NAK_REM_ACCESS ? IBV_EVENT_QP_ACCESS_ERR
+							: IBV_EVENT_QP_REQ_ERR,
 			  file, line);
 	h_expect_event_at(h, qp, 0, file, line);
 	h_wait_cnt_at(&h->eng->cnt.err_naks_tx, naks0 + 1, "err_naks_tx", file, line);
@@ -125,7 +126,8 @@ static void keys(void)
 	uint32_t stale, k = all.mr->rkey;
 	struct ibv_mr *m;
 
-	m = ibv_reg_mr(h->e.pd, data, sizeof(data), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	m = ibv_reg_mr(h->e.pd, data, sizeof(data),
+		       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
 	stale = m ? m->rkey : 0;
 	CHECK(m && ibv_dereg_mr(m) == 0);
 
@@ -135,8 +137,8 @@ static void keys(void)
 	write_case("WRITE, rkey ~0", h_va(&all, 0), ~0u, 16, 16, SW_AETH_NAK_REM_ACCESS);
 	write_case("WRITE, a deregistered MR's rkey", (uintptr_t)data, stale, 16, 16,
 		   SW_AETH_NAK_REM_ACCESS);
-	write_case("WRITE, the rkey of an MR in another PD", h_va(&other, 0), other.mr->rkey, 16, 16,
-		   SW_AETH_NAK_REM_ACCESS);
+	write_case("WRITE, the rkey of an MR in another PD", h_va(&other, 0), other.mr->rkey, 16,
+		   16, SW_AETH_NAK_REM_ACCESS);
 	read_case("READ, the rkey of an MR in another PD", h_va(&other, 0), other.mr->rkey, 16,
 		  SW_AETH_NAK_REM_ACCESS);
 	read_case("READ, rkey with one bit flipped", h_va(&all, 0), k ^ 0x10000, 16,
@@ -262,7 +264,9 @@ static void lengths_and_sequence(void)
 			true);
 		FATAL_END(SW_AETH_NAK_INV_REQ, PSN0);
 	}
-	static const uint8_t unsupported[] = { 0x15, 0x18, 0x19, 0x1a, 0x1b, 0x1c, 0x1d, 0x1e, 0x1f };
+	static const uint8_t unsupported[] = {
+		0x15, 0x18, 0x19, 0x1a, 0x1b, 0x1c, 0x1d, 0x1e, 0x1f,
+	};
 	for (size_t i = 0; i < Q_ARRAY(unsupported); i++) {
 		static char names[Q_ARRAY(unsupported)][64]; /* t_case() keeps the pointer */
 		uint8_t buf[SW_PKT_MAX + 64];
@@ -447,11 +451,17 @@ int main(void)
 		return t_finish();
 	h_honest_start(h, &honest);
 
+	/* the honest pair moves data between every two groups of attacks */
 	keys();
+	h_honest_tick(&honest);
 	bounds();
+	h_honest_tick(&honest);
 	access_rights();
+	h_honest_tick(&honest);
 	lengths_and_sequence();
+	h_honest_tick(&honest);
 	psns();
+	h_honest_tick(&honest);
 
 	t_case("an honest QP pair on the same device carried on");
 	h_honest_stop(&honest);
