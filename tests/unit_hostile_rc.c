@@ -223,6 +223,11 @@ static void send_op(struct ibv_qp *v, uint8_t op, uint32_t off, uint32_t len, bo
 	h_send(h, &p, data, len);
 }
 
+struct named_op {
+	const char *name; /* the case */
+	uint8_t op;
+};
+
 static void lengths_and_sequence(void)
 {
 	uint32_t k = all.mr->rkey;
@@ -245,10 +250,7 @@ static void lengths_and_sequence(void)
 		send_op(v, SW_OP_WRITE_FIRST, 0, H_MTU / 2, true);
 		FATAL_END(SW_AETH_NAK_INV_REQ, PSN0);
 	}
-	static const struct {
-		const char *name;
-		uint8_t op;
-	} orphans[] = {
+	static const struct named_op orphans[] = {
 		{ "WRITE MIDDLE without FIRST: invalid request", SW_OP_WRITE_MIDDLE },
 		{ "WRITE LAST without FIRST", SW_OP_WRITE_LAST },
 		{ "WRITE LAST with immediate without FIRST", SW_OP_WRITE_LAST_IMM },
@@ -286,10 +288,7 @@ static void lengths_and_sequence(void)
 		}
 		FATAL_END(SW_AETH_NAK_INV_REQ, PSN0);
 	}
-	static const struct {
-		const char *name;
-		uint8_t op;
-	} intruders[] = {
+	static const struct named_op intruders[] = {
 		{ "SEND FIRST inside a WRITE: invalid request", SW_OP_SEND_FIRST },
 		{ "WRITE FIRST inside a WRITE", SW_OP_WRITE_FIRST },
 		{ "READ inside a WRITE", SW_OP_READ_REQ },

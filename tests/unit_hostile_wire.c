@@ -75,15 +75,21 @@ static void expect_ud_recv(unsigned int i, uint32_t len)
 	post_ud_recv(i);
 }
 
-/* A valid RC WRITE ONLY of 8 bytes to v at PSN e, AckReq set, into buf. */
-static size_t build_write(uint8_t *buf, uint32_t off)
+/* A valid RC WRITE ONLY of 8 bytes at `off` to v at PSN e, AckReq set, ICRC for `ic`, into buf. */
+static size_t build_write_ic(uint8_t *buf, uint32_t off, const struct sw_icrc_ctx *ic)
 {
 	struct sw_pkt p = h_req(v, SW_OP_WRITE_ONLY, e);
 
 	p.va = h_va(&ar, off);
 	p.rkey = ar.mr->rkey;
 	p.dma_len = 8;
-	return h_build(h, buf, &p, data, 8);
+	return h_build_ic(buf, &p, data, 8, ic);
+}
+
+/* The same from the peer's own address and port. */
+static size_t build_write(uint8_t *buf, uint32_t off)
+{
+	return build_write_ic(buf, off, &h->ic_out);
 }
 
 static void truncations(void)
@@ -325,14 +331,7 @@ static void other_sources(void)
 	q0 = H_CNT(h, drops_no_qp);
 	ic = h->ic_out;
 	ic.src = other.sin_addr;
-	{
-		struct sw_pkt p = h_req(v, SW_OP_WRITE_ONLY, e);
-
-		p.va = h_va(&ar, 0);
-		p.rkey = ar.mr->rkey;
-		p.dma_len = 8;
-		n = h_build_ic(buf, &p, data, 8, &ic);
-	}
+	n = build_write_ic(buf, 0, &ic);
 	h_send_raw_fd(h, ofd, buf, n);
 	PROBE(); /* at the same PSN: the forged request was not taken */
 	CHECK_EQ_INT(H_CNT(h, drops_no_qp) - q0, 1);
@@ -375,14 +374,7 @@ static void other_sources(void)
 	t_case("a request from the peer's address but another UDP port: taken (flow entropy)");
 	ic = h->ic_out;
 	ic.sport = ntohs(port.sin_port);
-	{
-		struct sw_pkt p = h_req(v, SW_OP_WRITE_ONLY, e);
-
-		p.va = h_va(&ar, 256);
-		p.rkey = ar.mr->rkey;
-		p.dma_len = 8;
-		n = h_build_ic(buf, &p, data, 8, &ic);
-	}
+	n = build_write_ic(buf, 256, &ic);
 	h_send_raw_fd(h, pfd, buf, n);
 	H_EXPECT_ACK(h, H_ACK, e); /* to the QP's peer address and port */
 	e++;
