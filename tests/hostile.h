@@ -217,6 +217,13 @@ static inline void h_reseal(struct h_env *h, uint8_t *buf, size_t len)
 	memcpy(buf + len - SW_ICRC_LEN, &c, 4);
 }
 
+/* Reseal a packet of `len` bytes whose bytes were changed, and send it. */
+static inline void h_send_resealed(struct h_env *h, uint8_t *buf, size_t len)
+{
+	h_reseal(h, buf, len);
+	h_send_raw(h, buf, len);
+}
+
 /*
  * The device's next packet to the peer within `ms`, ICRC checked, parsed
  * into *p (payload in h->rx). 0, -ETIMEDOUT, or a parse error.

@@ -283,8 +283,7 @@ static void lengths_and_sequence(void)
 
 			n = h_build(h, buf, &p, data, 16);
 			buf[0] = unsupported[i];
-			h_reseal(h, buf, n);
-			h_send_raw(h, buf, n);
+			h_send_resealed(h, buf, n);
 		}
 		FATAL_END(SW_AETH_NAK_INV_REQ, PSN0);
 	}
@@ -387,15 +386,13 @@ static void psns(void)
 		size_t n = h_build(h, buf, &p, data, 16);
 
 		buf[0] = 0x1f;
-		h_reseal(h, buf, n);
-		h_send_raw(h, buf, n);
+		h_send_resealed(h, buf, n);
 		H_PROBE(h, v, e);
 		e++;
 		p = h_req(v, SW_OP_SEND_ONLY, e + 3);
 		n = h_build(h, buf, &p, data, 16);
 		buf[0] = 0x1f;
-		h_reseal(h, buf, n);
-		h_send_raw(h, buf, n);
+		h_send_resealed(h, buf, n);
 		H_EXPECT_ACK(h, SW_AETH_NAK_PSN_SEQ, e);
 	}
 	H_PROBE(h, v, e);

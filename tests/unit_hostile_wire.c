@@ -92,6 +92,15 @@ static size_t build_write(uint8_t *buf, uint32_t off)
 	return build_write_ic(buf, off, &h->ic_out);
 }
 
+/* The build_write() at `off` was taken: ACKed, its 8 bytes placed, nothing else. */
+static void expect_write_taken(uint32_t off)
+{
+	H_EXPECT_ACK(h, H_ACK, e);
+	e++;
+	memcpy(ar.shadow + H_SLACK + off, data, 8);
+	CHECK(h_arena_intact(&ar));
+}
+
 static void truncations(void)
 {
 	static const uint8_t rc_ops[] = {
@@ -151,14 +160,12 @@ static void truncations(void)
 		n = h_build(h, buf, &p, NULL, 0);
 		for (uint8_t pad = 1; pad <= 3; pad++) { /* a pad on an opcode without payload */
 			buf[1] = (uint8_t)((buf[1] & ~0x30) | pad << 4);
-			h_reseal(h, buf, n);
-			h_send_raw(h, buf, n);
+			h_send_resealed(h, buf, n);
 		}
 		p = h_req(v, SW_OP_WRITE_ONLY, e); /* no payload, pad 3 */
 		n = h_build(h, buf, &p, NULL, 0);
 		buf[1] |= 0x30;
-		h_reseal(h, buf, n);
-		h_send_raw(h, buf, n);
+		h_send_resealed(h, buf, n);
 	}
 	PROBE();
 	CHECK_EQ_INT(drops() - d0, 7);
@@ -194,8 +201,7 @@ static void bad_icrc_and_fields(void)
 	for (uint8_t ver = 1; ver <= 15; ver++) {
 		n = build_write(buf, 0);
 		buf[1] |= ver;
-		h_reseal(h, buf, n);
-		h_send_raw(h, buf, n);
+		h_send_resealed(h, buf, n);
 	}
 	PROBE();
 	CHECK_EQ_INT(H_CNT(h, drops_malformed) - m0, 15);
@@ -209,36 +215,26 @@ static void bad_icrc_and_fields(void)
 		n = build_write(buf, 0);
 		buf[2] = (uint8_t)(pkeys[i] >> 8);
 		buf[3] = (uint8_t)pkeys[i];
-		h_reseal(h, buf, n);
-		h_send_raw(h, buf, n);
+		h_send_resealed(h, buf, n);
 	}
 	PROBE();
 	CHECK_EQ_INT(H_CNT(h, drops_malformed) - m0, 3);
 	n = build_write(buf, 192);
 	buf[2] = 0x7f; /* 0x7fff: a limited member of the default partition */
-	h_reseal(h, buf, n);
-	h_send_raw(h, buf, n);
-	H_EXPECT_ACK(h, H_ACK, e);
-	e++;
-	memcpy(ar.shadow + H_SLACK + 192, data, 8);
-	CHECK(h_arena_intact(&ar));
+	h_send_resealed(h, buf, n);
+	expect_write_taken(192);
 
 	t_case("reserved BTH and DETH bits set: ignored, the packets are taken");
 	n = build_write(buf, 128);
 	buf[4] = 0xff; /* FECN, BECN, reserved 6 */
 	buf[8] |= 0x7f;
-	h_reseal(h, buf, n);
-	h_send_raw(h, buf, n);
-	H_EXPECT_ACK(h, H_ACK, e);
-	e++;
-	memcpy(ar.shadow + H_SLACK + 128, data, 8);
-	CHECK(h_arena_intact(&ar));
+	h_send_resealed(h, buf, n);
+	expect_write_taken(128);
 	n = build_ud(buf, u->qp_num, UD_QKEY, 16);
 	buf[4] = 0xff;
 	buf[8] = 0x7f;
 	buf[SW_BTH_LEN + 4] = 0xff; /* DETH reserved byte */
-	h_reseal(h, buf, n);
-	h_send_raw(h, buf, n);
+	h_send_resealed(h, buf, n);
 	expect_ud_recv(0, 16);
 }
 
@@ -260,8 +256,7 @@ static void misdirected(void)
 		buf[5] = (uint8_t)(q >> 16);
 		buf[6] = (uint8_t)(q >> 8);
 		buf[7] = (uint8_t)q;
-		h_reseal(h, buf, n);
-		h_send_raw(h, buf, n);
+		h_send_resealed(h, buf, n);
 		q0++; /* one more expected */
 	}
 	PROBE();
@@ -376,10 +371,7 @@ static void other_sources(void)
 	ic.sport = ntohs(port.sin_port);
 	n = build_write_ic(buf, 256, &ic);
 	h_send_raw_fd(h, pfd, buf, n);
-	H_EXPECT_ACK(h, H_ACK, e); /* to the QP's peer address and port */
-	e++;
-	memcpy(ar.shadow + H_SLACK + 256, data, 8);
-	CHECK(h_arena_intact(&ar));
+	expect_write_taken(256); /* ACKed to the QP's peer address and port */
 	close(ofd);
 	close(pfd);
 }
@@ -402,8 +394,7 @@ static void opcodes(void)
 	n = build_ud(buf, v->qp_num, UD_QKEY, 16);
 	h_send_raw(h, buf, n);
 	buf[0] = SW_OP_UD | SW_OP_SEND_ONLY_IMM;
-	h_reseal(h, buf, n);
-	h_send_raw(h, buf, n);
+	h_send_resealed(h, buf, n);
 	PROBE();
 	CHECK_EQ_INT(H_CNT(h, drops_malformed) - m0, 2);
 
@@ -430,18 +421,15 @@ static void opcodes(void)
 	for (size_t i = 0; i < Q_ARRAY(unknown); i++) {
 		n = build_write(buf, 0);
 		buf[0] = unknown[i];
-		h_reseal(h, buf, n);
-		h_send_raw(h, buf, n);
+		h_send_resealed(h, buf, n);
 		n = build_ud(buf, u->qp_num, UD_QKEY, 16);
 		buf[0] = unknown[i];
-		h_reseal(h, buf, n);
-		h_send_raw(h, buf, n);
+		h_send_resealed(h, buf, n);
 	}
 	for (size_t i = 0; i < Q_ARRAY(rc_unknown); i++) { /* to the UD QP: the wrong transport */
 		n = build_ud(buf, u->qp_num, UD_QKEY, 16);
 		buf[0] = rc_unknown[i];
-		h_reseal(h, buf, n);
-		h_send_raw(h, buf, n);
+		h_send_resealed(h, buf, n);
 	}
 	PROBE();
 	CHECK_EQ_INT(H_CNT(h, drops_malformed) - m0, 2 * Q_ARRAY(unknown) + Q_ARRAY(rc_unknown));
