@@ -110,6 +110,21 @@ static inline bool h_arena_intact(const struct h_arena *a)
 	return true;
 }
 
+/*
+ * Order the caller after what the progress thread did for `qp` (NULL:
+ * nothing). The peer's ACK already proves the order, but through the
+ * network, which ThreadSanitizer does not see; the QP lock (taken by
+ * ibv_query_qp, held by the responder) shows it.
+ */
+static inline void h_sync(struct ibv_qp *qp)
+{
+	struct ibv_qp_attr a;
+	struct ibv_qp_init_attr i;
+
+	if (qp)
+		ibv_query_qp(qp, &a, IBV_QP_STATE, &i);
+}
+
 /* The arena's MR address of byte `off`. */
 static inline uint64_t h_va(const struct h_arena *a, int64_t off)
 {

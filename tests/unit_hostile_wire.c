@@ -92,13 +92,20 @@ static size_t build_write(uint8_t *buf, uint32_t off)
 	return build_write_ic(buf, off, &h->ic_out);
 }
 
+/* The arena holds its shadow (after syncing with v's placements: h_sync()). */
+static bool intact(void)
+{
+	h_sync(v);
+	return h_arena_intact(&ar);
+}
+
 /* The build_write() at `off` was taken: ACKed, its 8 bytes placed, nothing else. */
 static void expect_write_taken(uint32_t off)
 {
 	H_EXPECT_ACK(h, H_ACK, e);
 	e++;
 	memcpy(ar.shadow + H_SLACK + off, data, 8);
-	CHECK(h_arena_intact(&ar));
+	CHECK(intact());
 }
 
 static void truncations(void)
@@ -169,7 +176,7 @@ static void truncations(void)
 	}
 	PROBE();
 	CHECK_EQ_INT(drops() - d0, 7);
-	CHECK(h_arena_intact(&ar));
+	CHECK(intact());
 }
 
 static void bad_icrc_and_fields(void)
@@ -194,7 +201,7 @@ static void bad_icrc_and_fields(void)
 	CHECK_EQ_INT(H_CNT(h, drops_icrc) - i0 + H_CNT(h, drops_malformed) - m0,
 		     (n * 8 + 12) / 13 - 1);
 	CHECK(H_CNT(h, drops_icrc) - i0 > 10);
-	CHECK(h_arena_intact(&ar));
+	CHECK(intact());
 
 	t_case("BTH transport version 1..15: dropped");
 	m0 = H_CNT(h, drops_malformed);
@@ -205,7 +212,7 @@ static void bad_icrc_and_fields(void)
 	}
 	PROBE();
 	CHECK_EQ_INT(H_CNT(h, drops_malformed) - m0, 15);
-	CHECK(h_arena_intact(&ar));
+	CHECK(intact());
 
 	t_case("P_Keys of other partitions: dropped; the limited-member default is taken");
 	m0 = H_CNT(h, drops_malformed);
@@ -283,7 +290,7 @@ static void misdirected(void)
 		CHECK_RET(ibv_destroy_qp(reset), 0);
 	if (init)
 		CHECK_RET(ibv_destroy_qp(init), 0);
-	CHECK(h_arena_intact(&ar));
+	CHECK(intact());
 }
 
 /* A socket bound to `addr`:`port` (0: any port); -1 on failure. */
@@ -330,7 +337,7 @@ static void other_sources(void)
 	h_send_raw_fd(h, ofd, buf, n);
 	PROBE(); /* at the same PSN: the forged request was not taken */
 	CHECK_EQ_INT(H_CNT(h, drops_no_qp) - q0, 1);
-	CHECK(h_arena_intact(&ar));
+	CHECK(intact());
 
 	t_case("a forged ACK from another address: dropped, the WQE waits for the real one");
 	r = h_rc_victim(h, PSN0);
@@ -414,7 +421,7 @@ static void opcodes(void)
 	h_send_raw(h, buf, n);
 	expect_ud_recv(1, 64);
 	CHECK_EQ_INT(H_CNT(h, drops_malformed) - m0, Q_ARRAY(rc_ops));
-	CHECK(h_arena_intact(&ar));
+	CHECK(intact());
 
 	t_case("unknown opcodes (UC, RD, UD reserved, CNP, reserved, vendor): dropped");
 	m0 = H_CNT(h, drops_malformed);
@@ -434,7 +441,7 @@ static void opcodes(void)
 	PROBE();
 	CHECK_EQ_INT(H_CNT(h, drops_malformed) - m0, 2 * Q_ARRAY(unknown) + Q_ARRAY(rc_unknown));
 	CHECK_EQ_INT(q_state(v), IBV_QPS_RTS);
-	CHECK(h_arena_intact(&ar));
+	CHECK(intact());
 }
 
 static void qkeys(void)
@@ -494,7 +501,7 @@ int main(void)
 	CHECK_EQ_INT(q_state(u), IBV_QPS_RTS);
 	H_EXPECT_EVENT(h, NULL, 0);
 	h_honest_stop(&honest);
-	CHECK(h_arena_intact(&ar));
+	CHECK(intact());
 	printf("# counters: malformed %llu icrc %llu no_qp %llu state %llu qkey %llu\n",
 	       H_CNT(h, drops_malformed), H_CNT(h, drops_icrc), H_CNT(h, drops_no_qp),
 	       H_CNT(h, drops_state), H_CNT(h, drops_qkey));
