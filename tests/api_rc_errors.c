@@ -152,8 +152,9 @@ static void case_retry_exceeded(void)
 {
 	struct t_ep a, b;
 	struct ibv_qp_attr qa = { 0 };
+	uint64_t t0, ms;
 
-	t_case("peer gone: RETRY_EXC_ERR after retry_cnt timeouts");
+	t_case("peer gone: RETRY_EXC_ERR after retry_cnt timeouts, each twice the last");
 	t_timeout = 10; /* ~4 ms */
 	t_retry_cnt = 2;
 	if (pair(&a, &b, ACC))
@@ -162,9 +163,18 @@ static void case_retry_exceeded(void)
 	t_retry_cnt = 7;
 	qa.qp_state = IBV_QPS_RESET; /* b no longer answers */
 	CHECK(ibv_modify_qp(b.qp, &qa, IBV_QP_STATE) == 0);
+	t0 = t_ms();
 	CHECK(t_post(&a, IBV_WR_RDMA_WRITE, 70, 0, 8, (uintptr_t)b.buf, b.mr->rkey,
 		     IBV_SEND_SIGNALED) == 0);
 	CHECK_EQ_INT(one_status(a.cq, NULL), IBV_WC_RETRY_EXC_ERR);
+	/*
+	 * 4.096 us << 10 = 4.2 ms, then 8.4 and 16.8 (back-off) before the
+	 * third expiry finds no retry left: 29.4 ms at least, where a fixed
+	 * timeout would give up after 12.6 ms.
+	 */
+	ms = t_ms() - t0;
+	CHECK_MSG(ms >= 29 && ms < 5000, "RETRY_EXC_ERR after %llu ms, want 29.4 ms or a little more",
+		  (unsigned long long)ms);
 	unpair(&a, &b);
 }
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * unit_regress_late_ack: an ACK that arrives after the requester went
- * back to retransmit, white-box.
+ * unit_regress_late_ack: an ACK or NAK that arrives after the requester
+ * went back to retransmit, white-box.
  *
  * Regression: after a retransmit timeout the requester goes back to the
  * oldest unacknowledged PSN and resends, window-limited. If the ACK of
@@ -14,6 +14,13 @@
  * and the requester never sent again, with no timer armed: both sides
  * hung. The same ACK in the middle of a message left the requester
  * resending packets already acknowledged.
+ *
+ *
+ * Regression: a sequence NAK that was duplicated or overtaken by a newer
+ * one (its PSN older than the oldest unacknowledged one) made the
+ * requester go back to that PSN, behind what was acknowledged: the same
+ * window check then saw ~2^32 packets in flight and the QP hung (seen
+ * under fault injection with reordering).
  *
  * The test drives the completer directly: a QP sends to a QP in INIT
  * (which drops everything, so only the test's ACKs arrive), is rewound
@@ -52,10 +59,10 @@ static int post_write(struct ibv_qp *qp, uint64_t id, uint32_t len)
 	return ibv_post_send(qp, &wr, &bad);
 }
 
-/* Hand the completer an ACK of `psn`, as the progress thread would. */
-static void ack(struct sw_qp *q, uint32_t psn)
+/* Hand the completer an ACK or NAK of `psn`, as the progress thread would. */
+static void aeth(struct sw_qp *q, uint32_t psn, uint8_t syndrome)
 {
-	struct sw_pkt p = { .opcode = SW_OP_ACK, .psn = psn, .syndrome = SW_AETH_ACK | 0x1f };
+	struct sw_pkt p = { .opcode = SW_OP_ACK, .psn = psn, .syndrome = syndrome };
 	struct sw_icrc_ctx ic = { 0 };
 	uint8_t pkt[64];
 	size_t len = sw_pkt_finish(pkt, sw_pkt_write_hdrs(pkt, &p), &ic);
@@ -63,6 +70,11 @@ static void ack(struct sw_qp *q, uint32_t psn)
 	if (!CHECK(sw_pkt_parse(&p, pkt, len, &ic) == 0))
 		return;
 	sw_comp_handle(q, &p);
+}
+
+static void ack(struct sw_qp *q, uint32_t psn)
+{
+	aeth(q, psn, SW_AETH_ACK | 0x1f);
 }
 
 static struct sw_send_wqe *wqe(struct sw_qp *q, uint32_t idx)
@@ -133,6 +145,30 @@ int main(void)
 	pthread_mutex_unlock(&q->lock);
 	if (CHECK_EQ_INT(q_poll(env.scq, wc, 4, 1), 1))
 		CHECK(wc[0].wr_id == 3 && wc[0].status == IBV_WC_SUCCESS);
+
+	t_case("a stale NAK, older than what is acknowledged: ignored");
+	pthread_mutex_lock(&q->lock);
+	q->req->window = 64;
+	pthread_mutex_unlock(&q->lock);
+	CHECK(post_write(a, 4, 8192) == 0);
+	pthread_mutex_lock(&q->lock);
+	first = wqe(q, 3)->first_psn;
+	CHECK_EQ_INT(q->req->psn, sw_psn_add(first, 8));
+	aeth(q, sw_psn_add(first, 3), SW_AETH_NAK_PSN_SEQ); /* 0..2 arrived, 3 lost */
+	CHECK_EQ_INT(q->req->una_psn, sw_psn_add(first, 3));
+	CHECK_EQ_INT(q->req->psn, sw_psn_add(first, 8)); /* 3..7 went out again */
+	aeth(q, sw_psn_add(first, 1), SW_AETH_NAK_PSN_SEQ); /* an older NAK, late */
+	aeth(q, sw_psn_add(first, 2), SW_AETH_RNR_NAK | 1);
+	CHECK_EQ_INT(q->req->una_psn, sw_psn_add(first, 3));
+	CHECK_EQ_INT(q->req->psn, sw_psn_add(first, 8));
+	CHECK_EQ_INT(q->req->rnr_until_ns, 0);
+	CHECK_EQ_INT(q->req->send_idx, 4);
+	ack(q, sw_psn_add(first, 7));
+	CHECK_EQ_INT(q->sq.cons, 4);
+	CHECK_EQ_INT(q->req->psn, q->req->una_psn);
+	pthread_mutex_unlock(&q->lock);
+	if (CHECK_EQ_INT(q_poll(env.scq, wc, 4, 1), 1))
+		CHECK(wc[0].wr_id == 4 && wc[0].status == IBV_WC_SUCCESS);
 
 	CHECK_RET(ibv_destroy_qp(a), 0);
 	CHECK_RET(ibv_destroy_qp(sink), 0);

@@ -310,18 +310,17 @@ static void enter_reset(struct sw_qp *qp, enum ibv_qp_state old)
 
 /*
  * Contract: enter SQD from RTS: new sends wait; SQ_DRAINED (if asked) is
- * raised now when no send WQE is outstanding, else by the transport once
- * the WQEs in progress are done (attr.sq_draining).
+ * raised by the transport once no started send WQE is outstanding: at
+ * once if none is (posted but unstarted WQEs wait for RTS and do not
+ * count), else when the last of them is retired (attr.sq_draining).
  */
 static void enter_sqd(struct sw_qp *qp, const struct ibv_qp_attr *attr, int mask,
 		      enum ibv_qp_state old)
 {
 	qp->attr.en_sqd_async_notify =
 		(mask & IBV_QP_EN_SQD_ASYNC_NOTIFY) && attr->en_sqd_async_notify;
-	qp->attr.sq_draining = sw_ring_used(&qp->sq) != 0;
+	qp->attr.sq_draining = 1;
 	qp->ibv.qp_base.state = IBV_QPS_SQD;
-	if (!qp->attr.sq_draining && qp->attr.en_sqd_async_notify)
-		sw_qp_event(qp, IBV_EVENT_SQ_DRAINED);
 	sw_transport_qp_state(qp, old);
 }
 

@@ -30,8 +30,8 @@ static bool is_rd_atomic(uint32_t opcode)
 	       opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
 }
 
-/* SQD: tell the application once nothing is in flight any more. */
-static void check_drained(struct sw_qp *qp)
+/* Contract: see transport.h (qp->lock held). */
+void sw_comp_check_drained(struct sw_qp *qp)
 {
 	struct ibv_async_event ev;
 
@@ -97,7 +97,7 @@ void sw_comp_retire(struct sw_qp *qp, enum ibv_wc_status status)
 		sw_qp_error_locked(qp);
 		return;
 	}
-	check_drained(qp);
+	sw_comp_check_drained(qp);
 }
 
 /* The oldest WQE failed locally and everything before it is done. */
@@ -149,7 +149,7 @@ static bool ack_upto(struct sw_qp *qp, uint32_t psn)
 		progress = true;
 	}
 	if (progress) {
-		req->retries = qp->attr.retry_cnt;
+		sw_req_acked(qp);
 		if (req->window < SW_WINDOW_MAX)
 			req->window++;
 		req->deadline_ns = 0; /* re-armed below while anything is outstanding */
@@ -167,8 +167,10 @@ static void progress_done(struct sw_qp *qp)
 	if (outstanding(qp) && !req->deadline_ns) {
 		uint64_t t = sw_req_timeout_ns(qp);
 
-		if (t)
+		if (t) {
 			req->deadline_ns = sw_now_ns() + t;
+			sw_engine_wake_for(sw_engine_of(qp), req->deadline_ns);
+		}
 	}
 	sw_req_run(qp);
 }
@@ -201,6 +203,16 @@ static void on_nak(struct sw_qp *qp, const struct sw_pkt *pkt)
 		lost_response(qp);
 	if (!outstanding(qp) || qp->ibv.qp_base.state == IBV_QPS_ERR)
 		return;
+	if (sw_psn_diff(pkt->psn, req->una_psn) < 0) {
+		/*
+		 * Older than what is acknowledged already: a NAK that was
+		 * duplicated or overtaken. Going back to its PSN would resend
+		 * what the responder has, and leave the next PSN behind the
+		 * acknowledged one.
+		 */
+		atomic_fetch_add_explicit(&eng->cnt.duplicates, 1, memory_order_relaxed);
+		return;
+	}
 	if ((syn & 0xe0) == SW_AETH_RNR_NAK) {
 		SW_COUNT(eng, qp, rnr_naks_rx);
 		if (!req->rnr_retries) {
@@ -291,7 +303,7 @@ static void on_read_resp(struct sw_qp *qp, const struct sw_pkt *pkt)
 	req->read_rx_pkts++;
 	req->resp_asked = false;
 	req->una_psn = sw_psn_add(pkt->psn, 1);
-	req->retries = qp->attr.retry_cnt;
+	sw_req_acked(qp);
 	req->deadline_ns = 0;
 	if (req->read_rx_pkts == w->npkts)
 		sw_comp_retire(qp, IBV_WC_SUCCESS);
@@ -318,7 +330,7 @@ static void on_atomic_ack(struct sw_qp *qp, const struct sw_pkt *pkt)
 		return;
 	}
 	qp->req->una_psn = sw_psn_add(pkt->psn, 1);
-	qp->req->retries = qp->attr.retry_cnt;
+	sw_req_acked(qp);
 	qp->req->deadline_ns = 0;
 	sw_comp_retire(qp, IBV_WC_SUCCESS);
 	progress_done(qp);

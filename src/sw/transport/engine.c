@@ -35,6 +35,7 @@ int sw_engine_start(struct sw_dev *dev)
 	if (!eng)
 		return -ENOMEM;
 	eng->dev = dev;
+	atomic_init(&eng->timers_at, UINT64_MAX); /* until the first scan */
 	engine_config(eng);
 	ret = sw_net_setup(dev->port.fd);
 	if (ret)
@@ -126,6 +127,18 @@ void sw_engine_wake(struct sw_engine *eng)
 		return;
 	if (write(eng->wake_fd, &one, sizeof(one)) < 0)
 		(void)0; /* counter saturated: the thread is awake anyway */
+}
+
+/*
+ * Contract: see transport.h. The thread publishes UINT64_MAX before it
+ * scans the QPs' timers (each under its QP's lock) and the earliest
+ * deadline after: a timer armed before the scan reached its QP is seen
+ * by the scan, one armed after sees UINT64_MAX or the final value.
+ */
+void sw_engine_wake_for(struct sw_engine *eng, uint64_t deadline)
+{
+	if (deadline < atomic_load(&eng->timers_at))
+		sw_engine_wake(eng);
 }
 
 /* Contract: see transport.h. */
@@ -286,6 +299,9 @@ void sw_transport_qp_state(struct sw_qp *qp, enum ibv_qp_state old)
 			qp->req->rnr_retries = qp->attr.rnr_retry;
 		}
 		sw_req_run(qp);
+		break;
+	case IBV_QPS_SQD:
+		sw_comp_check_drained(qp);
 		break;
 	case IBV_QPS_ERR:
 		qp->req->deadline_ns = 0;

@@ -286,8 +286,11 @@ void *sw_progress_main(void *arg)
 		if (n > 0 && ++busy < SW_TIMER_BATCHES)
 			continue;
 		busy = 0;
-		if (now >= next_timer)
+		if (now >= next_timer) {
+			atomic_store(&eng->timers_at, UINT64_MAX);
 			next_timer = run_timers(eng, now);
+			atomic_store(&eng->timers_at, next_timer);
+		}
 		if (n > 0)
 			continue;
 		if (eng->busy_poll) {

@@ -10,7 +10,9 @@
  * back-off, and when the socket is full. The retransmit timer runs while
  * anything is unacknowledged; on expiry, or on a sequence NAK, the
  * requester goes back to the oldest unacknowledged PSN (go-back-N) and
- * halves its window; every acknowledged window grows it again.
+ * halves its window; every acknowledged window grows it again. Each
+ * consecutive expiry doubles the timeout (at most 8x) until the peer
+ * acknowledges something.
  *
  * UD sends complete as soon as they are on the wire.
  */
@@ -48,7 +50,14 @@ uint64_t sw_req_timeout_ns(const struct sw_qp *qp)
 	if (!qp->attr.timeout)
 		return 0; /* infinite */
 	ns = 4096ull << qp->attr.timeout;
-	return ns < 500000 ? 500000 : ns;
+	return (ns < 500000 ? 500000 : ns) << qp->req->backoff;
+}
+
+/* Contract: see transport.h (qp->lock held). */
+void sw_req_acked(struct sw_qp *qp)
+{
+	qp->req->retries = qp->attr.retry_cnt;
+	qp->req->backoff = 0;
 }
 
 static void arm_timer(struct sw_qp *qp)
@@ -59,7 +68,7 @@ static void arm_timer(struct sw_qp *qp)
 	if (!t || req->deadline_ns)
 		return;
 	req->deadline_ns = sw_now_ns() + t;
-	sw_engine_wake(sw_engine_of(qp));
+	sw_engine_wake_for(sw_engine_of(qp), req->deadline_ns);
 }
 
 /* The opcode of packet `k` of `n` for a SEND or WRITE. */
@@ -261,6 +270,8 @@ void sw_req_rewind(struct sw_qp *qp, uint32_t psn)
 	uint32_t idx, rd = 0;
 	int32_t d = 0;
 
+	if (sw_psn_diff(psn, req->una_psn) < 0)
+		psn = req->una_psn; /* never before what the peer acknowledged */
 	for (idx = qp->sq.cons; idx != end; idx++) {
 		struct sw_send_wqe *w = wqe_at(qp, idx);
 
@@ -307,6 +318,8 @@ void sw_req_timer(struct sw_qp *qp, uint64_t now)
 			return;
 		}
 		req->retries--;
+		if (req->backoff < SW_BACKOFF_MAX)
+			req->backoff++;
 		req->window = req->window / 2 > SW_WINDOW_MIN ? req->window / 2 : SW_WINDOW_MIN;
 		SW_COUNT(eng, qp, retransmits);
 		req->resp_asked = false;

@@ -35,6 +35,7 @@ enum {
 	SW_WINDOW_MAX = 1024,
 	SW_ACK_EVERY = 16,         /* request an ACK at least this often */
 	SW_TICK_NS = 1000 * 1000,  /* timer granularity when idle: 1 ms */
+	SW_BACKOFF_MAX = 3,        /* retransmit timeout back-off: at most 8x */
 };
 
 /* ---- counters (per device; printed by the diagnostics view) ---- */
@@ -67,6 +68,12 @@ struct sw_engine {
 	int wake_fd;                   /* eventfd: post_send asks for attention */
 	atomic_bool wake_pending;      /* sw_engine_wake() since the thread last looked */
 	atomic_bool sleeping;          /* the thread is in (or about to enter) poll(2) */
+	/*
+	 * When the thread next runs the timers (ns, CLOCK_MONOTONIC);
+	 * UINT64_MAX while it scans them. A timer armed for later needs no
+	 * wake-up (sw_engine_wake_for).
+	 */
+	atomic_ullong timers_at;
 	bool busy_poll;                /* SOFTVERBS_BUSY_POLL: spin instead of sleeping */
 	pthread_mutex_t active_lock;   /* guards the active list */
 	struct sw_qp **active;         /* QPs with timers or deferred work */
@@ -94,6 +101,11 @@ void sw_engine_activate(struct sw_engine *eng, struct sw_qp *qp);
 void sw_engine_deactivate(struct sw_engine *eng, struct sw_qp *qp);
 /* Make the progress thread run its timers soon. */
 void sw_engine_wake(struct sw_engine *eng);
+/*
+ * A timer was armed for `deadline` (with the QP's lock held): wake the
+ * thread only if it would otherwise look at its timers too late.
+ */
+void sw_engine_wake_for(struct sw_engine *eng, uint64_t deadline);
 
 uint64_t sw_now_ns(void);
 
@@ -131,6 +143,7 @@ struct sw_req {
 	uint64_t deadline_ns;     /* retransmit timer, 0 when off */
 	uint64_t rnr_until_ns;    /* RNR back-off: send nothing before this */
 	uint8_t retries, rnr_retries;
+	uint8_t backoff;          /* consecutive timeouts: the timeout is doubled this often */
 	bool wait_writable;       /* the socket was full */
 	bool need_flush;          /* a completion-side error moved the QP to ERR */
 	uint32_t read_rx_pkts;    /* READ response packets received for the head READ */
@@ -158,9 +171,21 @@ void sw_req_run(struct sw_qp *qp);
 void sw_req_timer(struct sw_qp *qp, uint64_t now);
 /* Restart sending at `psn` (go-back-N after NAK or timeout). */
 void sw_req_rewind(struct sw_qp *qp, uint32_t psn);
-/* The retransmit timeout of the QP in ns (0: infinite). */
+/*
+ * The retransmit timeout of the QP in ns (0: infinite): 4.096 us <<
+ * attr.timeout, doubled for each consecutive timeout up to SW_BACKOFF_MAX
+ * times, so that a peer that is merely slow (a loaded host) is not
+ * declared dead after retry_cnt short waits.
+ */
 uint64_t sw_req_timeout_ns(const struct sw_qp *qp);
+/* The peer acknowledged something: the retry count and back-off start over. */
+void sw_req_acked(struct sw_qp *qp);
 
+/*
+ * SQD: once no started send WQE is outstanding, clear attr.sq_draining
+ * and raise IBV_EVENT_SQ_DRAINED if the application asked for it.
+ */
+void sw_comp_check_drained(struct sw_qp *qp);
 /* A response packet for this QP (ACK, NAK, read response, atomic ACK). */
 void sw_comp_handle(struct sw_qp *qp, const struct sw_pkt *pkt);
 /*
