@@ -31,6 +31,7 @@
 #include "traffic.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 
@@ -1236,6 +1237,14 @@ static uint32_t t2_send_len(int k, int j)
 	return (uint32_t)(j * 9001 + k * 17) % RECV_SLOT;
 }
 
+/* A setup step of the target failed: say which (its stdout is the test's). */
+static int target_fail(int line)
+{
+	printf("# target: setup failed at line %d: %s\n", line, strerror(errno));
+	fflush(stdout);
+	return 1;
+}
+
 static int target(int sock)
 {
 	struct ibv_context *tctx = t_open_dev();
@@ -1250,12 +1259,12 @@ static int target(int sock)
 	char cmd;
 
 	if (!cq || !buf)
-		return 1;
+		return target_fail(__LINE__);
 	memset(buf, 0, T_BUF);
 	t_fill(buf + 5 * REG, REG, 777);
 	mr = ibv_reg_mr(pd, buf, T_BUF, ACC_ALL);
 	if (!mr)
-		return 1;
+		return target_fail(__LINE__);
 	memset(&mine, 0, sizeof(mine));
 	for (int k = 0; k < 5; k++) {
 		struct ibv_qp_init_attr ia = {.send_cq = cq,
@@ -1268,18 +1277,18 @@ static int target(int sock)
 
 		qp[k] = ibv_create_qp(pd, &ia);
 		if (!qp[k] || t_qp_init(qp[k], ACC_ALL))
-			return 1;
+			return target_fail(__LINE__);
 		mine.qpn[k] = qp[k]->qp_num;
 	}
 	mine.rkey = mr->rkey;
 	mine.addr = (uintptr_t)buf;
 	if (ibv_query_gid(tctx, 1, 0, &mine.gid))
-		return 1;
+		return target_fail(__LINE__);
 	if (t_xfer(sock, &mine, sizeof(mine), true) || t_xfer(sock, &peer, sizeof(peer), false))
-		return 1;
+		return target_fail(__LINE__);
 	for (int k = 0; k < 5; k++) {
 		if (t_qp_rts(qp[k], peer.qpn[k], &peer.gid, 1000u * (uint32_t)k, 0xffff00, mtus[k]))
-			return 1;
+			return target_fail(__LINE__);
 		for (int j = 0; j < T_SENDS; j++) {
 			struct ibv_sge sge = {(uintptr_t)buf + 6 * REG +
 						      (size_t)(k * T_SENDS + j) * RECV_SLOT,
@@ -1290,15 +1299,15 @@ static int target(int sock)
 					   *rb;
 
 			if (ibv_post_recv(qp[k], &wr, &rb))
-				return 1;
+				return target_fail(__LINE__);
 		}
 	}
 	cmd = 'r';
 	if (t_xfer(sock, &cmd, 1, true))
-		return 1;
+		return target_fail(__LINE__);
 	/* no verbs calls while the initiator works: asleep in read(2) */
 	if (t_xfer(sock, &cmd, 1, false))
-		return 1;
+		return target_fail(__LINE__);
 	for (int k = 0; k < 5; k++) {
 		uint32_t s[16], m = mtu_bytes(mtus[k]);
 		size_t off[16];
@@ -1500,6 +1509,7 @@ int main(void)
 	const char *pre = getenv("LD_PRELOAD");
 
 	t_start("api_traffic_sizes");
+	signal(SIGPIPE, SIG_IGN); /* a target that died: t_xfer fails, a CHECK says so */
 	/* valgrind's preload: keep the multi-MiB sizes to MTU 4096 there */
 	under_valgrind = pre && strstr(pre, "vgpreload");
 	if (under_valgrind)
