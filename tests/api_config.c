@@ -6,12 +6,16 @@
  * default name if the name was the bad value) but makes ibv_open_device
  * fail with EINVAL, after one "softverbs: ..." line on stderr naming the
  * variable and the value. Well-formed values take effect: device name,
- * address, UDP port, MTU and the CC DMA bounce capability.
+ * address, UDP port, MTU, the CC DMA bounce capability and the progress
+ * thread's CPU.
  */
 #include "harness.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <netinet/in.h>
+#include <sched.h>
+#include <stdbool.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -19,6 +23,7 @@ static const char *const vars[] = {
 	"SOFTVERBS_DEV_NAME", "SOFTVERBS_ADDR",		 "SOFTVERBS_UDP_PORT",
 	"SOFTVERBS_MTU",      "SOFTVERBS_CC_DMA_BOUNCE", "SOFTVERBS_CC_HEAP",
 	"SOFTVERBS_BUSY_POLL", "SOFTVERBS_STATS",        "SOFTVERBS_FAULT",
+	"SOFTVERBS_PROGRESS_CPU",
 };
 
 static void clear_env(void)
@@ -177,6 +182,11 @@ static void case_malformed(void)
 		{"SOFTVERBS_BUSY_POLL", "2"},
 		{"SOFTVERBS_BUSY_POLL", ""},
 		{"SOFTVERBS_STATS", "yes"},
+		{"SOFTVERBS_PROGRESS_CPU", ""},
+		{"SOFTVERBS_PROGRESS_CPU", "-1"},
+		{"SOFTVERBS_PROGRESS_CPU", "cpu0"},
+		{"SOFTVERBS_PROGRESS_CPU", "99999"},
+		{"SOFTVERBS_PROGRESS_CPU", "1023"},
 		{"SOFTVERBS_FAULT", ""},
 		{"SOFTVERBS_FAULT", "drop"},
 		{"SOFTVERBS_FAULT", "drop=2"},
@@ -184,6 +194,7 @@ static void case_malformed(void)
 		{"SOFTVERBS_FAULT", "loss=0.1"},
 		{"SOFTVERBS_FAULT", "drop=0.1,side=up"},
 		{"SOFTVERBS_FAULT", "drop=0.1,seed=x"},
+		{"SOFTVERBS_FAULT", "again=1.5"},
 	};
 	size_t i;
 
@@ -340,7 +351,8 @@ static void case_good(void)
 static void case_transport_settings(void)
 {
 	static const char *const good_fault[] = { "drop=0.01", "dup=0.5,reorder=0.001,side=both",
-						  "drop=0,side=rx,seed=42", "drop=1" };
+						  "drop=0,side=rx,seed=42", "drop=1",
+						  "again=0.2" };
 	struct ibv_context *ctx;
 	char listed[64], text[1024];
 	struct capture cap;
@@ -372,6 +384,71 @@ static void case_transport_settings(void)
 		  "no counters on stderr: \"%s\"", text);
 }
 
+/* The affinity list of this process's thread named `comm`, or "" if none. */
+static void thread_cpus(const char *comm, char *out, size_t size)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *de;
+
+	out[0] = '\0';
+	while (d && (de = readdir(d))) {
+		char path[300], line[256];
+		FILE *f;
+		bool match = false;
+
+		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", de->d_name);
+		f = fopen(path, "r");
+		if (f && fgets(line, sizeof(line), f))
+			match = !strncmp(line, comm, strlen(comm)) && line[strlen(comm)] == '\n';
+		if (f)
+			fclose(f);
+		if (!match)
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/status", de->d_name);
+		f = fopen(path, "r");
+		while (f && fgets(line, sizeof(line), f))
+			if (!strncmp(line, "Cpus_allowed_list:", 18)) {
+				snprintf(out, size, "%s", line + 18 + strspn(line + 18, " \t"));
+				out[strcspn(out, "\n")] = '\0';
+			}
+		if (f)
+			fclose(f);
+	}
+	if (d)
+		closedir(d);
+}
+
+static void case_progress_cpu(void)
+{
+	char listed[64], want[16], got[256];
+	struct ibv_context *ctx;
+	cpu_set_t set;
+	int cpu = -1;
+
+	t_case("SOFTVERBS_PROGRESS_CPU pins the progress thread (sv-progress)");
+	if (!CHECK(sched_getaffinity(0, sizeof(set), &set) == 0))
+		return;
+	for (int i = CPU_SETSIZE - 1; i >= 0 && cpu < 0; i--)
+		if (CPU_ISSET(i, &set))
+			cpu = i; /* the last allowed CPU: not what an unpinned thread shows */
+	snprintf(want, sizeof(want), "%d", cpu);
+	ctx = open_with("SOFTVERBS_PROGRESS_CPU", want, listed, sizeof(listed));
+	if (CHECK(ctx)) {
+		thread_cpus("sv-progress", got, sizeof(got));
+		CHECK_MSG(!strcmp(got, want), "sv-progress runs on \"%s\", want \"%s\"", got, want);
+		ibv_close_device(ctx);
+	}
+	unsetenv("SOFTVERBS_PROGRESS_CPU");
+	/* unpinned: the thread may run wherever the process may */
+	ctx = open_with(NULL, NULL, listed, sizeof(listed));
+	if (CHECK(ctx)) {
+		thread_cpus("sv-progress", got, sizeof(got));
+		CHECK_MSG(got[0] && (CPU_COUNT(&set) == 1 || strcmp(got, want)),
+			  "unpinned sv-progress runs on \"%s\"", got);
+		ibv_close_device(ctx);
+	}
+}
+
 static void case_defaults(void)
 {
 	struct ibv_port_attr p;
@@ -397,6 +474,7 @@ int main(void)
 	case_defaults();
 	case_malformed();
 	case_transport_settings();
+	case_progress_cpu();
 	case_message_once();
 	case_good();
 	return t_finish();

@@ -19,9 +19,12 @@
  *   2. two processes: initiator drops and duplicates on tx, target drops
  *      on rx;
  *   3. two processes: 5% drops on both sides of both, plus duplicates;
- *   4. two processes: 2% drops and 2% reordering on both sides of both.
- * The counters must show injected faults and retransmissions (timeouts
- * or sequence-NAK rewinds) and no retransmission storm; the data checks
+ *   4. two processes: 2% drops and 2% reordering on both sides of both;
+ *   5. two processes: 10% of sends (and of batches, part-way) refused as
+ *      if the socket were full, nothing lost: the requester goes back to
+ *      the first packet not sent and resumes when the socket has room.
+ * The counters must show the injected faults and their recovery
+ * (timeouts or sequence-NAK rewinds for losses) and no retransmission storm; the data checks
  * show nothing was lost. The figures are printed. Under valgrind 400
  * operations run instead of 2000. For debugging: FI_ONLY=N runs scenario
  * N alone, FI_OPS=N sets the operations, FI_FAULT_A / FI_FAULT_B replace
@@ -462,7 +465,7 @@ static unsigned long long plan_packets(void)
 
 struct counters {
 	unsigned long long tx, rx, retransmits, timeouts, duplicates, seq_naks_rx, seq_naks_tx;
-	unsigned long long fault_drops, fault_dups, fault_reorders;
+	unsigned long long fault_drops, fault_dups, fault_reorders, tx_again;
 };
 
 /* Add up the SOFTVERBS_STATS=1 reports in `text` (one per device). */
@@ -480,11 +483,14 @@ static int parse_stats(const char *text, struct counters *c)
 			c->tx += a;
 			c->rx += b;
 			reports++;
-		} else if (sscanf(p, "softverbs:   retransmits %llu timeouts %llu duplicates %llu",
-				  &a, &b, &d) == 3) {
+		} else if (sscanf(p,
+				  "softverbs:   retransmits %llu timeouts %llu duplicates %llu "
+				  "tx_again %llu",
+				  &a, &b, &d, &e) == 4) {
 			c->retransmits += a;
 			c->timeouts += b;
 			c->duplicates += d;
+			c->tx_again += e;
 		} else if (sscanf(p, "softverbs:   naks rx seq %llu rnr %llu err %llu, tx seq %llu",
 				  &a, &b, &d, &e) == 4) {
 			c->seq_naks_rx += a;
@@ -672,7 +678,13 @@ static void reap(struct proc *ps, int n)
 
 static int only; /* FI_ONLY=N: run scenario N alone (debugging) */
 
-static void scenario(const char *name, const char *fault_a, const char *fault_b, bool dup)
+enum {
+	EXPECT_LOSS = 1,  /* packets dropped and recovered */
+	EXPECT_DUP = 2,   /* duplicates sent and seen */
+	EXPECT_AGAIN = 4, /* sends refused (full socket) and resumed */
+};
+
+static void scenario(const char *name, const char *fault_a, const char *fault_b, int expect)
 {
 	struct proc ps[2];
 	struct counters c = {0};
@@ -713,20 +725,25 @@ static void scenario(const char *name, const char *fault_a, const char *fault_b,
 	}
 	printf("# %s: %llu ops, %llu payload bytes; %llu packets sent, %llu received\n", name,
 	       (unsigned long long)tot.ops, (unsigned long long)tot.bytes, c.tx, c.rx);
-	printf("# injected: %llu dropped, %llu duplicated, %llu reordered; recovered by %llu "
-	       "timeout retransmissions and %llu sequence NAKs; %llu duplicates seen\n",
-	       c.fault_drops, c.fault_dups, c.fault_reorders, c.retransmits, c.seq_naks_rx,
-	       c.duplicates);
+	printf("# injected: %llu dropped, %llu duplicated, %llu reordered, %llu sends refused; "
+	       "recovered by %llu timeout retransmissions and %llu sequence NAKs; %llu "
+	       "duplicates seen\n",
+	       c.fault_drops, c.fault_dups, c.fault_reorders, c.tx_again, c.retransmits,
+	       c.seq_naks_rx, c.duplicates);
 	CHECK_EQ_INT(reports, n);
 	if (!CHECK_EQ_INT(tot.ops, nops) || tot.bad_ops)
 		for (int i = 0; i < n; i++)
 			printf("# worker %d counters:\n%s", i, ps[i].err);
 	CHECK_MSG(tot.bad_ops == 0 && tot.bad_bytes == 0, "%llu operations and %llu bytes wrong",
 		  (unsigned long long)tot.bad_ops, (unsigned long long)tot.bad_bytes);
-	CHECK_MSG(c.fault_drops > 0, "no packet was dropped");
-	CHECK_MSG(c.retransmits + c.seq_naks_rx > 0, "nothing was retransmitted");
-	if (dup)
+	if (expect & EXPECT_LOSS) {
+		CHECK_MSG(c.fault_drops > 0, "no packet was dropped");
+		CHECK_MSG(c.retransmits + c.seq_naks_rx > 0, "nothing was retransmitted");
+	}
+	if (expect & EXPECT_DUP)
 		CHECK_MSG(c.fault_dups > 0 && c.duplicates > 0, "no duplicate was sent and seen");
+	if (expect & EXPECT_AGAIN)
+		CHECK_MSG(c.tx_again > 0, "no send was refused");
 	/*
 	 * Recovery resends little: a lost READ response used to make every
 	 * response behind it ask again, and each request resent the rest of
@@ -748,14 +765,18 @@ int main(void)
 	if (getenv("FI_OPS"))
 		nops = (uint32_t)atoi(getenv("FI_OPS"));
 	scenario("one process, drop 3% dup 1% reorder 1% on both sides",
-		 "drop=0.03,dup=0.01,reorder=0.01,side=both,seed=11", NULL, true);
+		 "drop=0.03,dup=0.01,reorder=0.01,side=both,seed=11", NULL,
+		 EXPECT_LOSS | EXPECT_DUP);
 	scenario("two processes, initiator tx drop 2% dup 2%, target rx drop 2%",
-		 "drop=0.02,dup=0.02,side=tx,seed=12", "drop=0.02,side=rx,seed=13", true);
+		 "drop=0.02,dup=0.02,side=tx,seed=12", "drop=0.02,side=rx,seed=13",
+		 EXPECT_LOSS | EXPECT_DUP);
 	scenario("two processes, drop 5% dup 1% on both sides of both",
 		 "drop=0.05,dup=0.01,side=both,seed=14", "drop=0.05,dup=0.01,side=both,seed=15",
-		 true);
+		 EXPECT_LOSS | EXPECT_DUP);
 	scenario("two processes, drop 2% reorder 2% on both sides of both",
 		 "drop=0.02,reorder=0.02,side=both,seed=16",
-		 "drop=0.02,reorder=0.02,side=both,seed=17", false);
+		 "drop=0.02,reorder=0.02,side=both,seed=17", EXPECT_LOSS);
+	scenario("two processes, 10% of sends find the socket full",
+		 "again=0.1,side=tx,seed=18", "again=0.1,side=tx,seed=19", EXPECT_AGAIN);
 	return t_finish();
 }

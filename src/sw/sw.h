@@ -64,6 +64,7 @@ enum sw_cc_heap {
 /* Fault injection (SOFTVERBS_FAULT): packets per million affected. */
 struct sw_fault {
 	uint32_t drop_ppm, dup_ppm, reorder_ppm;
+	uint32_t again_ppm;          /* sends refused as if the socket were full (tx) */
 	bool on_tx, on_rx;
 	uint64_t seed;
 };
@@ -78,6 +79,7 @@ struct sw_config {
 	bool cc_dma_bounce;          /* SOFTVERBS_CC_DMA_BOUNCE */
 	enum sw_cc_heap cc_heap;     /* SOFTVERBS_CC_HEAP */
 	bool busy_poll;              /* SOFTVERBS_BUSY_POLL */
+	int progress_cpu;            /* SOFTVERBS_PROGRESS_CPU; -1 = not pinned */
 	bool stats;                  /* SOFTVERBS_STATS: counters at exit */
 	struct sw_fault fault;       /* SOFTVERBS_FAULT */
 	char error[256];             /* non-empty: a malformed setting; open fails */

@@ -7,7 +7,9 @@
  * problem is described in cfg->error, the device is still listed, and
  * opening it fails with EINVAL (see context.c).
  */
+#define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <sched.h>
 #include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -166,6 +168,32 @@ static void cfg_load_udp_port(struct sw_config *cfg)
 	cfg->udp_port = (uint16_t)port;
 }
 
+/*
+ * Contract: SOFTVERBS_PROGRESS_CPU into cfg->progress_cpu (-1 when unset):
+ * a CPU this process may run on now (its affinity mask).
+ */
+static void cfg_load_progress_cpu(struct sw_config *cfg)
+{
+	const char *v = getenv("SOFTVERBS_PROGRESS_CPU");
+	unsigned long cpu;
+	cpu_set_t allowed;
+	char q[52];
+
+	cfg->progress_cpu = -1;
+	if (!v)
+		return;
+	if (!cfg_parse_uint(v, 0, CPU_SETSIZE - 1, &cpu) ||
+	    sched_getaffinity(0, sizeof(allowed), &allowed) || !CPU_ISSET((int)cpu, &allowed)) {
+		cfg_quote(q, sizeof(q), v);
+		cfg_fail(cfg,
+			 "SOFTVERBS_PROGRESS_CPU=\"%s\" is invalid: expected the decimal number "
+			 "of a CPU this process may run on",
+			 q);
+		return;
+	}
+	cfg->progress_cpu = (int)cpu;
+}
+
 /* Contract: SOFTVERBS_MTU into cfg->mtu (0 = chosen by address). */
 static void cfg_load_mtu(struct sw_config *cfg)
 {
@@ -240,6 +268,8 @@ static bool cfg_fault_item(char *item, struct sw_fault *f)
 		f->dup_ppm = (uint32_t)(v * 1e6);
 	else if (!strcmp(item, "reorder"))
 		f->reorder_ppm = (uint32_t)(v * 1e6);
+	else if (!strcmp(item, "again"))
+		f->again_ppm = (uint32_t)(v * 1e6);
 	else
 		return false;
 	return true;
@@ -248,8 +278,9 @@ static bool cfg_fault_item(char *item, struct sw_fault *f)
 /*
  * Contract: SOFTVERBS_FAULT into cfg->fault (default: no faults). The
  * value is comma-separated key=value: drop, dup and reorder take a
- * fraction 0..1 of packets; side is tx (default), rx or both; seed an
- * integer for the pseudo-random sequence.
+ * fraction 0..1 of packets, again a fraction of sends refused as if the
+ * socket were full (send side only); side is tx (default), rx or both;
+ * seed an integer for the pseudo-random sequence.
  */
 static void cfg_load_fault(struct sw_config *cfg)
 {
@@ -273,11 +304,11 @@ static void cfg_load_fault(struct sw_config *cfg)
 	if (!ok || !v[0]) {
 		cfg_quote(q, sizeof(q), v);
 		cfg_fail(cfg,
-			 "SOFTVERBS_FAULT=\"%s\" is invalid: expected drop=F,dup=F,reorder=F "
-			 "(F from 0 to 1), side=tx|rx|both, seed=N",
+			 "SOFTVERBS_FAULT=\"%s\" is invalid: expected drop=F,dup=F,reorder=F,"
+			 "again=F (F from 0 to 1), side=tx|rx|both, seed=N",
 			 q);
 	}
-	if (f->drop_ppm || f->dup_ppm || f->reorder_ppm)
+	if (f->drop_ppm || f->dup_ppm || f->reorder_ppm || f->again_ppm)
 		return;
 none:
 	f->on_tx = f->on_rx = false;
@@ -317,6 +348,7 @@ void sw_config_load(struct sw_config *cfg)
 	cfg_load_bool(cfg, "SOFTVERBS_CC_DMA_BOUNCE", &cfg->cc_dma_bounce);
 	cfg_load_heap(cfg);
 	cfg_load_bool(cfg, "SOFTVERBS_BUSY_POLL", &cfg->busy_poll);
+	cfg_load_progress_cpu(cfg);
 	cfg_load_bool(cfg, "SOFTVERBS_STATS", &cfg->stats);
 	cfg_load_fault(cfg);
 }

@@ -7,7 +7,10 @@
  * with it (last context). Its settings (SOFTVERBS_BUSY_POLL,
  * SOFTVERBS_FAULT, SOFTVERBS_STATS) come from ctrl/config.c.
  */
+#define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +57,19 @@ int sw_engine_start(struct sw_dev *dev)
 		close(eng->wake_fd);
 		ret = -ret;
 		goto err_free;
+	}
+	pthread_setname_np(eng->thread, "sv-progress");
+	if (dev->cfg.progress_cpu >= 0) {
+		cpu_set_t one;
+
+		CPU_ZERO(&one);
+		CPU_SET(dev->cfg.progress_cpu, &one);
+		ret = pthread_setaffinity_np(eng->thread, sizeof(one), &one);
+		if (ret) {
+			eng->running = true;
+			sw_engine_stop(dev);
+			return -ret;
+		}
 	}
 	eng->running = true;
 	return 0;

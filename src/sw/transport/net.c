@@ -8,6 +8,8 @@
  * without touching them. Fault injection (SOFTVERBS_FAULT) sits here,
  * on the send side; the receive side is in progress.c.
  */
+#define _GNU_SOURCE
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -94,6 +96,11 @@ int sw_net_send(struct sw_engine *eng, const uint8_t *pkt, size_t len,
 		return raw_send(eng, pkt, len, dst);
 	/* fault state is shared by senders: serialise them */
 	pthread_mutex_lock(&eng->active_lock);
+	if (f->again_ppm && fault_rand(eng) < f->again_ppm) {
+		atomic_fetch_add_explicit(&eng->cnt.tx_again, 1, memory_order_relaxed);
+		pthread_mutex_unlock(&eng->active_lock);
+		return -EAGAIN; /* as if the socket were full */
+	}
 	if (f->drop_ppm && fault_rand(eng) < f->drop_ppm) {
 		atomic_fetch_add_explicit(&eng->cnt.fault_drops, 1, memory_order_relaxed);
 		pthread_mutex_unlock(&eng->active_lock);
@@ -120,6 +127,88 @@ int sw_net_send(struct sw_engine *eng, const uint8_t *pkt, size_t len,
 	}
 	pthread_mutex_unlock(&eng->active_lock);
 	return ret;
+}
+
+static pthread_key_t tx_key;
+static pthread_once_t tx_once = PTHREAD_ONCE_INIT;
+static bool tx_key_ok;
+
+static void tx_key_init(void)
+{
+	tx_key_ok = pthread_key_create(&tx_key, free) == 0;
+}
+
+/* Contract: see transport.h. */
+struct sw_tx_batch *sw_net_tx_batch(void)
+{
+	struct sw_tx_batch *b;
+
+	pthread_once(&tx_once, tx_key_init);
+	if (!tx_key_ok)
+		return NULL;
+	b = pthread_getspecific(tx_key);
+	if (!b) {
+		b = malloc(sizeof(*b));
+		if (b && pthread_setspecific(tx_key, b)) {
+			free(b);
+			b = NULL;
+		}
+	}
+	return b;
+}
+
+/* Contract: see transport.h. Without send-side faults: sendmmsg(2). */
+uint32_t sw_net_send_batch(struct sw_engine *eng, const struct sw_tx_batch *b,
+			   const struct sockaddr_in *dst)
+{
+	struct mmsghdr msg[SW_TX_BATCH];
+	struct iovec iov[SW_TX_BATCH];
+	struct sw_fault *f = &eng->fault;
+	uint32_t sent = 0, n = b->n, i;
+
+	if (f->on_tx && (f->drop_ppm || f->dup_ppm || f->reorder_ppm)) {
+		while (sent < n && sw_net_send(eng, b->buf[sent], b->len[sent], dst) != -EAGAIN)
+			sent++;
+		return sent;
+	}
+	if (f->on_tx && f->again_ppm) {
+		/* a full socket part-way through the batch */
+		pthread_mutex_lock(&eng->active_lock);
+		if (fault_rand(eng) < f->again_ppm)
+			n = fault_rand(eng) % n;
+		pthread_mutex_unlock(&eng->active_lock);
+		if (!n) {
+			atomic_fetch_add_explicit(&eng->cnt.tx_again, 1, memory_order_relaxed);
+			return 0;
+		}
+	}
+	memset(msg, 0, sizeof(msg));
+	for (i = 0; i < n; i++) {
+		iov[i].iov_base = (void *)(uintptr_t)b->buf[i];
+		iov[i].iov_len = b->len[i];
+		msg[i].msg_hdr.msg_name = (void *)(uintptr_t)dst;
+		msg[i].msg_hdr.msg_namelen = sizeof(*dst);
+		msg[i].msg_hdr.msg_iov = &iov[i];
+		msg[i].msg_hdr.msg_iovlen = 1;
+	}
+	while (sent < n) {
+		int r = sendmmsg(eng->dev->port.fd, msg + sent, n - sent, 0);
+
+		if (r > 0) {
+			for (i = sent; i < sent + (uint32_t)r; i++)
+				atomic_fetch_add_explicit(&eng->cnt.tx_bytes, b->len[i],
+							  memory_order_relaxed);
+			atomic_fetch_add_explicit(&eng->cnt.tx_pkts, (unsigned)r,
+						  memory_order_relaxed);
+			sent += (uint32_t)r;
+		} else if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS) {
+			atomic_fetch_add_explicit(&eng->cnt.tx_again, 1, memory_order_relaxed);
+			break;
+		} else {
+			sent++; /* this one is lost, as sw_net_send() treats such errors */
+		}
+	}
+	return sent;
 }
 
 /* Contract: see transport.h. Waits up to ~20 ms in all for socket room. */

@@ -208,6 +208,13 @@ static int rx_batch(struct sw_engine *eng, struct rx_batch *b)
 			continue;
 		rx_one(eng, b, &b->slot[i], b->msg[i].msg_len, rx_dst(eng, &b->msg[i].msg_hdr));
 	}
+	/*
+	 * Busy polling: an application thread that shares this core and spins
+	 * on memory for what was just placed runs now, before the ACKs go out
+	 * (a system call each): in a ping-pong its answer then leaves first.
+	 */
+	if (eng->busy_poll && b->ntouched)
+		sched_yield();
 	for (unsigned int t = 0; t < b->ntouched; t++) {
 		struct sw_qp *qp = b->touched[t];
 

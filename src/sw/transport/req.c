@@ -169,14 +169,47 @@ static int build(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t k, uint8_t *b
 	return (int)sw_pkt_finish(buf, hl + len, &ic);
 }
 
-/* Contract: see transport.h (qp->lock held). */
+/*
+ * Send the packets built into `tx`. On a full socket, go back to the
+ * first packet that did not go out and wait for room. Returns true if
+ * all went out.
+ */
+static bool tx_flush(struct sw_qp *qp, struct sw_tx_batch *tx, const struct sockaddr_in *dst)
+{
+	struct sw_engine *eng = sw_engine_of(qp);
+	uint32_t n = tx->n, sent;
+
+	if (!n)
+		return true;
+	sent = sw_net_send_batch(eng, tx, dst);
+	tx->n = 0;
+	for (uint32_t i = 0; i < sent; i++) {
+		SW_QP_COUNT(qp, tx_pkts, 1);
+		SW_QP_COUNT(qp, tx_bytes, (unsigned long long)tx->len[i]);
+	}
+	if (sent)
+		arm_timer(qp);
+	if (sent == n)
+		return true;
+	sw_req_rewind(qp, tx->psn[sent]);
+	qp->req->wait_writable = true;
+	sw_engine_wake(eng);
+	return false;
+}
+
+/*
+ * Contract: see transport.h (qp->lock held). RC packets are built into
+ * the thread's batch and go out SW_TX_BATCH at a time; UD packets (and
+ * RC ones when no batch buffer could be had) one by one.
+ */
 void sw_req_run(struct sw_qp *qp)
 {
 	struct sw_req *req = qp->req;
 	enum ibv_qp_state st = qp->ibv.qp_base.state;
 	bool ud = qp->ibv.qp_base.qp_type == IBV_QPT_UD;
-	uint8_t buf[SW_PKT_MAX];
+	uint8_t one[SW_PKT_MAX];
 	uint32_t max_rd = qp->attr.max_rd_atomic ? qp->attr.max_rd_atomic : 1;
+	struct sw_tx_batch *tx = NULL;
 
 	if (!req || (st != IBV_QPS_RTS && st != IBV_QPS_SQD))
 		return;
@@ -186,13 +219,19 @@ void sw_req_run(struct sw_qp *qp)
 		req->rnr_until_ns = 0;
 	}
 	req->wait_writable = false;
+	if (!ud && req->send_idx != qp->sq.prod) {
+		tx = sw_net_tx_batch();
+		if (tx)
+			tx->n = 0;
+	}
 	while (req->send_idx != qp->sq.prod) {
 		struct sw_send_wqe *w = wqe_at(qp, req->send_idx);
 		const struct sockaddr_in *dst = ud ? &w->wr.ud.av.dst : &qp->attr.av.dst;
+		uint8_t *buf = tx ? tx->buf[tx->n] : one;
 		int len, ret;
 
 		if (w->state == SW_WQE_FAILED)
-			return; /* waits to complete in order */
+			break; /* waits to complete in order */
 		if (req->send_off == 0) {
 			if (st == IBV_QPS_SQD && w->state == SW_WQE_NEW)
 				break; /* draining: nothing new starts */
@@ -214,21 +253,28 @@ void sw_req_run(struct sw_qp *qp)
 			 * now if it is the oldest, else once the WQEs ahead of
 			 * it are retired (comp.c). Nothing more is sent.
 			 */
+			if (tx && !tx_flush(qp, tx, dst))
+				return; /* it is sent again, and fails, after the rewind */
 			w->state = SW_WQE_FAILED;
 			w->fail_status = len == -EINVAL ? IBV_WC_LOC_LEN_ERR : IBV_WC_LOC_PROT_ERR;
 			if (qp->sq.cons == req->send_idx)
 				sw_comp_retire(qp, (enum ibv_wc_status)w->fail_status);
 			return;
 		}
-		ret = sw_net_send(sw_engine_of(qp), buf, (size_t)len, dst);
-		if (!ret) {
-			SW_QP_COUNT(qp, tx_pkts, 1);
-			SW_QP_COUNT(qp, tx_bytes, (unsigned long long)len);
-		}
-		if (ret == -EAGAIN) {
-			req->wait_writable = true;
-			sw_engine_wake(sw_engine_of(qp));
-			return;
+		if (tx) {
+			tx->psn[tx->n] = req->psn;
+			tx->len[tx->n++] = (size_t)len;
+		} else {
+			ret = sw_net_send(sw_engine_of(qp), buf, (size_t)len, dst);
+			if (ret == -EAGAIN) {
+				req->wait_writable = true;
+				sw_engine_wake(sw_engine_of(qp));
+				return;
+			}
+			if (!ret) {
+				SW_QP_COUNT(qp, tx_pkts, 1);
+				SW_QP_COUNT(qp, tx_bytes, (unsigned long long)len);
+			}
 		}
 		if (req->send_off == 0 && w->state == SW_WQE_NEW) {
 			w->state = SW_WQE_STARTED;
@@ -254,8 +300,13 @@ void sw_req_run(struct sw_qp *qp)
 			req->send_idx++;
 			req->send_off = 0;
 		}
-		arm_timer(qp);
+		if (!tx)
+			arm_timer(qp);
+		else if (tx->n == SW_TX_BATCH && !tx_flush(qp, tx, dst))
+			return;
 	}
+	if (tx)
+		tx_flush(qp, tx, &qp->attr.av.dst);
 }
 
 /*

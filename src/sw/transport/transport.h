@@ -125,6 +125,30 @@ int sw_net_setup(int fd);
 int sw_net_send(struct sw_engine *eng, const uint8_t *pkt, size_t len,
 		const struct sockaddr_in *dst);
 
+/* Packets built and sent together with sw_net_send_batch(). */
+enum { SW_TX_BATCH = 16 };
+struct sw_tx_batch {
+	uint32_t n;                        /* packets built so far */
+	uint32_t psn[SW_TX_BATCH];         /* each packet's PSN */
+	size_t len[SW_TX_BATCH];
+	uint8_t buf[SW_TX_BATCH][SW_PKT_MAX];
+};
+
+/*
+ * The calling thread's batch buffer (allocated on first use, freed when
+ * the thread exits), or NULL when out of memory.
+ */
+struct sw_tx_batch *sw_net_tx_batch(void);
+
+/*
+ * Send the `b->n` packets of `b` to `dst` in as few system calls as the
+ * socket allows (one sendmmsg(2) when there is room), through fault
+ * injection. Returns how many went out (lost ones count as sent); fewer
+ * than b->n means the socket was full at the first one not sent.
+ */
+uint32_t sw_net_send_batch(struct sw_engine *eng, const struct sw_tx_batch *b,
+			   const struct sockaddr_in *dst);
+
 /* ICRC context for a packet from this device to `dst`. */
 void sw_net_icrc_out(const struct sw_engine *eng, const struct sockaddr_in *dst,
 		     struct sw_icrc_ctx *c);
