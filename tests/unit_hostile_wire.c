@@ -179,6 +179,35 @@ static void truncations(void)
 	CHECK(intact());
 }
 
+/*
+ * A datagram longer than any packet of the device's: its first SW_PKT_MAX
+ * bytes form a sealed WRITE ONLY (over the path MTU), the rest is junk.
+ * It is dropped as malformed, not read as the shorter packet (which
+ * would be NAKed and put the QP in error).
+ */
+static void oversize(void)
+{
+	static uint8_t buf[SW_PKT_MAX + 64], junk[SW_PKT_MAX];
+	struct sw_pkt p = h_req(v, SW_OP_WRITE_ONLY, e);
+	unsigned long long m0 = H_CNT(h, drops_malformed);
+	size_t hl, n;
+
+	t_case("a datagram longer than any packet: dropped, not cut short");
+	p.va = h_va(&ar, 0);
+	p.rkey = ar.mr->rkey;
+	p.dma_len = 4;
+	hl = h_build(h, buf, &p, junk, 4) - 4 - SW_ICRC_LEN; /* the header length */
+	p.dma_len = (uint32_t)(SW_PKT_MAX - hl - SW_ICRC_LEN);
+	n = h_build(h, buf, &p, junk, p.dma_len);
+	if (!CHECK_EQ_INT(n, SW_PKT_MAX))
+		return;
+	memset(buf + n, 0xa5, sizeof(buf) - n);
+	h_send_raw(h, buf, sizeof(buf));
+	PROBE(); /* the QP is still in RTS and takes the next PSN */
+	CHECK_EQ_INT(H_CNT(h, drops_malformed) - m0, 1);
+	CHECK(intact());
+}
+
 static void bad_icrc_and_fields(void)
 {
 	uint8_t buf[SW_PKT_MAX + 64];
@@ -483,6 +512,8 @@ int main(void)
 
 	/* the honest pair moves data between every two attacks */
 	truncations();
+	h_honest_tick(&honest);
+	oversize();
 	h_honest_tick(&honest);
 	bad_icrc_and_fields();
 	h_honest_tick(&honest);

@@ -206,6 +206,13 @@ static int rx_batch(struct sw_engine *eng, struct rx_batch *b)
 	for (i = 0; i < n; i++) {
 		if (rx_fault_drop(eng))
 			continue;
+		if (b->msg[i].msg_hdr.msg_flags & MSG_TRUNC) {
+			/* larger than any packet of ours: never a valid one cut short */
+			atomic_fetch_add_explicit(&eng->cnt.rx_pkts, 1, memory_order_relaxed);
+			atomic_fetch_add_explicit(&eng->cnt.drops_malformed, 1,
+						  memory_order_relaxed);
+			continue;
+		}
 		rx_one(eng, b, &b->slot[i], b->msg[i].msg_len, rx_dst(eng, &b->msg[i].msg_hdr));
 	}
 	/*
