@@ -29,7 +29,12 @@ man=$dir/sequence.manifest
 sock=$dir/sequence.sock
 rm -f "$pcap" "$man" "$sock"
 
-"$tshark" -i lo -f 'udp port 4791' -F pcap -w "$pcap" -q >"$dir/tshark.log" 2>&1 &
+# Addresses of this run's own (127/8 is all loopback), so that the
+# capture holds only its packets even when other tests run alongside.
+net=127.$(($$ % 250 + 2)).$(($$ / 250 % 250 + 1))
+a_srv=$net.1 a_cli=$net.2
+"$tshark" -i lo -f "udp port 4791 and (host $a_srv or host $a_cli)" -F pcap -w "$pcap" -q \
+	>"$dir/tshark.log" 2>&1 &
 tp=$!
 server=
 cleanup() {
@@ -50,9 +55,9 @@ while [ ! -s "$pcap" ]; do
 done
 sleep 0.5
 
-"$bin" --server "$sock" >"$dir/server.log" 2>&1 &
+SOFTVERBS_ADDR=$a_srv "$bin" --server "$sock" >"$dir/server.log" 2>&1 &
 server=$!
-if ! "$bin" --client "$sock" --manifest "$man" >"$dir/client.log" 2>&1; then
+if ! SOFTVERBS_ADDR=$a_cli "$bin" --client "$sock" --manifest "$man" >"$dir/client.log" 2>&1; then
 	cat "$dir/client.log" "$dir/server.log"
 	echo "not ok - the traffic program failed"
 	exit 1
