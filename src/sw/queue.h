@@ -146,6 +146,13 @@ static inline struct sw_cq *sw_cq(struct ibv_cq *cq)
  */
 int sw_cq_push(struct sw_cq *cq, const struct ibv_wc *wc, bool solicited);
 
+/*
+ * Drop every queued completion of QP `qp_num` from `cq` (NULL: nothing),
+ * keeping the others in order: a QP entering RESET takes its unread
+ * completions with it, as mlx5 does. Any thread; takes cq->lock.
+ */
+void sw_cq_clean(struct sw_cq *cq, uint32_t qp_num);
+
 /* queue/cq.c: the sv_ops CQ slots */
 int sw_create_cq_ex(struct ibv_context *ctx, struct ibv_cq_init_attr_ex *attr,
 		    struct ibv_cq_ex **cq);

@@ -41,8 +41,8 @@
  * bits beyond IBV_QP_DEST_QPN (IBV_QP_RATE_LIMIT included) give
  * EOPNOTSUPP, as the kernel's classic modify-QP command does for rxe.
  *
- * Effects: RESET empties both rings without completions and forgets the
- * attributes; ERR flushes (sw_qp_error_locked); RTS->SQD stops new sends
+ * Effects: RESET empties both rings without completions, drops the QP's
+ * unread completions from its CQs (as mlx5) and forgets the attributes; ERR flushes (sw_qp_error_locked); RTS->SQD stops new sends
  * and raises IBV_EVENT_SQ_DRAINED (when asked) at once if nothing is
  * outstanding, else leaves attr.sq_draining for the transport. Each
  * change of state is shown to the transport (qp->lock held).
@@ -289,7 +289,8 @@ static void apply_values(struct sw_qp *qp, const struct ibv_qp_attr *attr, int m
 
 /*
  * Contract: enter RESET: both rings empty (no completions), attributes
- * back to their creation values, then the transport forgets everything.
+ * back to their creation values, then the transport forgets everything
+ * and the QP's unread completions leave its CQs.
  */
 static void enter_reset(struct sw_qp *qp, enum ibv_qp_state old)
 {
@@ -306,6 +307,9 @@ static void enter_reset(struct sw_qp *qp, enum ibv_qp_state old)
 	}
 	qp->ibv.qp_base.state = IBV_QPS_RESET;
 	sw_transport_qp_state(qp, old);
+	sw_cq_clean(qp->rcq, qp->ibv.qp_base.qp_num);
+	if (qp->scq != qp->rcq)
+		sw_cq_clean(qp->scq, qp->ibv.qp_base.qp_num);
 }
 
 /*

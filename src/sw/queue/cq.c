@@ -301,3 +301,25 @@ int sw_cq_push(struct sw_cq *cq, const struct ibv_wc *wc, bool solicited)
 	pthread_mutex_unlock(&cq->lock);
 	return 0;
 }
+
+/* Contract: see queue.h. */
+void sw_cq_clean(struct sw_cq *cq, uint32_t qp_num)
+{
+	uint32_t i, keep;
+
+	if (!cq)
+		return;
+	pthread_mutex_lock(&cq->lock);
+	keep = cq->ring.prod;
+	for (i = cq->ring.prod; i != cq->ring.cons; i--) {
+		struct sw_cqe *e = sw_ring_slot(&cq->ring, i - 1);
+
+		if (e->wc.qp_num == qp_num)
+			continue;
+		keep--;
+		if (keep != i - 1)
+			memcpy(sw_ring_slot(&cq->ring, keep), e, sizeof(*e));
+	}
+	cq->ring.cons = keep;
+	pthread_mutex_unlock(&cq->lock);
+}
