@@ -7,7 +7,8 @@
 #   tsan   build-tsan/   gcc, RelWithDebInfo, TSan; tests without memcheck
 #
 # Stops at the first stage that fails. Build logs are shown only on error.
-# Last line: "check: N passed, N failed, N skipped", summed over the stages.
+# Last line: "check: N passed, N failed, N skipped", summed over the stages;
+# before it, the "pyverbs: ..." closing line of tests/pyverbs_suite.sh if it ran.
 # Environment: JOBS (build jobs, default nproc), CTEST_JOBS (default 2),
 # CTEST_ARGS (extra ctest arguments, e.g. "-R api_").
 set -uo pipefail
@@ -20,11 +21,13 @@ stages=("$@")
 [ ${#stages[@]} -gt 0 ] || stages=(gcc clang asan)
 
 passed=0 failed=0 skipped=0
+pyverbs_lines= # closing lines of tests/pyverbs_suite.sh, shown again by finish
 
 now_ms() { local t=${EPOCHREALTIME//[!0-9]/}; echo $((10#$t / 1000)); }
 secs() { printf '%d.%ds' $(($1 / 1000)) $(($1 % 1000 / 100)); }
 
 finish() {
+	[ -z "$pyverbs_lines" ] || printf '%s' "$pyverbs_lines" | awk '!seen[$0]++'
 	echo "check: $passed passed, $failed failed, $skipped skipped"
 	exit "$1"
 }
@@ -82,11 +85,14 @@ for stage in "${stages[@]}"; do
 
 	echo "== $stage: ctest in $dir/"
 	junit=$PWD/$dir/ctest-junit.xml
-	rm -f "$junit"
+	rm -f "$junit" "$dir/tests/pyverbs_suite.summary"
 	ctest --test-dir "$dir" --output-on-failure -j "$CTEST_JOBS" --no-tests=error \
 		--output-junit "$junit" "${ctest_sel[@]}" "${extra_ctest[@]}"
 	rc=$?
 	t3=$(now_ms)
+	if [ -f "$dir/tests/pyverbs_suite.summary" ]; then
+		pyverbs_lines+=$(cat "$dir/tests/pyverbs_suite.summary")$'\n'
+	fi
 
 	if [ -f "$junit" ]; then
 		n=$(junit_attr "$junit" tests) f=$(junit_attr "$junit" failures)
