@@ -39,39 +39,42 @@ static unsigned int width_lanes(uint8_t width)
 }
 
 /*
- * Contract: data rate of one lane in Mb/s for an IB PortInfo speed code
- * (active_speed, or active_speed_ex for codes beyond 8 bits); 0 if unknown.
+ * Contract: data rate of one lane in units of 100 Mb/s for an IB PortInfo
+ * speed code (active_speed, or active_speed_ex for codes beyond 8 bits),
+ * as the kernel's sysfs "rate" counts it (FDR 14.0625 Gb/s is 140); 0 if
+ * unknown.
  */
-static uint64_t lane_mbps(uint32_t speed)
+static uint64_t lane_rate(uint32_t speed)
 {
 	switch (speed) {
 	case 1: /* SDR */
-		return 2500;
+		return 25;
 	case 2: /* DDR */
-		return 5000;
+		return 50;
 	case 4: /* QDR */
 	case 8: /* FDR10 */
-		return 10000;
+		return 100;
 	case 16: /* FDR */
-		return 14000;
+		return 140;
 	case 32: /* EDR */
-		return 25000;
+		return 250;
 	case 64: /* HDR */
-		return 50000;
+		return 500;
 	case 128: /* NDR */
-		return 100000;
+		return 1000;
 	case 256: /* XDR */
-		return 200000;
+		return 2000;
 	default:
 		return 0;
 	}
 }
 
 /*
- * The port's effective data rate in Mb/s (1 Mb/s = 10^6 bit/s), as lanes
- * times the lane rate of its active width and speed; 0 while the port
- * reports no width or speed. 0 or a positive errno: EINVAL for a port out
- * of range, EOPNOTSUPP for a width or speed code it cannot convert.
+ * The port's effective data rate in units of 100 Mb/s (rdma-core's unit:
+ * 1000 is 100 Gb/s), as lanes times the lane rate of its active width and
+ * speed; 0 while the port reports no width or speed. 0 or a positive
+ * errno: EINVAL for a port out of range, EOPNOTSUPP for a width or speed
+ * code it cannot convert.
  */
 SV_EXPORT int ibv_query_port_speed(struct ibv_context *context, uint32_t port_num,
 				   uint64_t *port_speed)
@@ -94,7 +97,7 @@ SV_EXPORT int ibv_query_port_speed(struct ibv_context *context, uint32_t port_nu
 		return 0;
 	}
 	lanes = width_lanes(attr.active_width);
-	rate = lane_mbps(speed);
+	rate = lane_rate(speed);
 	if (!lanes || !rate)
 		return EOPNOTSUPP;
 	*port_speed = lanes * rate;
