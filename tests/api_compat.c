@@ -235,8 +235,16 @@ static void case_unsupported(void)
 	uint8_t mac[ETHERNET_LL_SIZE] = {1, 2, 3, 4, 5, 6};
 	uint16_t vid = 7;
 	uint64_t v;
+	int dupfd;
 
 	t_case("import, completion counters, DM export, L2 resolution");
+	/* cmd_fd is a real close-on-exec fd (pyverbs dups it), never importable */
+	CHECK(ctx->cmd_fd >= 0 && (fcntl(ctx->cmd_fd, F_GETFD) & FD_CLOEXEC));
+	dupfd = dup(ctx->cmd_fd);
+	if (CHECK(dupfd >= 0)) {
+		CHECK_ERRNO_PTR(ibv_import_device(dupfd), EOPNOTSUPP);
+		CHECK(close(dupfd) == 0); /* a failed import leaves the fd to the caller */
+	}
 	CHECK_ERRNO_PTR(ibv_import_device(ctx->cmd_fd), EOPNOTSUPP);
 	CHECK_ERRNO_PTR(ibv_import_device(0), EOPNOTSUPP);
 	CHECK_ERRNO_PTR(ibv_import_pd(ctx, 1), EOPNOTSUPP);

@@ -6,7 +6,7 @@
  *  - ibv_query_port_speed() and ibv_dm_export_dmabuf_fd() (IBVERBS_1.16);
  *  - object import (IBVERBS_1.10 and 1.13): rdma-core shares PDs, MRs
  *    and DM between processes through a uverbs command fd; a softverbs
- *    context has none (cmd_fd is -1), so every import fails with
+ *    context has none (cmd_fd is an empty memfd), so every import fails with
  *    EOPNOTSUPP and there is never anything to unimport;
  *  - completion counters (IBVERBS_1.18): the software device has none,
  *    so every call fails with EOPNOTSUPP;
