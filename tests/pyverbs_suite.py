@@ -7,7 +7,8 @@ does, with three differences:
   - the tests listed in EXCLUDED below are reported as skipped with the
     reason given there instead of being run;
   - each skip reason is printed once with the number of tests that gave
-    it, sorted by count ("# skip  N  reason");
+    it, sorted by count, and the test classes they belong to
+    ("# skip  N  reason  [module.Class, ...]");
   - the last line is "pyverbs: N passed, N failed, N errors, N skipped".
 
 Exit status 0 when nothing failed and nothing raised an error, else 1.
@@ -73,8 +74,13 @@ def main():
     result = runner.run(unittest.TestSuite(cases))
 
     reasons = collections.Counter(r for _, r in result.skipped)
+    classes = collections.defaultdict(list)
+    for test, r in result.skipped:
+        cls = test.id().rsplit('.', 1)[0].replace('tests.', '', 1)
+        if cls not in classes[r]:
+            classes[r].append(cls)
     for reason, n in sorted(reasons.items(), key=lambda x: (-x[1], x[0])):
-        print('# skip %3d  %s' % (n, reason))
+        print('# skip %3d  %s  [%s]' % (n, reason, ', '.join(classes[reason])))
     failed = len(result.failures) + len(result.unexpectedSuccesses)
     errors = len(result.errors)
     skipped = len(result.skipped)
