@@ -117,8 +117,12 @@ static void test_mr(struct ibv_pd *pd, uint8_t *p, uint8_t *q)
 	CHECK_ERRNO_PTR(ibv_reg_mr(pd, p, page, IBV_ACCESS_REMOTE_WRITE), EINVAL);
 	CHECK_CHILD(p, 0x11, CHILD_OK);
 	CHECK_ERRNO_PTR(ibv_reg_mr(pd, p, 0, LW), EINVAL);
-	CHECK_ERRNO_PTR(ibv_reg_mr(pd, p, page, LW | IBV_ACCESS_ON_DEMAND), EOPNOTSUPP);
-	CHECK_CHILD(p, 0x11, CHILD_OK);
+	/* an ODP registration is never protected: the child keeps the page */
+	a = ibv_reg_mr(pd, p, page, LW | IBV_ACCESS_ON_DEMAND);
+	if (CHECK(a)) {
+		CHECK_CHILD(p, 0x11, CHILD_OK);
+		CHECK_RET(ibv_dereg_mr(a), 0);
+	}
 	/* protection comes first: an unmapped range fails in madvise, as in rdma-core */
 	CHECK_ERRNO_PTR(ibv_reg_mr(pd, (void *)(uintptr_t)page, page, LW), ENOMEM);
 

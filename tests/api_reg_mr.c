@@ -183,9 +183,15 @@ static void test_access(void)
 	CHECK_ERRNO_PTR(ibv_reg_mr(pd, buf, page, runtime(LW | (1 << 10))), EINVAL);
 	CHECK_ERRNO_PTR(ibv_reg_mr(pd, buf, page, runtime(1 << 19)), EINVAL);
 	CHECK_ERRNO_PTR(ibv_reg_mr_iova2(pd, buf, page, 0, 1U << 31), EINVAL);
-	CHECK_ERRNO_PTR(ibv_reg_mr(pd, buf, page, runtime(IBV_ACCESS_ON_DEMAND)), EOPNOTSUPP);
-	CHECK_ERRNO_PTR(ibv_reg_mr(pd, buf, page, runtime(LW | IBV_ACCESS_ON_DEMAND)), EOPNOTSUPP);
-	CHECK_ERRNO_PTR(ibv_reg_mr_iova(pd, buf, page, 0, runtime(LW | IBV_ACCESS_ON_DEMAND)),
+	CHECK_ERRNO_PTR(ibv_reg_mr(pd, buf, page, runtime(RW | IBV_ACCESS_ON_DEMAND)), EINVAL);
+	/* explicit ODP registers; implicit ODP (NULL, SIZE_MAX) is refused */
+	mr = ibv_reg_mr(pd, buf, page, runtime(LW | IBV_ACCESS_ON_DEMAND));
+	if (CHECK(mr))
+		dereg(mr);
+	mr = ibv_reg_mr_iova(pd, buf, page, 0, runtime(LW | IBV_ACCESS_ON_DEMAND));
+	if (CHECK(mr))
+		dereg(mr);
+	CHECK_ERRNO_PTR(ibv_reg_mr(pd, NULL, SIZE_MAX, runtime(LW | IBV_ACCESS_ON_DEMAND)),
 			EOPNOTSUPP);
 	munmap(buf, page);
 }

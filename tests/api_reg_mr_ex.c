@@ -243,7 +243,12 @@ static void test_masks(void)
 	CHECK_EX_FAILS(pd, &a, EFAULT);
 	a = va_attr(mem, page, RW);
 	CHECK_EX_FAILS(pd, &a, EINVAL);
+	/* ODP by address registers; implicit ODP (NULL, SIZE_MAX) is refused */
 	a = va_attr(mem, page, LW | IBV_ACCESS_ON_DEMAND);
+	mr = reg_ex(pd, &a);
+	if (check_mr(mr, pd, mem, page, "explicit ODP"))
+		dereg(mr);
+	a = va_attr(NULL, SIZE_MAX, LW | IBV_ACCESS_ON_DEMAND);
 	CHECK_EX_FAILS(pd, &a, EOPNOTSUPP);
 	a = va_attr(mem, page, LW | IBV_ACCESS_RELAXED_ORDERING);
 	mr = reg_ex(pd, &a);

@@ -121,8 +121,6 @@ static void check_ctx_verbs(struct ibv_context *ctx)
 
 static void check_pd_verbs(struct ibv_context *ctx)
 {
-	static char buf[4096];
-	struct ibv_sge sge;
 	struct ibv_pd *pd;
 
 	errno = 0;
@@ -131,13 +129,6 @@ static void check_pd_verbs(struct ibv_context *ctx)
 		return;
 
 	CHECK_ERRNO_PTR(ibv_alloc_null_mr(pd), EOPNOTSUPP);
-
-	memset(&sge, 0, sizeof(sge));
-	sge.addr = (uintptr_t)buf;
-	sge.length = sizeof(buf);
-	CHECK_RET(
-		ibv_advise_mr(pd, IBV_ADVISE_MR_ADVICE_PREFETCH, IBV_ADVISE_MR_FLAG_FLUSH, &sge, 1),
-		EOPNOTSUPP);
 
 	CHECK_ERRNO_PTR(ibv_alloc_mw(pd, IBV_MW_TYPE_1), EOPNOTSUPP);
 	CHECK_ERRNO_PTR(ibv_alloc_mw(pd, IBV_MW_TYPE_2), EOPNOTSUPP);

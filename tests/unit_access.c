@@ -42,10 +42,9 @@ static const struct acase cases[] = {
 	{ LW | IBV_ACCESS_HUGETLB, 0, -EINVAL },
 	{ LW | IBV_ACCESS_FLUSH_GLOBAL, 0, -EINVAL },
 	{ LW | IBV_ACCESS_FLUSH_PERSISTENT, 0, -EINVAL },
-	/* no on-demand paging on this device; the fd path narrows first */
-	{ IBV_ACCESS_ON_DEMAND, -EOPNOTSUPP, -EINVAL },
-	{ LW | IBV_ACCESS_ON_DEMAND, -EOPNOTSUPP, -EINVAL },
-	/* remote write without local write is refused before ODP */
+	/* on-demand paging by address (explicit ODP); the fd path refuses it */
+	{ IBV_ACCESS_ON_DEMAND, 0, -EINVAL },
+	{ LW | IBV_ACCESS_ON_DEMAND, 0, -EINVAL },
 	{ RW | IBV_ACCESS_ON_DEMAND, -EINVAL, -EINVAL },
 	/* unknown bits between the known ones and the optional range */
 	{ 1 << 10, -EINVAL, -EINVAL },

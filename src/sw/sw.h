@@ -317,6 +317,10 @@ int sw_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr, siz
 		int access);
 int sw_dereg_mr(struct ibv_mr *mr);
 
+/* mem/advise.c: the sv_ops advise_mr slot (ODP prefetch) */
+int sw_advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice, uint32_t flags,
+		 struct ibv_sge *sg, uint32_t num_sge);
+
 /* mem/dmah.c: DMA handles (TPH hints) */
 struct sw_dmah {
 	struct ibv_dmah ibv;

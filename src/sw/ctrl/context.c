@@ -28,6 +28,7 @@ const struct sv_ops sw_ops = {
 	.reg_mr = sw_reg_mr,
 	.rereg_mr = sw_rereg_mr,
 	.dereg_mr = sw_dereg_mr,
+	.advise_mr = sw_advise_mr,
 	.alloc_buf = sw_alloc_buf,
 	.free_buf = sw_free_buf,
 	.alloc_dmah = sw_alloc_dmah,

@@ -260,6 +260,18 @@ void sw_device_fill_attr(const struct sw_dev *dev, struct ibv_device_attr_ex *at
 	if (dev->cfg.cc_dma_bounce)
 		attr->device_cap_flags_ex |= IBV_DEVICE_CC_DMA_BOUNCE;
 	attr->phys_port_cnt_ex = 1;
+	/*
+	 * Explicit ODP for RC and UD: the device never pins (mem/access.c).
+	 * A bounce device registers no addresses at all, so no ODP there.
+	 */
+	if (dev->cfg.cc_dma_bounce)
+		return;
+	attr->odp_caps.general_caps = IBV_ODP_SUPPORT;
+	attr->odp_caps.per_transport_caps.rc_odp_caps =
+		IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_WRITE |
+		IBV_ODP_SUPPORT_READ | IBV_ODP_SUPPORT_ATOMIC | IBV_ODP_SUPPORT_SRQ_RECV;
+	attr->odp_caps.per_transport_caps.ud_odp_caps =
+		IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_SRQ_RECV;
 }
 
 /* Link width and speed codes of the IB PortInfo attribute. */

@@ -8,11 +8,14 @@
  * hints a device may ignore; the core strips them before most calls and
  * this layer ignores any that arrive.
  *
- * The device has no on-demand paging: it never pins memory, so ODP would
- * buy nothing, and it reports no ODP capabilities. IBV_ACCESS_ON_DEMAND
- * is therefore refused with EOPNOTSUPP, as the kernel does on a device
- * without ODP. The flush bits are accepted: memory the device writes is
- * ordinary process memory, visible (global) once written.
+ * On-demand paging: the device never pins memory, it reads and writes
+ * the process's pages with the CPU, which faults them in on demand; so
+ * every MR behaves as an ODP MR does and IBV_ACCESS_ON_DEMAND is
+ * accepted on the address path (explicit ODP; the device reports the ODP
+ * capabilities, not implicit ODP: see mr.c). The fd path refuses it
+ * (EINVAL), as the kernel does. The flush bits are accepted: memory the
+ * device writes is ordinary process memory, visible (global) once
+ * written.
  */
 #include "sw/sw.h"
 
@@ -31,7 +34,7 @@
 /*
  * Contract: 0 if `access` is acceptable for a registration (fd path if
  * `fd_path`), else -EINVAL (unknown bit, bit not allowed on the fd path,
- * remote write/atomic without local write) or -EOPNOTSUPP (ON_DEMAND).
+ * remote write/atomic without local write).
  */
 int sw_access_check(int access, bool fd_path)
 {
@@ -44,8 +47,6 @@ int sw_access_check(int access, bool fd_path)
 	if ((a & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
 	    !(a & IBV_ACCESS_LOCAL_WRITE))
 		return -EINVAL;
-	if (a & IBV_ACCESS_ON_DEMAND)
-		return -EOPNOTSUPP;
 	return 0;
 }
 

@@ -7,7 +7,9 @@
  *   1. mask: FD needs FD_OFFSET and no ADDR; otherwise ADDR and no
  *      FD_OFFSET; the fd path needs IOVA                   -> EINVAL
  *   2. page offsets of (addr, iova) or (fd_offset, iova)    -> EINVAL
- *   3. access bits (access.c)                    -> EINVAL / EOPNOTSUPP
+ *   3. access bits (access.c)                               -> EINVAL
+ *      ON_DEMAND: implicit ODP (addr NULL, length SIZE_MAX), or
+ *      together with a DMA handle (as mlx5)                 -> EOPNOTSUPP
  *   4. DMA handle: not one of this context's                -> EINVAL
  *   5. CC DMA bounce device: the address path     -> EOPNOTSUPP
  *   6. the memory: length, overflow                         -> EINVAL
@@ -80,8 +82,8 @@ void sw_mem_dev_fini(struct sw_dev *dev)
  * the same context (the kernel looks handles up per file: anything else
  * is not found, EINVAL). The MR keeps a copy of its hints for placement
  * and holds a use count, so ibv_dealloc_dmah() gives EBUSY meanwhile.
- * ON_DEMAND was refused earlier (EOPNOTSUPP), as mlx5 refuses it with a
- * handle.
+ * ON_DEMAND with a handle was refused earlier (EOPNOTSUPP), as mlx5
+ * refuses it.
  */
 static int mr_attach_dmah(struct sw_mr *mr, struct ibv_pd *pd,
 			  const struct ibv_mr_init_attr *attr)
@@ -244,6 +246,9 @@ int sw_reg_mr(struct ibv_pd *pd, const struct ibv_mr_init_attr *attr, bool legac
 	ret = sw_access_check(attr->access, fd_path);
 	if (ret)
 		return ret;
+	if ((attr->access & IBV_ACCESS_ON_DEMAND) &&
+	    (attr->length == SIZE_MAX || (attr->comp_mask & MASK_DMAH)))
+		return -EOPNOTSUPP; /* no implicit ODP; no ODP with TPH (mlx5) */
 	mr = calloc(1, sizeof(*mr));
 	if (!mr)
 		return -ENOMEM;
@@ -283,7 +288,7 @@ err:
 
 /*
  * Contract: the sv_ops rereg_mr slot. Kernel order: flags, translation
- * arguments, access, new PD, then the device: DMA handle, bounce, the
+ * arguments, access (EOPNOTSUPP to add or drop ON_DEMAND), new PD, then the device: DMA handle, bounce, the
  * new memory. On failure the MR is unchanged. On success the keys stay;
  * a new translation maps iova == addr. The MR is quiesced while its
  * fields change, so the transport never sees half an update.
@@ -307,6 +312,9 @@ int sw_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd, void *addr, s
 		ret = sw_access_check(access, false);
 		if (ret)
 			return ret;
+		/* ODP-ness is fixed at registration (the core's fork protection follows it) */
+		if ((access ^ mr->access) & IBV_ACCESS_ON_DEMAND)
+			return -EOPNOTSUPP;
 	}
 	if (flags & IBV_REREG_MR_CHANGE_PD) {
 		if (!pd || pd->context != mr->pd->ibv.context)
