@@ -266,7 +266,7 @@ static void case_unsupported(void)
 	CHECK_RET(ibv_read_err_comp_cntr(&fake_cntr, &v), EOPNOTSUPP);
 	CHECK_RET(ibv_qp_attach_comp_cntr(NULL, &fake_cntr, &qattr), EOPNOTSUPP);
 
-	/* the device has no DM; a DM of our context reaches the device's op */
+	/* no DM is exported as a DMA-buf; a DM of our context reaches the device's op */
 	memset(&dm, 0, sizeof(dm));
 	dm.context = ctx;
 	errno = 0;

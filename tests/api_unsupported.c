@@ -79,7 +79,6 @@ static void check_vctx(struct ibv_context *ctx)
 static void check_ctx_verbs(struct ibv_context *ctx)
 {
 	struct ibv_xrcd_init_attr xrcd_attr;
-	struct ibv_alloc_dm_attr dm_attr;
 	struct ibv_wq_init_attr wq_attr;
 	struct ibv_rwq_ind_table_init_attr tbl_attr;
 	struct ibv_counters_init_attr cnt_attr;
@@ -91,10 +90,6 @@ static void check_ctx_verbs(struct ibv_context *ctx)
 	xrcd_attr.fd = -1;
 	xrcd_attr.oflags = O_CREAT;
 	CHECK_ERRNO_PTR(ibv_open_xrcd(ctx, &xrcd_attr), EOPNOTSUPP);
-
-	memset(&dm_attr, 0, sizeof(dm_attr));
-	dm_attr.length = 4096;
-	CHECK_ERRNO_PTR(ibv_alloc_dm(ctx, &dm_attr), EOPNOTSUPP);
 
 	memset(&wq_attr, 0, sizeof(wq_attr));
 	wq_attr.wq_type = IBV_WQT_RQ;

@@ -53,6 +53,7 @@ enum {
 
 #define SW_MAX_MSG_SZ (1ULL << 31)
 #define SW_MAX_MR_SIZE (~0ULL)
+#define SW_MAX_DM_SIZE (256ULL << 10) /* device memory, emulated in host memory */
 #define SW_DEFAULT_PKEY 0xffff
 
 enum sw_cc_heap {
@@ -165,6 +166,7 @@ struct sw_dev {
 	struct sw_qp_table *qps;     /* QPN -> QP (queue/qp_table.c) */
 	struct sw_engine *eng;       /* transport engine while the port is open */
 	atomic_uint npd, ntd, ndmah; /* counts against the limits */
+	atomic_ullong dm_bytes;      /* device memory allocated, against SW_MAX_DM_SIZE */
 	pid_t pid;                   /* creator: a forked child probes its own device */
 	atomic_ullong wc_errors, wc_flushed; /* error completions of all its QPs */
 };
@@ -180,8 +182,12 @@ void sw_device_fill_attr(const struct sw_dev *dev, struct ibv_device_attr_ex *at
 void sw_device_fill_port(const struct sw_dev *dev, struct ibv_port_attr *attr);
 
 /* ctrl/context.c */
+struct sw_dm;
+
 struct sw_context {
 	struct sv_context core;
+	pthread_mutex_t dm_lock;     /* guards dms */
+	struct sw_dm *dms;           /* device memory allocated through it (mem/dm.c) */
 };
 
 extern const struct sv_ops sw_ops;
@@ -264,6 +270,7 @@ struct sw_mr {
 	struct sw_dmah *dmah;
 	struct sw_place_hint hint;   /* copy of the DMA handle's hints */
 	bool has_hint;
+	struct sw_dm *dm;            /* device-memory MR: its DM (holds a use), else NULL */
 };
 
 static inline struct sw_mr *sw_mr(struct ibv_mr *mr)
@@ -316,6 +323,23 @@ int sw_reg_mr(struct ibv_pd *pd, const struct ibv_mr_init_attr *attr, bool legac
 int sw_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr, size_t length,
 		int access);
 int sw_dereg_mr(struct ibv_mr *mr);
+
+/* mem/dm.c: device memory, emulated in host memory */
+struct sw_dm {
+	struct ibv_dm ibv;
+	uint8_t *buf;                /* page-aligned, zeroed */
+	uint64_t length;             /* as asked */
+	size_t alloc_len;            /* page-rounded, counted in dev->dm_bytes */
+	atomic_int usecnt;           /* MRs registered on it */
+	struct sw_dm *prev, *next;   /* in its context's list */
+};
+
+int sw_alloc_dm(struct ibv_context *ctx, struct ibv_alloc_dm_attr *attr, struct ibv_dm **dm);
+int sw_free_dm(struct ibv_dm *dm);
+int sw_reg_dm_mr(struct ibv_pd *pd, struct ibv_dm *dm, uint64_t offset, size_t length,
+		 unsigned int access, struct ibv_mr **mr);
+/* Free the DMs a closing context still has (its MRs were deregistered first). */
+void sw_dm_ctx_close(struct ibv_context *ctx);
 
 /* mem/advise.c: the sv_ops advise_mr slot (ODP prefetch) */
 int sw_advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice, uint32_t flags,

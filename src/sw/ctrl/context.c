@@ -29,6 +29,9 @@ const struct sv_ops sw_ops = {
 	.rereg_mr = sw_rereg_mr,
 	.dereg_mr = sw_dereg_mr,
 	.advise_mr = sw_advise_mr,
+	.alloc_dm = sw_alloc_dm,
+	.free_dm = sw_free_dm,
+	.reg_dm_mr = sw_reg_dm_mr,
 	.alloc_buf = sw_alloc_buf,
 	.free_buf = sw_free_buf,
 	.alloc_dmah = sw_alloc_dmah,
@@ -108,13 +111,15 @@ int sw_context_open(struct sv_device *core, struct sv_context **ctx, const struc
 		free(c);
 		return ret;
 	}
+	pthread_mutex_init(&c->dm_lock, NULL);
 	*ctx = &c->core;
 	*ops = &sw_ops;
 	return 0;
 }
 
 /*
- * Contract: free the context: its leftover MRs are deregistered, and the
+ * Contract: free the context: its leftover MRs are deregistered and its
+ * leftover device memory freed, and the
  * last context of the device stops the transport and unbinds the port.
  */
 void sw_close_context(struct ibv_context *ctx)
@@ -123,11 +128,13 @@ void sw_close_context(struct ibv_context *ctx)
 	struct sw_dev *dev = sw_dev_of(ctx);
 
 	sw_mem_ctx_close(ctx); /* MRs left registered stop resolving now */
+	sw_dm_ctx_close(ctx);  /* then the device memory they used goes */
 	pthread_mutex_lock(&dev->lock);
 	if (--dev->nctx == 0) {
 		sw_engine_stop(dev);
 		sw_port_close(&dev->port);
 	}
 	pthread_mutex_unlock(&dev->lock);
+	pthread_mutex_destroy(&c->dm_lock);
 	free(c);
 }

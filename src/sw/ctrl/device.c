@@ -260,6 +260,7 @@ void sw_device_fill_attr(const struct sw_dev *dev, struct ibv_device_attr_ex *at
 	if (dev->cfg.cc_dma_bounce)
 		attr->device_cap_flags_ex |= IBV_DEVICE_CC_DMA_BOUNCE;
 	attr->phys_port_cnt_ex = 1;
+	attr->max_dm_size = SW_MAX_DM_SIZE; /* emulated in host memory (mem/dm.c) */
 	/*
 	 * Explicit ODP for RC and UD: the device never pins (mem/access.c).
 	 * A bounce device registers no addresses at all, so no ODP there.

@@ -288,10 +288,11 @@ err:
 
 /*
  * Contract: the sv_ops rereg_mr slot. Kernel order: flags, translation
- * arguments, access (EOPNOTSUPP to add or drop ON_DEMAND), new PD, then the device: DMA handle, bounce, the
- * new memory. On failure the MR is unchanged. On success the keys stay;
- * a new translation maps iova == addr. The MR is quiesced while its
- * fields change, so the transport never sees half an update.
+ * arguments, access (EOPNOTSUPP to add or drop ON_DEMAND), new PD, then
+ * the device: fd or DM MR (EOPNOTSUPP), DMA handle, bounce, the new
+ * memory. On failure the MR is unchanged. On success the keys stay; a
+ * new translation maps iova == addr. The MR is quiesced while its fields
+ * change, so the transport never sees half an update.
  */
 int sw_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd, void *addr, size_t length,
 		int access)
@@ -306,8 +307,8 @@ int sw_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd, void *addr, s
 		return -EINVAL;
 	if (trans && (!addr || !length))
 		return -EINVAL;
-	if (mr->fd >= 0)
-		return -EOPNOTSUPP; /* an fd MR has no address translation to change */
+	if (mr->fd >= 0 || mr->dm)
+		return -EOPNOTSUPP; /* an fd or DM MR has no address translation to change */
 	if (flags & IBV_REREG_MR_CHANGE_ACCESS) {
 		ret = sw_access_check(access, false);
 		if (ret)
@@ -351,14 +352,16 @@ int sw_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd, void *addr, s
 }
 
 /*
- * Release what a registration holds besides memory (PD and DMA handle
- * counts) and drop the registration reference. The MR is out of the table.
+ * Release what a registration holds besides memory (PD, DMA handle and
+ * device memory counts) and drop the registration reference. The MR is out of the table.
  */
 static void mr_release(struct sw_mr *mr)
 {
 	atomic_fetch_sub(&mr->pd->usecnt, 1);
 	if (mr->dmah)
 		atomic_fetch_sub(&mr->dmah->usecnt, 1);
+	if (mr->dm)
+		atomic_fetch_sub(&mr->dm->usecnt, 1);
 	sw_mr_put(mr);
 }
 
