@@ -1,6 +1,6 @@
 # Thin wrapper over CMake. Targets:
 #   all (default)  configure + build build/ (gcc, RelWithDebInfo, -Werror)
-#   check          gcc + valgrind, clang, ASan/UBSan stages (scripts/check.sh)
+#   check          gcc + valgrind, clang, ASan/UBSan, TSan (label mt) stages (scripts/check.sh)
 #   demo           build, then two processes on the software device: RC ping-pong,
 #                  RDMA WRITE/READ, atomics, CC bounce (-U) vs DMA handles (scripts/demo.sh)
 #   bench          build, run build/bench/sv_bench (never part of check): tables,
@@ -17,7 +17,7 @@ PREFIX ?= /usr/local
 BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE ?= cmake
-CHECK_STAGES ?= gcc clang asan
+CHECK_STAGES ?= gcc clang asan tsan
 BENCH_ARGS ?=
 BENCH_PY ?= /usr/bin/python3
 CLANG_FORMAT ?= clang-format

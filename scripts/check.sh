@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# scripts/check.sh [STAGE ...]    (make check; default stages: gcc clang asan)
+# scripts/check.sh [STAGE ...]    (make check; default stages: gcc clang asan tsan)
 #
 #   gcc    build/        gcc, RelWithDebInfo, -Werror; all tests (memcheck too)
 #   clang  build-clang/  clang, RelWithDebInfo, -Werror; tests without memcheck
 #   asan   build-asan/   gcc, Debug, ASan+UBSan; tests without memcheck
-#   tsan   build-tsan/   gcc, RelWithDebInfo, TSan; tests without memcheck
+#   tsan   build-tsan/   gcc, RelWithDebInfo, TSan; the multi-threaded tests (label mt)
 #
 # Stops at the first stage that fails. Build logs are shown only on error.
 # Last line: "check: N passed, N failed, N skipped", summed over the stages;
@@ -18,7 +18,7 @@ JOBS=${JOBS:-$(nproc)}
 CTEST_JOBS=${CTEST_JOBS:-2}
 read -r -a extra_ctest <<<"${CTEST_ARGS:-}"
 stages=("$@")
-[ ${#stages[@]} -gt 0 ] || stages=(gcc clang asan)
+[ ${#stages[@]} -gt 0 ] || stages=(gcc clang asan tsan)
 
 passed=0 failed=0 skipped=0
 pyverbs_lines= # closing lines of tests/pyverbs_suite.sh, shown again by finish
@@ -50,7 +50,8 @@ for stage in "${stages[@]}"; do
 	asan) dir=build-asan cc=gcc
 		args=(-DCMAKE_BUILD_TYPE=Debug -DSV_WERROR=OFF -DSV_SANITIZE=ON -DSV_TSAN=OFF) ;;
 	tsan) dir=build-tsan cc=gcc
-		args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DSV_WERROR=OFF -DSV_SANITIZE=OFF -DSV_TSAN=ON) ;;
+		args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DSV_WERROR=OFF -DSV_SANITIZE=OFF -DSV_TSAN=ON)
+		ctest_sel=(-L mt) ;;
 	*) echo "check: unknown stage '$stage' (gcc, clang, asan, tsan)" >&2
 		finish 2 ;;
 	esac
@@ -70,7 +71,12 @@ for stage in "${stages[@]}"; do
 		finish 1
 	fi
 	t1=$(now_ms)
-	if ! cmake --build "$dir" -j "$JOBS" >"$dir/build.log" 2>&1; then
+	targets=()
+	if [ "$stage" = tsan ]; then # only what the selected tests run: t_NAME for test NAME
+		mapfile -t targets < <(ctest --test-dir "$dir" -N "${ctest_sel[@]}" |
+			sed -n 's/^ *Test *#[0-9]*: *\([^ ]*\)$/--target\nt_\1/p')
+	fi
+	if ! cmake --build "$dir" -j "$JOBS" "${targets[@]}" >"$dir/build.log" 2>&1; then
 		grep -v '^\[[0-9/]*\] ' "$dir/build.log" | tail -n 200
 		echo "check: stage $stage: build failed (log: $dir/build.log)"
 		failed=$((failed + 1))

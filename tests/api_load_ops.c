@@ -33,8 +33,8 @@
  *   SV_LOAD_QPS=N       QPs (default 4, at most 64)
  *   SV_LOAD_STALL=S     no progress for S seconds fails the run with a dump
  *                       of each QP (default 60)
- * Under sanitizers and clang (the other check stages) the default is a
- * quarter of the operations: gcc's stage runs the millions.
+ * Under ASan and clang (the other check stages) the default is a quarter
+ * of the operations, under TSan two epochs: gcc's stage runs the millions.
  */
 #include "harness.h"
 #include "traffic.h"
@@ -47,6 +47,7 @@
 
 /* test: no-valgrind */
 /* test: timeout=300 */
+/* test: label=mt */
 
 #define MAX_QP 64
 #define DEPTH 256 /* send WRs outstanding per QP */
@@ -779,7 +780,9 @@ int main(void)
 		t_skip_all("no shared memory");
 	memset(sh, 0, sizeof(*sh));
 	ops = 2000000;
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) || defined(__clang__)
+#if defined(__SANITIZE_THREAD__)
+	ops = 2 * EPOCH * 4; /* the tsan stage: two epochs of 4 QPs, about 10 s */
+#elif defined(__SANITIZE_ADDRESS__) || defined(__clang__)
 	ops /= 4;
 #endif
 	ops = env_u64("SV_LOAD_OPS", ops);

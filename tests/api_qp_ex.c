@@ -13,6 +13,7 @@
  * made visible by moving the QP to ERR: each posted request then flushes.
  * (unit_qp compares the WQEs with those of ibv_post_send.)
  */
+/* test: label=mt */
 #include "harness.h"
 
 #include <pthread.h>

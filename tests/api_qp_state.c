@@ -12,6 +12,7 @@
  * ERR and RESET from every state, the attributes ibv_query_qp reports,
  * and IBV_EVENT_SQ_DRAINED with ibv_destroy_qp waiting for its ack.
  */
+/* test: label=mt */
 #include "harness.h"
 
 #include <fcntl.h>

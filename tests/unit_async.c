@@ -10,6 +10,7 @@
  * and ASan runs report a leak otherwise).
  */
 /* test: timeout=60 */
+/* test: label=mt */
 #include "harness.h"
 
 #include <fcntl.h>

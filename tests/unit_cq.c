@@ -14,6 +14,7 @@
  * domain of a bounce device.
  */
 /* test: timeout=60 */
+/* test: label=mt */
 #include "harness.h"
 
 #include <endian.h>

@@ -8,6 +8,7 @@
  * lookup-versus-register/deregister stress.
  */
 /* test: timeout=300 */
+/* test: label=mt */
 #include "harness.h"
 
 #include <fcntl.h>
