@@ -839,8 +839,8 @@ int main(void)
 		       nops, (unsigned long long)t->ops, (unsigned long long)i->bytes, t0 / 1000.0,
 		       t0 ? nops * 1000.0 / (double)t0 : 0.0);
 		printf("# packets sent %llu; injected: %llu dropped, %llu duplicated, %llu reordered; "
-		       "recovered by %llu retransmissions (%llu timeouts, %llu sequence NAKs); "
-		       "%llu duplicates seen, %llu RNR NAKs\n",
+		       "recovered by %llu retransmissions after %llu timeouts and by %llu "
+		       "sequence-NAK rewinds; %llu duplicates seen, %llu RNR NAKs\n",
 		       tot[K_TX], tot[K_DROP], tot[K_DUP], tot[K_REORD], tot[K_RETX],
 		       tot[K_TIMEOUT], tot[K_SEQ_NAK], tot[K_DUP_SEEN], tot[K_RNR]);
 		printf("# wrong: %llu operations, %llu bytes\n", bad, badb);
