@@ -151,12 +151,6 @@ static struct shared *sh;
 
 /* ---- endpoints ---- */
 
-struct peer {
-	uint32_t qpn, rkey;
-	uint64_t addr;
-	union ibv_gid gid;
-};
-
 struct qp_ep {
 	struct ibv_qp *qp;
 	struct ibv_mr *mr;
@@ -167,7 +161,7 @@ struct qp_ep {
 	/* target */
 	uint64_t next, recvs;
 	bool last_seen;
-	struct peer peer;
+	struct t_addr peer; /* traffic.h */
 };
 
 struct side {
@@ -239,7 +233,7 @@ static void side_close(struct side *s)
 /* Swap QP addresses with the other process and move every QP to RTS. */
 static int side_connect(struct side *s)
 {
-	struct peer mine[MAX_QP];
+	struct t_addr mine[MAX_QP];
 
 	memset(mine, 0, sizeof(mine));
 	for (uint32_t q = 0; q < sh->nqp; q++) {
@@ -292,12 +286,16 @@ __attribute__((format(printf, 4, 5))) static void bad_op(struct result *r, uint3
 	putchar('\n');
 }
 
-/* Has the other process closed its end of the socket (exited)? */
-static bool peer_gone(int sock)
+/*
+ * Has the other process stopped: closed its end of the socket, or (with
+ * `any`) written to it, which it does only once its own loop is over.
+ */
+static bool peer_gone(int sock, bool any)
 {
 	char c;
+	ssize_t n = recv(sock, &c, 1, MSG_PEEK | MSG_DONTWAIT);
 
-	return recv(sock, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+	return n == 0 || (any && n > 0);
 }
 
 /* ---- initiator ---- */
@@ -424,6 +422,27 @@ static void dump_qps(struct side *s, const char *who)
 	}
 }
 
+/* After a failure: the first error completions of both CQs, then each QP. */
+static void initiator_failed(struct side *s, uint64_t start)
+{
+	int shown = 0;
+
+	printf("# initiator: failed after %.1f s\n", (double)(t_ms() - start) / 1000.0);
+	for (int c = 0; c < 2; c++) {
+		struct ibv_wc wc[64];
+		int n;
+
+		while ((n = ibv_poll_cq(c ? s->rcq : s->cq, 64, wc)) > 0)
+			for (int k = 0; k < n; k++)
+				if (wc[k].status != IBV_WC_SUCCESS && shown++ < 8)
+					printf("# initiator: %s completion, qpn 0x%x wr_id %llu: %s\n",
+					       c ? "receive" : "send", wc[k].qp_num,
+					       (unsigned long long)wc[k].wr_id,
+					       ibv_wc_status_str(wc[k].status));
+	}
+	dump_qps(s, "initiator");
+}
+
 static void initiator_run(struct side *s)
 {
 	uint64_t start = t_ms(), last_progress = start, report = start, stop_at = 0;
@@ -465,7 +484,7 @@ static void initiator_run(struct side *s)
 				       wc[k].qp_num, (unsigned long long)wc[k].wr_id,
 				       ibv_wc_status_str(wc[k].status));
 				atomic_fetch_add(&s->res->bad_ops, 1);
-				dump_qps(s, "initiator");
+				initiator_failed(s, start);
 				return;
 			}
 			retire(s, (uint32_t)q, wc[k].wr_id);
@@ -482,6 +501,7 @@ static void initiator_run(struct side *s)
 				printf("# initiator: bad credit on qpn 0x%x: %s\n", wc[k].qp_num,
 				       ibv_wc_status_str(wc[k].status));
 				atomic_fetch_add(&s->res->bad_ops, 1);
+				initiator_failed(s, start);
 				return;
 			}
 			e->credits++;
@@ -501,9 +521,9 @@ static void initiator_run(struct side *s)
 			printf("# initiator: no progress for %llu s\n",
 			       (unsigned long long)sh->stall_s);
 			atomic_fetch_add(&s->res->bad_ops, 1);
-			dump_qps(s, "initiator");
+			initiator_failed(s, start);
 			return;
-		} else if (now - last_progress > 1000 && peer_gone(s->sock)) {
+		} else if (now - last_progress > 1000 && peer_gone(s->sock, false)) {
 			printf("# initiator: the target is gone\n");
 			atomic_fetch_add(&s->res->bad_ops, 1);
 			return;
@@ -648,8 +668,8 @@ static void target_run(struct side *s)
 		}
 		if (n > 0) {
 			last_progress = t_ms();
-		} else if (t_ms() - last_progress > 1000 && peer_gone(s->sock)) {
-			printf("# target: the initiator is gone\n");
+		} else if (t_ms() - last_progress > 1000 && peer_gone(s->sock, true)) {
+			printf("# target: the initiator stopped\n");
 			dump_qps(s, "target");
 			return;
 		} else if (t_ms() - last_progress > (sh->stall_s + 5) * 1000) {
@@ -722,8 +742,12 @@ out:
 	return 0;
 }
 
-/* Add the SOFTVERBS_STATS counters named in `keys` from stderr text `f`. */
-static void sum_stats(FILE *f, unsigned long long *tot, const char *const *keys, int nkeys)
+/*
+ * Add the device's SOFTVERBS_STATS counters named in `keys` from stderr
+ * text `f`; copy the rest to stdout, and the per-QP lines if `verbose`.
+ */
+static void sum_stats(FILE *f, unsigned long long *tot, const char *const *keys, int nkeys,
+		      bool verbose)
 {
 	char line[512];
 
@@ -733,8 +757,11 @@ static void sum_stats(FILE *f, unsigned long long *tot, const char *const *keys,
 			fputs(line, stdout); /* anything else the child said */
 			continue;
 		}
-		if (strstr(line, " QP 0x"))
-			continue; /* a QP's own counters: the device's add them up */
+		if (strstr(line, " QP 0x")) {
+			if (verbose) /* a QP's own counters: the device's add them up */
+				fputs(line, stdout);
+			continue;
+		}
 		for (int k = 0; k < nkeys; k++) {
 			const char *p = strstr(line, keys[k]);
 
@@ -823,7 +850,10 @@ int main(void)
 		int st;
 
 		CHECK(waitpid(pid[k], &st, 0) == pid[k] && WIFEXITED(st) && WEXITSTATUS(st) == 0);
-		sum_stats(err[k], tot, keys, K_N);
+	}
+	for (int k = 0; k < 2; k++) {
+		sum_stats(err[k], tot, keys, K_N,
+			  sh->r[0].bad_ops + sh->r[1].bad_ops + sh->r[0].setup_failed > 0);
 		fclose(err[k]);
 	}
 	t0 = t_ms() - t0;

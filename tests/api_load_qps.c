@@ -129,18 +129,12 @@ static uint64_t atomic_replay(uint32_t g, uint64_t v, uint64_t *fetch)
 	return v;
 }
 
-struct peer_addr {
-	uint32_t qpn, rkey;
-	uint64_t addr;
-	union ibv_gid gid;
-};
-
 struct qp_ep {
 	struct ibv_qp *qp;
 	struct ibv_mr *mr;
 	uint8_t *buf;
 	uint32_t g, peer_g; /* global ids: process * nqp + index */
-	struct peer_addr peer;
+	struct t_addr peer; /* traffic.h */
 	uint32_t posted, done, recvs, next_send;
 	uint64_t *fetch;
 	uint64_t t_done; /* ms at which its plan completed */
@@ -471,7 +465,7 @@ out:
 static int child(uint32_t p, int sock)
 {
 	struct proc s;
-	struct peer_addr *all = calloc((size_t)NPROC * nqp, sizeof(*all));
+	struct t_addr *all = calloc((size_t)NPROC * nqp, sizeof(*all));
 	struct result *r = &res[p];
 	char c = 0;
 
@@ -485,8 +479,10 @@ static int child(uint32_t p, int sock)
 
 		if (!CHECK(ibv_query_gid(s.ctx, 1, 0, &gid) == 0))
 			goto out;
-		all[j] = (struct peer_addr){s.q[j].qp->qp_num, s.q[j].mr->rkey,
-					    (uintptr_t)s.q[j].buf, gid};
+		all[j].qpn = s.q[j].qp->qp_num;
+		all[j].rkey = s.q[j].mr->rkey;
+		all[j].addr = (uintptr_t)s.q[j].buf;
+		all[j].gid = gid;
 	}
 	if (!CHECK(t_xfer(sock, all, nqp * sizeof(*all), true) == 0 &&
 		   t_xfer(sock, all, (size_t)NPROC * nqp * sizeof(*all), false) == 0))
@@ -535,7 +531,7 @@ out:
 /* Parent: relay the addresses, then the barriers, until every child closed. */
 static void relay(int *sock)
 {
-	size_t chunk = nqp * sizeof(struct peer_addr);
+	size_t chunk = nqp * sizeof(struct t_addr);
 	uint8_t *all = malloc(NPROC * chunk);
 	char c;
 
