@@ -79,6 +79,7 @@ static struct {
 	atomic_int completions, recvs, errors, posters_left;
 	atomic_bool stop_churn, stop_async;
 	atomic_int drained_events, churned;
+	uint64_t deadline; /* t_ms() by which every case must be done */
 } g;
 
 static void fail(const char *what, uint64_t a, uint64_t b)
@@ -86,6 +87,16 @@ static void fail(const char *what, uint64_t a, uint64_t b)
 	if (atomic_fetch_add(&g.errors, 1) < 10)
 		printf("# FAIL: %s (%llu, %llu)\n", what, (unsigned long long)a,
 		       (unsigned long long)b);
+}
+
+/* Past the deadline: fail once, so that every thread stops. */
+static bool expired(void)
+{
+	if (t_ms() < g.deadline)
+		return false;
+	if (!atomic_load(&g.errors))
+		fail("deadline passed", 0, 0);
+	return true;
 }
 
 /* Payload byte k of operation (poster t, iteration i). */
@@ -112,7 +123,7 @@ static uint8_t *slot_ptr(uint32_t t, uint32_t s)
 /* Wait until slot s of poster t is free, then take it. */
 static void take_slot(uint32_t t, uint32_t s)
 {
-	while (atomic_load(&g.slot_busy[t][s]))
+	while (atomic_load(&g.slot_busy[t][s]) && !expired())
 		sched_yield();
 	atomic_store(&g.slot_busy[t][s], true);
 }
@@ -235,7 +246,8 @@ static void send_completion(uint64_t wr_id, enum ibv_wc_status st)
 
 static bool all_sent(void)
 {
-	return atomic_load(&g.completions) >= POSTERS * ITERS * NOPS || atomic_load(&g.errors);
+	return atomic_load(&g.completions) >= POSTERS * ITERS * NOPS || atomic_load(&g.errors) ||
+	       expired();
 }
 
 static void *spoll_main(void *arg)
@@ -274,7 +286,7 @@ static void *spoll_main(void *arg)
 static void *rpoll_main(void *arg)
 {
 	(void)arg;
-	while (atomic_load(&g.recvs) < POSTERS * ITERS && !atomic_load(&g.errors)) {
+	while (atomic_load(&g.recvs) < POSTERS * ITERS && !atomic_load(&g.errors) && !expired()) {
 		struct ibv_wc wc[16];
 		int n = ibv_poll_cq(g.rcq, 16, wc);
 
@@ -531,7 +543,7 @@ static struct {
 static void *waiter_main(void *arg)
 {
 	(void)arg;
-	while (atomic_load(&c.reaped) < 2 * CH_OPS && !atomic_load(&g.errors)) {
+	while (atomic_load(&c.reaped) < 2 * CH_OPS && !atomic_load(&g.errors) && !expired()) {
 		struct pollfd p = {.fd = c.ch->fd, .events = POLLIN};
 		struct ibv_cq *cq;
 		void *ctx;
@@ -636,6 +648,7 @@ static void case_channel(void)
 int main(void)
 {
 	t_start("api_mt");
+	g.deadline = t_ms() + 200000;
 	g.ctx = t_open_dev();
 	if (!g.ctx) {
 		printf("Bail out! no device: %s\n", t_errname(errno));
