@@ -8,7 +8,7 @@
  * others and every QP has its peer in another process: 512 QPs, 256
  * connections. Every QP runs its own plan of NOPS operations towards its
  * peer (RDMA WRITE, RDMA READ, SEND, fetch-and-add and compare-and-swap,
- * 1 byte to 12 KiB so that many span several packets), DEPTH in flight,
+ * 1 byte to 4 KiB so that many span several packets), 4 in flight,
  * all signalled, while it serves its peer's plan. Checked:
  *
  *   - every completion is successful and in order, on the right QP;
@@ -21,7 +21,8 @@
  * The parent process only relays addresses and barriers. Each process
  * reports how long its slowest and fastest QP took (progress-thread
  * fairness). SV_LOAD_QPS and SV_LOAD_NOPS change NQP (even, at most
- * 1024) and NOPS.
+ * 1024) and NOPS, SV_LOAD_DEPTH (at most 16) and SV_LOAD_MAXLEN (at most
+ * 12288) the operations in flight per QP and the largest message.
  */
 #include "harness.h"
 #include "traffic.h"
@@ -37,7 +38,7 @@
 #define NPROC 4
 #define MAX_QP 1024
 #define NCQ 4
-#define DEPTH 8
+#define MAX_DEPTH 16
 #define SLOT (12u * 1024)
 #define W_LEN (32u * 1024)
 #define R_LEN (16u * 1024)
@@ -48,7 +49,7 @@
 
 /* Per-QP buffer: local slots, WRITE area, READ area, receive slots, atomic word. */
 #define L_OFF 0u
-#define W_OFF (L_OFF + DEPTH * SLOT)
+#define W_OFF (L_OFF + MAX_DEPTH * SLOT)
 #define R_OFF (W_OFF + W_LEN)
 #define V_OFF (R_OFF + R_LEN)
 #define A_OFF (V_OFF + RQD * SLOT)
@@ -69,7 +70,12 @@ struct op {
 	uint64_t arg;
 };
 
-static uint32_t nqp = 128, nops = 100;
+/*
+ * Per QP in flight and the largest message. Four and 4 KiB in make check:
+ * 8 and 12 KiB overflowed the receiving sockets of a loaded machine into
+ * IBV_WC_RETRY_EXC_ERR before the retransmit timer backed off.
+ */
+static uint32_t nqp = 128, nops = 100, depth = 4, maxlen = 4096;
 
 /* Operation i of global QP g (the same in every process). */
 static struct op plan(uint32_t g, uint32_t i)
@@ -84,7 +90,7 @@ static struct op plan(uint32_t g, uint32_t i)
 	r = (uint32_t)(x % 100);
 	o.type = r < 35 ? OP_WRITE : r < 55 ? OP_READ : r < 80 ? OP_SEND : r < 92 ? OP_FAA : OP_CAS;
 	x >>= 7;
-	o.len = (x & 3) ? 1 + (uint32_t)(x >> 2) % 1500 : 1 + (uint32_t)(x >> 2) % SLOT;
+	o.len = 1 + (uint32_t)(x >> 2) % ((x & 3) && maxlen > 1500 ? 1500 : maxlen);
 	if (o.type == OP_WRITE)
 		o.roff = (uint32_t)(x >> 20) % (W_LEN - o.len + 1);
 	if (o.type == OP_READ)
@@ -169,13 +175,13 @@ static int proc_open(struct proc *s)
 	if (!CHECK(s->pd) || !CHECK(ibv_query_gid(s->ctx, 1, 0, &gid) == 0))
 		return -1;
 	for (int c = 0; c < NCQ; c++) {
-		s->cq[c] = ibv_create_cq(s->ctx, (int)(nqp / NCQ + 1) * (DEPTH + RQD) + 64, NULL,
+		s->cq[c] = ibv_create_cq(s->ctx, (int)((nqp / NCQ + 1) * (depth + RQD) + 64), NULL,
 					 NULL, 0);
 		if (!CHECK(s->cq[c]))
 			return -1;
 	}
 	ia.qp_type = IBV_QPT_RC;
-	ia.cap.max_send_wr = DEPTH;
+	ia.cap.max_send_wr = depth;
 	ia.cap.max_recv_wr = RQD;
 	ia.cap.max_send_sge = 1;
 	ia.cap.max_recv_sge = 1;
@@ -245,7 +251,7 @@ static int post_next(struct qp_ep *e)
 {
 	uint32_t i = e->posted;
 	struct op o = plan(e->g, i);
-	uint8_t *slot = e->buf + L_OFF + (i % DEPTH) * SLOT;
+	uint8_t *slot = e->buf + L_OFF + (i % depth) * SLOT;
 	struct ibv_sge sge = {(uintptr_t)slot, o.len, e->mr->lkey};
 	struct ibv_send_wr wr = {0}, *badwr;
 
@@ -291,7 +297,7 @@ static void send_done(struct proc *s, struct qp_ep *e, const struct ibv_wc *wc, 
 {
 	uint32_t i = e->done++;
 	struct op o = plan(e->g, i);
-	const uint8_t *slot = e->buf + L_OFF + (i % DEPTH) * SLOT;
+	const uint8_t *slot = e->buf + L_OFF + (i % depth) * SLOT;
 
 	if (wc->wr_id != i) {
 		bad(s, e, i, "completion out of order");
@@ -372,7 +378,7 @@ static int run(struct proc *s)
 		for (uint32_t j = 0; j < nqp; j++) {
 			struct qp_ep *e = &s->q[j];
 
-			while (e->posted < nops && e->posted - e->done < DEPTH)
+			while (e->posted < nops && e->posted - e->done < depth)
 				if (post_next(e))
 					goto out;
 		}
@@ -569,12 +575,17 @@ int main(void)
 		nqp = (uint32_t)atoi(v) & ~1u;
 	if ((v = getenv("SV_LOAD_NOPS")) && atoi(v) > 0)
 		nops = (uint32_t)atoi(v);
+	if ((v = getenv("SV_LOAD_DEPTH")) && atoi(v) > 0 && atoi(v) <= MAX_DEPTH)
+		depth = (uint32_t)atoi(v);
+	if ((v = getenv("SV_LOAD_MAXLEN")) && atoi(v) > 0 && atoi(v) <= (int)SLOT)
+		maxlen = (uint32_t)atoi(v);
 	res = mmap(NULL, NPROC * sizeof(*res), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
 		   -1, 0);
 	if (res == MAP_FAILED)
 		t_skip_all("no shared memory");
 	memset(res, 0, NPROC * sizeof(*res));
-	printf("# %d processes x %u RC QPs, %u operations per QP\n", NPROC, nqp, nops);
+	printf("# %d processes x %u RC QPs, %u operations per QP, %u in flight, 1 to %u bytes\n",
+	       NPROC, nqp, nops, depth, maxlen);
 	t0 = t_ms();
 	fflush(stdout);
 	for (uint32_t p = 0; p < NPROC; p++) {
