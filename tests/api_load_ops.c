@@ -505,16 +505,22 @@ static void initiator_run(struct side *s)
 				return;
 			}
 			e->credits++;
-			if (e->credits * EPOCH >= e->end) {
-				active--;
-			} else if (!CHECK_RET(post_recv_slot(e,
-							     (uint32_t)(DEPTH + wc[k].wr_id) * SLOT,
-							     wc[k].wr_id),
-					      0)) {
+			if (e->credits * EPOCH < e->end &&
+			    !CHECK_RET(post_recv_slot(e, (uint32_t)(DEPTH + wc[k].wr_id) * SLOT,
+						      wc[k].wr_id),
+				       0)) {
 				return;
 			}
 			progress = 1;
 		}
+		/*
+		 * A QP is done with its last credit and its last completion: the
+		 * credit may come first (the target's SEND can overtake the ACK).
+		 */
+		active = 0;
+		for (uint32_t q = 0; q < sh->nqp; q++)
+			active +=
+				s->q[q].credits * EPOCH < s->q[q].end || s->q[q].done < s->q[q].end;
 		if (progress) {
 			last_progress = now;
 		} else if (now - last_progress > sh->stall_s * 1000) {
