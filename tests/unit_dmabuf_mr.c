@@ -4,14 +4,17 @@
  *
  * fd path: the MR's host pointer maps the fd at the registered offset
  * (bytes written through either side are seen by the other), it survives
- * the caller closing the fd, and an in-flight lookup keeps the mapping
- * after deregistration. Address path: host == addr. Both: iova, length,
+ * the caller closing the fd, and deregistration returns only once an
+ * in-flight lookup put its reference (the mapping stays until then). Address path: host == addr. Both: iova, length,
  * access without optional bits, the base PD, and rereg updates.
  */
 #include "harness.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "sw/sw.h"
@@ -23,6 +26,14 @@ static size_t page;
 static struct sw_mr *lookup(uint32_t key)
 {
 	return sw_mr_table_lookup(&sw_dev_of(ctx)->mrs, key);
+}
+
+static atomic_int dereg_done; /* 1: ibv_dereg_mr returned 0; 2: it failed */
+
+static void *dereg_thread(void *mr)
+{
+	atomic_store(&dereg_done, ibv_dereg_mr(mr) ? 2 : 1);
+	return NULL;
 }
 
 static void test_fd_data(void)
@@ -81,18 +92,31 @@ static void test_fd_data(void)
 		     IBV_REREG_MR_ERR_INPUT);
 	CHECK_EQ_INT(m->access, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
 
-	t_case("fd path: a lookup keeps the mapping after dereg");
+	t_case("fd path: dereg waits for a lookup's reference, which keeps the mapping");
 	ref = lookup(mr->lkey);
 	CHECK(ref == m);
 	CHECK_EQ_INT(sw_mr_check_range(m, 0x5000 + 10, 100, IBV_ACCESS_REMOTE_READ), 0);
 	CHECK_EQ_INT(sw_mr_check_range(m, 0x5000 + 10, 101, 0), -EINVAL);
 	CHECK_EQ_INT(sw_mr_check_range(m, 0x5000 + 10, 8, IBV_ACCESS_REMOTE_WRITE), -EACCES);
-	CHECK_RET(ibv_dereg_mr(mr), 0);
-	CHECK(lookup(m->key) == NULL);
 	if (ref) {
+		pthread_t t;
+		struct timespec ts = { 0, 50 * 1000 * 1000 };
+
+		atomic_store(&dereg_done, 0);
+		if (!CHECK(pthread_create(&t, NULL, dereg_thread, mr) == 0)) {
+			sw_mr_put(ref);
+			return;
+		}
+		nanosleep(&ts, NULL);
+		CHECK_EQ_INT(atomic_load(&dereg_done), 0); /* still waiting for us */
+		CHECK(lookup(m->key) == NULL);           /* but the key is gone already */
 		CHECK_EQ_INT(ref->host[0], 0xab); /* still mapped: ASan/valgrind would complain */
 		CHECK_EQ_INT(ref->host[99], 0x5a);
-		sw_mr_put(ref); /* unmaps and closes */
+		sw_mr_put(ref);
+		pthread_join(t, NULL);
+		CHECK_EQ_INT(atomic_load(&dereg_done), 1);
+	} else {
+		CHECK_RET(ibv_dereg_mr(mr), 0);
 	}
 }
 

@@ -145,6 +145,12 @@ struct sw_mr *sw_mr_table_lookup(struct sw_mr_table *t, uint32_t key);
  * hold such a reference. sw_mr_table_unblock() makes the key resolve again.
  */
 void sw_mr_table_block(struct sw_mr_table *t, struct sw_mr *mr);
+/*
+ * Wait until the caller's reference is the only one left on an MR whose
+ * key no longer resolves (removed or blocked): every transfer that
+ * looked it up earlier is done with its memory.
+ */
+void sw_mr_wait_idle(struct sw_mr *mr);
 void sw_mr_table_unblock(struct sw_mr_table *t, struct sw_mr *mr);
 /*
  * Remove up to `max` MRs for which match(mr, arg) holds, scanning from

@@ -353,10 +353,13 @@ int sw_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd, void *addr, s
 
 /*
  * Release what a registration holds besides memory (PD, DMA handle and
- * device memory counts) and drop the registration reference. The MR is out of the table.
+ * device memory counts) and drop the registration reference. The MR is
+ * out of the table; transfers still using it finish first, so that the
+ * application may free the memory as soon as deregistration returns.
  */
 static void mr_release(struct sw_mr *mr)
 {
+	sw_mr_wait_idle(mr);
 	atomic_fetch_sub(&mr->pd->usecnt, 1);
 	if (mr->dmah)
 		atomic_fetch_sub(&mr->dmah->usecnt, 1);
@@ -366,10 +369,10 @@ static void mr_release(struct sw_mr *mr)
 }
 
 /*
- * Contract: the sv_ops dereg_mr slot. The key stops resolving at once
- * and the PD is released; the memory (our mapping and fd) goes when the
- * last in-flight lookup puts its reference. (Hook: memory windows bound
- * to the MR will make this -EBUSY.)
+ * Contract: the sv_ops dereg_mr slot. The key stops resolving at once,
+ * the call returns once no transfer touches the memory any more, and
+ * the PD is released with the MR. (Hook: memory windows bound to the MR
+ * will make this -EBUSY.)
  */
 int sw_dereg_mr(struct ibv_mr *ibmr)
 {

@@ -212,14 +212,10 @@ struct sw_mr *sw_mr_table_lookup(struct sw_mr_table *t, uint32_t key)
 }
 
 /* Contract: see sw.h. */
-void sw_mr_table_block(struct sw_mr_table *t, struct sw_mr *mr)
+void sw_mr_wait_idle(struct sw_mr *mr)
 {
 	unsigned int spins = 0;
 
-	pthread_rwlock_wrlock(&t->lock);
-	mr->blocked = true;
-	pthread_rwlock_unlock(&t->lock);
-	/* references only shrink now: no lookup can hand out a new one */
 	while (atomic_load(&mr->refcnt) > 1) {
 		if (++spins < 100) {
 			sched_yield();
@@ -229,6 +225,16 @@ void sw_mr_table_block(struct sw_mr_table *t, struct sw_mr *mr)
 			nanosleep(&ts, NULL);
 		}
 	}
+}
+
+/* Contract: see sw.h. */
+void sw_mr_table_block(struct sw_mr_table *t, struct sw_mr *mr)
+{
+	pthread_rwlock_wrlock(&t->lock);
+	mr->blocked = true;
+	pthread_rwlock_unlock(&t->lock);
+	/* references only shrink now: no lookup can hand out a new one */
+	sw_mr_wait_idle(mr);
 }
 
 /* Contract: see sw.h. */
