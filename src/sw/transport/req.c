@@ -230,8 +230,12 @@ void sw_req_run(struct sw_qp *qp)
 		uint8_t *buf = tx ? tx->buf[tx->n] : one;
 		int len, ret;
 
-		if (w->state == SW_WQE_FAILED)
-			break; /* waits to complete in order */
+		if (w->state == SW_WQE_FAILED) {
+			/* completes in order: once everything before it is retired */
+			if (qp->sq.cons == req->send_idx)
+				sw_comp_retire(qp, (enum ibv_wc_status)w->fail_status);
+			break; /* (the batch is empty then: nothing is outstanding) */
+		}
 		if (req->send_off == 0) {
 			if (st == IBV_QPS_SQD && w->state == SW_WQE_NEW)
 				break; /* draining: nothing new starts */
