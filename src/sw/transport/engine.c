@@ -158,8 +158,10 @@ void sw_engine_wake_for(struct sw_engine *eng, uint64_t deadline)
 }
 
 /* Contract: see transport.h. */
-void sw_engine_activate(struct sw_engine *eng, struct sw_qp *qp)
+int sw_engine_activate(struct sw_engine *eng, struct sw_qp *qp)
 {
+	int ret = 0;
+
 	pthread_mutex_lock(&eng->active_lock);
 	for (uint32_t i = 0; i < eng->nactive; i++)
 		if (eng->active[i] == qp)
@@ -168,14 +170,17 @@ void sw_engine_activate(struct sw_engine *eng, struct sw_qp *qp)
 		uint32_t cap = eng->cap_active ? eng->cap_active * 2 : 16;
 		struct sw_qp **n = realloc(eng->active, cap * sizeof(*n));
 
-		if (!n)
-			goto out; /* timers of this QP then never run: retries stall */
+		if (!n) {
+			ret = -ENOMEM; /* a QP whose timers never run must not exist */
+			goto out;
+		}
 		eng->active = n;
 		eng->cap_active = cap;
 	}
 	eng->active[eng->nactive++] = qp;
 out:
 	pthread_mutex_unlock(&eng->active_lock);
+	return ret;
 }
 
 /* Contract: see transport.h. */
@@ -205,12 +210,21 @@ int sw_transport_qp_init(struct sw_qp *qp)
 	qp->resp->wqe = calloc(1, sizeof(*qp->resp->wqe) + SW_MAX_SGE * sizeof(struct ibv_sge));
 	if (!qp->resp->wqe)
 		goto nomem;
+	/* READ/atomic resources for any max_dest_rd_atomic: RTR cannot fail */
+	if (qp->ibv.qp_base.qp_type != IBV_QPT_UD) {
+		qp->resp->res = calloc(SW_MAX_QP_RD_ATOM, sizeof(*qp->resp->res));
+		if (!qp->resp->res)
+			goto nomem;
+	}
 	qp->req->window = SW_WINDOW_INIT;
-	sw_engine_activate(eng, qp);
+	if (sw_engine_activate(eng, qp))
+		goto nomem;
 	return 0;
 nomem:
-	if (qp->resp)
+	if (qp->resp) {
 		free(qp->resp->wqe);
+		free(qp->resp->res);
+	}
 	free(qp->req);
 	free(qp->resp);
 	qp->req = NULL;
@@ -298,11 +312,8 @@ void sw_transport_qp_state(struct sw_qp *qp, enum ibv_qp_state old)
 
 			transport_reset(qp);
 			resp->epsn = qp->attr.rq_psn & SW_PSN_MASK;
-			if (resp->nres != n) {
-				free(resp->res);
-				resp->res = calloc(n, sizeof(*resp->res));
-				resp->nres = resp->res ? n : 0;
-			} else {
+			if (resp->res) { /* SW_MAX_QP_RD_ATOM >= n entries (RC) */
+				resp->nres = n;
 				memset(resp->res, 0, n * sizeof(*resp->res));
 			}
 		}

@@ -95,8 +95,8 @@ static inline struct sw_engine *sw_engine_of(struct sw_qp *qp)
 	return sw_dev_of(qp->ibv.qp_base.context)->eng;
 }
 
-/* Register `qp` for timer service by the progress thread (idempotent). */
-void sw_engine_activate(struct sw_engine *eng, struct sw_qp *qp);
+/* Register `qp` for timer service by the progress thread (idempotent); 0 or -ENOMEM. */
+int sw_engine_activate(struct sw_engine *eng, struct sw_qp *qp);
 /* Drop it again (QP destroy). */
 void sw_engine_deactivate(struct sw_engine *eng, struct sw_qp *qp);
 /* Make the progress thread run its timers soon. */
