@@ -151,20 +151,22 @@ static void rx_one(struct sw_engine *eng, struct rx_batch *b, struct rx_slot *s,
 		atomic_fetch_add_explicit(&eng->cnt.drops_no_qp, 1, memory_order_relaxed);
 		return;
 	}
-	SW_QP_COUNT(qp, rx_pkts, 1);
-	SW_QP_COUNT(qp, rx_bytes, len);
 	if (!qp_type_accepts(qp, pkt.opcode)) {
 		SW_COUNT(eng, qp, drops_malformed);
 		sw_qp_put(qp);
 		return;
 	}
 	pthread_mutex_lock(&qp->lock);
-	if (!from_peer(qp, &s->src)) /* not this QP's packet: counted as no QP */
+	if (!from_peer(qp, &s->src)) { /* not this QP's packet: counted as no QP */
 		atomic_fetch_add_explicit(&eng->cnt.drops_no_qp, 1, memory_order_relaxed);
-	else if (!pkt.info || (pkt.info->flags & SW_F_REQ))
-		sw_resp_handle(qp, &pkt, &s->src);
-	else
-		sw_comp_handle(qp, &pkt);
+	} else {
+		SW_QP_COUNT(qp, rx_pkts, 1); /* the QP's: from its peer, of its type */
+		SW_QP_COUNT(qp, rx_bytes, len);
+		if (!pkt.info || (pkt.info->flags & SW_F_REQ))
+			sw_resp_handle(qp, &pkt, &s->src);
+		else
+			sw_comp_handle(qp, &pkt);
+	}
 	pthread_mutex_unlock(&qp->lock);
 	if (b->ntouched < SW_RX_BATCH)
 		touch(b, qp);
