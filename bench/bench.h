@@ -126,9 +126,22 @@ void alloc_reg_role(const struct role_args *ra, bool cc);
 void dmah_role(const struct role_args *ra);
 
 /*
+ * How the next measure() runs its two processes; reset by it.
+ *   pin        client on CPU 0 and server on CPU 1, each one's progress
+ *              thread on the other's CPU (SOFTVERBS_PROGRESS_CPU): a
+ *              packet is handled as soon as its sender yields (2+ CPUs)
+ *   udp_yield  the UDP ping-pong yields between looks, as the verbs one
+ */
+struct measure_mode {
+	bool pin, udp_yield;
+};
+extern struct measure_mode mmode;
+
+/*
  * One two-process measurement (kind "verbs" or "udp"): client and
- * server with the same arguments and SOFTVERBS_BUSY_POLL=busy. The
- * client's result line in `res` (empty on failure), CPU seconds of both.
+ * server with the same arguments and SOFTVERBS_BUSY_POLL=busy, placed as
+ * mmode says. The client's result line in `res` (empty on failure), CPU
+ * seconds of both.
  */
 void measure(const char *kind, enum test test, uint64_t size, bool busy, enum mr_kind mr, char *res,
 	     size_t cap, double *cpu_s);

@@ -33,6 +33,8 @@
  */
 #include "bench.h"
 
+#include <sched.h>
+
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -102,6 +104,16 @@ static void parse_sizes(const char *list)
 static int run_role(const char *role, const struct role_args *ra)
 {
 	bool lat = ra->test == T_WRITE_LAT;
+	const char *cpu = getenv("SV_BENCH_CPU"); /* measure()'s placement (mmode.pin) */
+
+	if (cpu) {
+		cpu_set_t one;
+
+		CPU_ZERO(&one);
+		CPU_SET(atoi(cpu), &one);
+		if (sched_setaffinity(0, sizeof(one), &one))
+			die("sched_setaffinity(%s): %s", cpu, strerror(errno));
+	}
 
 	if (!strcmp(role, "verbs-client"))
 		lat ? verbs_lat_client(ra) : verbs_bw_client(ra);

@@ -183,6 +183,8 @@ uint64_t parse_size(const char *s)
 	return *end ? 0 : v;
 }
 
+struct measure_mode mmode;
+
 /* Contract: see bench.h. */
 pid_t spawn(char *const argv[], char *const env[], int fd3, int fd4, int out_fd)
 {
@@ -288,7 +290,11 @@ void measure(const char *kind, enum test test, uint64_t size, bool busy, enum mr
 	     size_t cap, double *cpu_s)
 {
 	char busy_env[] = "SOFTVERBS_BUSY_POLL=1", nobusy_env[] = "SOFTVERBS_BUSY_POLL=0";
-	char *env[] = {busy ? busy_env : nobusy_env, NULL};
+	char cpu0[] = "SV_BENCH_CPU=0", cpu1[] = "SV_BENCH_CPU=1";
+	char prog0[] = "SOFTVERBS_PROGRESS_CPU=0", prog1[] = "SOFTVERBS_PROGRESS_CPU=1";
+	char yield[] = "SV_BENCH_UDP_YIELD=1";
+	char *env_c[5] = {busy ? busy_env : nobusy_env}, *env_s[5] = {env_c[0]};
+	int nc = 1, ns = 1;
 	struct role_argv ac, as;
 	char role_c[48], role_s[48];
 	int sp[2], pp[2], rs, rc;
@@ -302,8 +308,21 @@ void measure(const char *kind, enum test test, uint64_t size, bool busy, enum mr
 	res[0] = 0;
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) || pipe2(pp, O_CLOEXEC))
 		die("socketpair/pipe: %s", strerror(errno));
-	srv = spawn(as.argv, env, sp[1], pp[1], -1); /* either side may report */
-	cli = spawn(ac.argv, env, sp[0], pp[1], -1);
+	if (mmode.pin && sysconf(_SC_NPROCESSORS_ONLN) >= 2) {
+		env_c[nc++] = cpu0;
+		env_s[ns++] = cpu1;
+		if (!strcmp(kind, "verbs")) {
+			env_c[nc++] = prog1;
+			env_s[ns++] = prog0;
+		}
+	}
+	if (mmode.udp_yield) {
+		env_c[nc++] = yield;
+		env_s[ns++] = yield;
+	}
+	mmode = (struct measure_mode){0};
+	srv = spawn(as.argv, env_s, sp[1], pp[1], -1); /* either side may report */
+	cli = spawn(ac.argv, env_c, sp[0], pp[1], -1);
 	close(sp[0]);
 	close(sp[1]);
 	close(pp[1]);

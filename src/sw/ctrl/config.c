@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "sw/sw.h"
 
@@ -170,25 +171,28 @@ static void cfg_load_udp_port(struct sw_config *cfg)
 
 /*
  * Contract: SOFTVERBS_PROGRESS_CPU into cfg->progress_cpu (-1 when unset):
- * a CPU this process may run on now (its affinity mask).
+ * the number of one of the machine's CPUs. The calling thread's own
+ * affinity does not matter (an application may pin itself elsewhere);
+ * a CPU outside the process's cpuset fails later, at open.
  */
 static void cfg_load_progress_cpu(struct sw_config *cfg)
 {
 	const char *v = getenv("SOFTVERBS_PROGRESS_CPU");
+	long ncpu = sysconf(_SC_NPROCESSORS_CONF);
 	unsigned long cpu;
-	cpu_set_t allowed;
 	char q[52];
 
 	cfg->progress_cpu = -1;
 	if (!v)
 		return;
-	if (!cfg_parse_uint(v, 0, CPU_SETSIZE - 1, &cpu) ||
-	    sched_getaffinity(0, sizeof(allowed), &allowed) || !CPU_ISSET((int)cpu, &allowed)) {
+	if (ncpu < 1 || ncpu > CPU_SETSIZE)
+		ncpu = CPU_SETSIZE;
+	if (!cfg_parse_uint(v, 0, (unsigned long)ncpu - 1, &cpu)) {
 		cfg_quote(q, sizeof(q), v);
 		cfg_fail(cfg,
 			 "SOFTVERBS_PROGRESS_CPU=\"%s\" is invalid: expected the decimal number "
-			 "of a CPU this process may run on",
-			 q);
+			 "of one of this machine's CPUs, 0 to %ld",
+			 q, ncpu - 1);
 		return;
 	}
 	cfg->progress_cpu = (int)cpu;
