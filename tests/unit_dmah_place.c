@@ -59,6 +59,22 @@ static int count_threads(void)
 	return n;
 }
 
+/*
+ * The thread count once it is `want`, waiting up to a second: a joined
+ * thread leaves /proc/self/task a moment after pthread_join returns (its
+ * tid is cleared before the kernel reaps it).
+ */
+static int threads_become(int want)
+{
+	int n = count_threads();
+
+	for (int i = 0; i < 1000 && n != want; i++) {
+		usleep(1000);
+		n = count_threads();
+	}
+	return n;
+}
+
 static void *noop(void *arg)
 {
 	return arg;
@@ -137,7 +153,7 @@ int main(void)
 	da.ph = 4; /* row 8: after the CPU checks */
 	CHECK_ERRNO_PTR(ibv_alloc_dmah(ctx, &da), EINVAL);
 	CHECK_EQ_INT(sw_place(&hint, dst, src, sizeof(src)), -ENODEV);
-	CHECK_EQ_INT(count_threads(), threads);
+	CHECK_EQ_INT(threads_become(threads), threads);
 
 	t_case("an MR with a CPU_ID handle has its hint; placement runs pinned");
 	da.ph = 3;
@@ -204,7 +220,7 @@ int main(void)
 	if (d)
 		CHECK_RET(ibv_dealloc_dmah(d), 0);
 	CHECK_EQ_INT(sw_place(&hint, dst, src, sizeof(src)), -ENODEV);
-	CHECK_EQ_INT(count_threads(), threads); /* joined */
+	CHECK_EQ_INT(threads_become(threads), threads); /* joined */
 
 	t_case("a new handle starts a new worker");
 	d = ibv_alloc_dmah(ctx, &da);
@@ -214,7 +230,7 @@ int main(void)
 		CHECK_RET(ibv_dealloc_dmah(d), 0);
 	}
 	CHECK_EQ_INT(sw_place(&hint, dst, src, sizeof(src)), -ENODEV);
-	CHECK_EQ_INT(count_threads(), threads);
+	CHECK_EQ_INT(threads_become(threads), threads);
 
 	t_case("teardown");
 	munmap(mem, 2 * page);
