@@ -48,8 +48,8 @@
 /* test: no-valgrind */
 /* test: timeout=300 */
 /*
- * Its own UDP port: the wire tests capture port 4791 on lo, and a run
- * alongside them would fill their capture with millions of packets.
+ * Its own UDP port: a capture of port 4791 on lo (a developer's, or a
+ * wire test's) does not fill up with its millions of packets.
  */
 /* test: env=SOFTVERBS_UDP_PORT=4793 */
 /* test: label=mt */
