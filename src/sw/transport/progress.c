@@ -192,6 +192,26 @@ static bool rx_fault_drop(struct sw_engine *eng)
 	return true;
 }
 
+/* A datagram larger than any packet of ours: never a valid one cut short. */
+static void rx_drop_oversize(struct sw_engine *eng)
+{
+	atomic_fetch_add_explicit(&eng->cnt.rx_pkts, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&eng->cnt.drops_malformed, 1, memory_order_relaxed);
+}
+
+/* Send the ACKs the batch's QPs owe and drop their references. */
+static void rx_flush_acks(struct rx_batch *b)
+{
+	for (unsigned int t = 0; t < b->ntouched; t++) {
+		struct sw_qp *qp = b->touched[t];
+
+		pthread_mutex_lock(&qp->lock);
+		sw_resp_flush_ack(qp);
+		pthread_mutex_unlock(&qp->lock);
+		sw_qp_put(qp);
+	}
+}
+
 /* One receive batch; returns the number of packets taken off the socket. */
 static int rx_batch(struct sw_engine *eng, struct rx_batch *b)
 {
@@ -209,10 +229,7 @@ static int rx_batch(struct sw_engine *eng, struct rx_batch *b)
 		if (rx_fault_drop(eng))
 			continue;
 		if (b->msg[i].msg_hdr.msg_flags & MSG_TRUNC) {
-			/* larger than any packet of ours: never a valid one cut short */
-			atomic_fetch_add_explicit(&eng->cnt.rx_pkts, 1, memory_order_relaxed);
-			atomic_fetch_add_explicit(&eng->cnt.drops_malformed, 1,
-						  memory_order_relaxed);
+			rx_drop_oversize(eng);
 			continue;
 		}
 		rx_one(eng, b, &b->slot[i], b->msg[i].msg_len, rx_dst(eng, &b->msg[i].msg_hdr));
@@ -224,15 +241,30 @@ static int rx_batch(struct sw_engine *eng, struct rx_batch *b)
 	 */
 	if (eng->busy_poll && b->ntouched)
 		sched_yield();
-	for (unsigned int t = 0; t < b->ntouched; t++) {
-		struct sw_qp *qp = b->touched[t];
-
-		pthread_mutex_lock(&qp->lock);
-		sw_resp_flush_ack(qp);
-		pthread_mutex_unlock(&qp->lock);
-		sw_qp_put(qp);
-	}
+	rx_flush_acks(b);
 	return n;
+}
+
+/* Contract: see transport.h. */
+int sw_rx_inject(struct sw_engine *eng, const uint8_t *buf, size_t len,
+		 const struct sockaddr_in *src, struct in_addr dst)
+{
+	struct rx_batch *b = malloc(sizeof(*b));
+
+	if (!b)
+		return -ENOMEM;
+	if (len > sizeof(b->slot[0].buf)) {
+		rx_drop_oversize(eng); /* as rx_batch() */
+		free(b);
+		return 0;
+	}
+	memcpy(b->slot[0].buf, buf, len);
+	b->slot[0].src = *src;
+	b->ntouched = 0;
+	rx_one(eng, b, &b->slot[0], len, dst);
+	rx_flush_acks(b);
+	free(b);
+	return 0;
 }
 
 /*

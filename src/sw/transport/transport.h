@@ -112,6 +112,15 @@ uint64_t sw_now_ns(void);
 /* progress.c: the progress thread's body; returns when eng->stop is set. */
 void *sw_progress_main(void *arg);
 
+/*
+ * progress.c: handle `len` bytes from `src` to local address `dst` as one
+ * packet off the socket (validation, dispatch, the ACK owed), without
+ * the socket: for tests and fuzzing. Any thread holding no QP lock.
+ * 0 or -ENOMEM.
+ */
+int sw_rx_inject(struct sw_engine *eng, const uint8_t *buf, size_t len,
+		 const struct sockaddr_in *src, struct in_addr dst);
+
 /* ---- net.c ---- */
 
 /* Configure the device socket (buffers, DF). 0 or -errno. */
