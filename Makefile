@@ -1,23 +1,28 @@
 # Thin wrapper over CMake. Targets:
 #   all (default)  configure + build build/ (gcc, RelWithDebInfo, -Werror)
-#   check          gcc + valgrind, clang, ASan/UBSan, TSan (label mt) stages (scripts/check.sh)
+#   check          gcc + valgrind, clang, ASan/UBSan, TSan (label mt), fuzz stages
+#                  (scripts/check.sh)
 #   demo           build, then two processes on the software device: RC ping-pong,
 #                  RDMA WRITE/READ, atomics, CC bounce (-U) vs DMA handles (scripts/demo.sh)
 #   bench          build, run build/bench/sv_bench (never part of check): tables,
 #                  build/bench/results.json, and build/bench/bench.png (bench/plot.py,
 #                  needs python3-matplotlib)
+#   fuzz           build build-fuzz/ (clang, SV_FUZZ=ON), then run each libFuzzer
+#                  target for FUZZ_SECONDS (fuzz/fuzz.sh; check runs 20 s each)
 #   install        cmake --install build --prefix $(PREFIX)
 #   format         clang-format -i our sources (never include/infiniband)
 #   clean          remove the build directories
-# Variables: PREFIX, CHECK_STAGES (e.g. "gcc" or "gcc clang asan tsan"),
+# Variables: PREFIX, CHECK_STAGES (e.g. "gcc" or "gcc clang asan fuzz tsan"),
 # CTEST_ARGS (passed to ctest in check), JOBS, BENCH_ARGS (sv_bench options),
-# BENCH_PY (the python3 with matplotlib that draws the plot).
+# BENCH_PY (the python3 with matplotlib that draws the plot),
+# FUZZ_SECONDS (per target, default 600), FUZZ_TARGETS (default: all).
 
 PREFIX ?= /usr/local
 BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE ?= cmake
-CHECK_STAGES ?= gcc clang asan tsan
+CHECK_STAGES ?= gcc clang asan tsan fuzz
+FUZZ_SECONDS ?= 600
 BENCH_ARGS ?=
 BENCH_PY ?= /usr/bin/python3
 CLANG_FORMAT ?= clang-format
@@ -32,7 +37,7 @@ FORMAT_DIRS = src tools tests bench examples include/softverbs
 # tests/layout holds a generated probe and rdma-core's own code: left alone.
 FORMAT_FIND = find $(FORMAT_DIRS) -path tests/layout -prune -o -name '*.[ch]' -print 2>/dev/null
 
-.PHONY: all check demo bench install format format-check clean
+.PHONY: all check demo bench fuzz install format format-check clean
 
 all:
 	@$(CMAKE) -S . -B $(BUILD) $(GENERATOR) --log-level=WARNING $(CONFIG_ARGS) >/dev/null
@@ -57,6 +62,10 @@ bench: all
 			"(apt-get install python3-matplotlib, then make bench again)"; \
 	fi; exit $$st
 
+# Long fuzzing runs: on request only, never by check (which runs 20 s per target).
+fuzz:
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_TARGETS="$(FUZZ_TARGETS)" JOBS=$(JOBS) bash fuzz/fuzz.sh
+
 install: all
 	$(CMAKE) --install $(BUILD) --prefix $(PREFIX)
 
@@ -67,4 +76,4 @@ format-check:
 	@$(FORMAT_FIND) | xargs -r $(CLANG_FORMAT) --dry-run -Werror
 
 clean:
-	rm -rf $(BUILD) build build-clang build-asan build-tsan
+	rm -rf $(BUILD) build build-clang build-asan build-tsan build-fuzz

@@ -21,12 +21,13 @@
  * ASan and the guard pages catch everything else. Everything the device
  * sends is dropped (fz_open_device), so runs are deterministic.
  *
- * Input: two configuration bytes, then packets.
+ * Input: three configuration bytes, then packets.
  *   c0  bits 0-2 state (RESET INIT RTR RTS SQD ERR, 6-7 RTS), bit 3 UD,
  *       bit 4 no receive WQEs, bit 5 path MTU 256 (else 1024), bit 6
  *       post three sends first (RTS), bit 7 max_dest_rd_atomic 0 (else 4)
  *   c1  bits 0-3 QP access flags (LOCAL_WRITE, REMOTE_WRITE, REMOTE_READ,
  *       REMOTE_ATOMIC), bits 4-5 receive SGE layout, bits 6-7 the PSN base
+ *   c2  bit 0 the QP takes its receives from an SRQ (limit armed at 2)
  *   packet: fix byte, length (2 bytes, big-endian), bytes. Unless the fix
  *       byte says raw (bits), the harness rewrites the packet:
  *       bits 0-2 MR whose rkey goes in the RETH/AtomicETH (7: raw),
@@ -72,6 +73,7 @@ static struct {
 	struct sw_dev *dev;
 	struct ibv_pd *pd, *pd2;
 	struct ibv_cq *scq, *rcq;
+	struct ibv_srq *srq;
 	struct fz_buf buf[NMR];
 	struct ibv_mr *mr[NMR];
 	uint64_t base[NMR]; /* the MR's first address as the wire names it */
@@ -87,7 +89,8 @@ static void setup(void)
 	g.pd2 = ibv_alloc_pd(g.ctx);
 	g.scq = ibv_create_cq(g.ctx, 256, NULL, NULL, 0);
 	g.rcq = ibv_create_cq(g.ctx, 256, NULL, NULL, 0);
-	FUZZ_REQUIRE(g.pd && g.pd2 && g.scq && g.rcq);
+	g.srq = ibv_create_srq(g.pd, &(struct ibv_srq_init_attr){ .attr = { 16, 2, 0 } });
+	FUZZ_REQUIRE(g.pd && g.pd2 && g.scq && g.rcq && g.srq);
 	FUZZ_REQUIRE(ibv_query_gid(g.ctx, 1, 0, &g.gid) == 0);
 	for (int i = 0; i < NMR; i++) {
 		struct fz_buf *b = &g.buf[i];
@@ -169,8 +172,8 @@ static enum ibv_qp_state bring_up(struct ibv_qp *qp, uint8_t c0, uint8_t c1)
 	return want;
 }
 
-/* Four receive WQEs of layout `layout` (c1 bits 4-5); errors ignored (RESET). */
-static void post_recvs(struct ibv_qp *qp, unsigned int layout)
+/* Four receive WQEs of layout `layout` (c1 bits 4-5) on the QP or the SRQ; errors ignored. */
+static void post_recvs(struct ibv_qp *qp, unsigned int layout, bool srq)
 {
 	uint8_t *recv = g.buf[MR_RECV].p, *rw = g.buf[MR_RW].p;
 	uint32_t lk = g.mr[MR_RECV]->lkey;
@@ -187,8 +190,23 @@ static void post_recvs(struct ibv_qp *qp, unsigned int layout)
 					  .num_sge = nsge[layout] },
 				   *bad;
 
-		(void)ibv_post_recv(qp, &wr, &bad);
+		if (srq)
+			(void)ibv_post_srq_recv(g.srq, &wr, &bad);
+		else
+			(void)ibv_post_recv(qp, &wr, &bad);
 	}
+}
+
+/* Empty the SRQ (a fresh start for the next input) and re-arm its limit. */
+static void srq_reset(void)
+{
+	struct sw_srq *s = sw_srq(g.srq);
+	struct ibv_srq_attr a = { .srq_limit = 2 };
+
+	pthread_mutex_lock(&s->lock);
+	s->ring.cons = s->ring.prod;
+	pthread_mutex_unlock(&s->lock);
+	(void)ibv_modify_srq(g.srq, &a, IBV_SRQ_LIMIT);
 }
 
 /* A WRITE, a READ and a fetch-and-add towards the (silent) peer. */
@@ -312,13 +330,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct ibv_qp_init_attr ia;
 	struct ibv_qp *qp;
 	struct sw_icrc_ctx ic;
-	uint8_t c0, c1;
+	uint8_t c0, c1, c2;
 	uint32_t rq_psn;
 
 	if (!g.ctx)
 		setup();
 	c0 = fz_u8(&in);
 	c1 = fz_u8(&in);
+	c2 = fz_u8(&in);
 	rq_psn = psn_base[c1 >> 6];
 
 	memset(&ia, 0, sizeof(ia));
@@ -330,6 +349,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	ia.cap.max_send_sge = 2;
 	ia.cap.max_recv_sge = 2;
 	ia.cap.max_inline_data = 64;
+	if (c2 & 1) {
+		srq_reset();
+		ia.srq = g.srq;
+	}
 	qp = ibv_create_qp(g.pd, &ia);
 	FUZZ_REQUIRE(qp);
 	if (bring_up(qp, c0, c1) == IBV_QPS_SQD) {
@@ -342,7 +365,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_REQUIRE(ibv_modify_qp(qp, &a, IBV_QP_STATE) == 0);
 	}
 	if (!(c0 & 0x10))
-		post_recvs(qp, (c1 >> 4) & 3);
+		post_recvs(qp, (c1 >> 4) & 3, c2 & 1);
 	if ((c0 & 0x40) && ia.qp_type == IBV_QPT_RC && (c0 & 7) == 3)
 		post_sends(qp);
 

@@ -9,7 +9,8 @@
  * independent. The operations:
  *
  *   reg_mr_ex        ibv_mr_init_attr: length, access, comp_mask, iova,
- *                    fd_offset fuzzed; addr inside the harness's buffer;
+ *                    fd_offset fuzzed; addr inside the harness's buffer
+ *                    (guard pages around it) or its read-only buffer;
  *                    fd one of -1, a memfd, the ibv_buf's dma-buf fd or a
  *                    closed number; dmah and buf NULL or the harness's;
  *                    on the PD or one of the input's parent domains
@@ -31,8 +32,11 @@
  *   query_qp         a raw mask
  *
  * The harness's pointers are real, so any crash, sanitizer report or
- * write outside a registered buffer is the library's. Everything the
- * device sends is dropped (fz_open_device).
+ * write outside a registered buffer is the library's. Registration must
+ * refuse what pinning would (-EFAULT): a span reaching into a guard page,
+ * or read-only memory for a writable MR; an MR that registers is then
+ * usable by every SGE. Everything the device sends is dropped
+ * (fz_open_device).
  */
 #include "fuzz_util.h"
 
@@ -48,6 +52,7 @@ static struct {
 	struct ibv_ah *ah;
 	union ibv_gid gid;
 	struct fz_buf buf;   /* SGEs and registrations point here; guard pages */
+	struct fz_buf ro;    /* read-only after setup; guard pages */
 	int memfd;           /* BUF_LEN bytes */
 	struct ibv_buf *ibuf;
 	void *ibuf_addr;
@@ -58,7 +63,6 @@ static struct {
 /* What one input created (freed at its end). */
 struct objs {
 	struct ibv_mr *mr[NMR];
-	bool mr_wild[NMR];   /* registered beyond the buffer: never used in SGEs */
 	struct ibv_dmah *dmah[NDMAH];
 	struct ibv_pd *ppd[NPD];
 	struct ibv_qp *qp[NQP]; /* 0 RC, 1 UD, 2-3 on parent domains */
@@ -83,6 +87,8 @@ static void setup(void)
 	g.ah = ibv_create_ah(g.pd, &ah);
 	FUZZ_REQUIRE(g.ah);
 	fz_buf_alloc(&g.buf, BUF_LEN, true, 0);
+	fz_buf_alloc(&g.ro, FZ_PAGE, true, 0x5a);
+	FUZZ_REQUIRE(mprotect(g.ro.p, FZ_PAGE, PROT_READ) == 0);
 	g.memfd = memfd_create("fuzz_verbs", 0);
 	FUZZ_REQUIRE(g.memfd >= 0 && ftruncate(g.memfd, BUF_LEN) == 0);
 	g.ibuf_addr = ibv_alloc_buf(g.pd, BUF_LEN, &g.ibuf);
@@ -91,6 +97,14 @@ static void setup(void)
 }
 
 /* ---- helpers ---- */
+
+/* FUZZ_VERBOSE=1: what each operation did (for checking seeds by hand). */
+static bool verbose;
+#define TRACE(...)                                                                                 \
+	do {                                                                                       \
+		if (verbose)                                                                       \
+			fprintf(stderr, __VA_ARGS__);                                              \
+	} while (0)
 
 static struct ibv_pd *pick_pd(struct fz_in *in, struct objs *o)
 {
@@ -116,7 +130,7 @@ static uint32_t pick_key(struct fz_in *in, struct objs *o, bool remote)
 {
 	uint8_t v = fz_u8(in);
 
-	if (v < 0xf0 && o->mr[v % NMR] && !o->mr_wild[v % NMR])
+	if (v < 0xf0 && o->mr[v % NMR])
 		return remote ? o->mr[v % NMR]->rkey : o->mr[v % NMR]->lkey;
 	return fz_u32(in);
 }
@@ -135,14 +149,18 @@ static void op_reg_mr_ex(struct fz_in *in, struct objs *o)
 	struct ibv_mr_init_attr a;
 	struct ibv_pd *pd = pick_pd(in, o);
 	uint8_t sel = fz_u8(in);
-	uint32_t off = fz_u16(in) % BUF_LEN;
+	bool ro = sel & 0x80;
+	size_t size = ro ? FZ_PAGE : BUF_LEN;
+	uint32_t off = fz_u16(in) % size;
 	static const int fds[4] = { -1, 0, 0, 1000 };
+	const int writable = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+			     IBV_ACCESS_REMOTE_ATOMIC;
 	struct ibv_mr *mr;
 	int slot = -1;
 
 	memset(&a, 0, sizeof(a));
-	a.addr = g.buf.p + off;
-	a.length = (sel & 1) ? (size_t)fz_u64(in) : fz_u32(in) % (BUF_LEN - off + 1);
+	a.addr = (ro ? g.ro.p : g.buf.p) + off;
+	a.length = (sel & 1) ? (size_t)fz_u64(in) : fz_u32(in) % (size - off + 1);
 	a.access = (int)fz_u32(in);
 	a.comp_mask = (sel & 2) ? fz_u64(in) : fz_u8(in) & 0x3f;
 	a.iova = fz_u64(in);
@@ -154,13 +172,24 @@ static void op_reg_mr_ex(struct fz_in *in, struct objs *o)
 	a.fd_offset = fz_u64(in);
 	if ((sel & 0x10) && o->dmah[(sel >> 6) & 1])
 		a.dmah = o->dmah[(sel >> 6) & 1];
-	if (sel & 0x20)
+	if (sel & 0x20) {
 		a.buf = g.ibuf;
+		a.addr = (uint8_t *)g.ibuf_addr + off; /* BUF wants addr inside the buffer */
+		ro = false;
+	}
 	if (!pd)
 		return; /* ibv_reg_mr_ex dereferences the PD as libibverbs does */
 	mr = ibv_reg_mr_ex(pd, &a);
+	TRACE("reg_mr_ex len %zu access %#x mask %#llx: %s\n", a.length, a.access,
+	      (unsigned long long)a.comp_mask, mr ? "ok" : strerror(errno));
 	if (!mr)
 		return;
+	if ((a.comp_mask & (IBV_REG_MR_MASK_ADDR | IBV_REG_MR_MASK_FD | IBV_REG_MR_MASK_BUF)) ==
+	    IBV_REG_MR_MASK_ADDR) {
+		/* the address path: only memory pinning would accept */
+		FUZZ_ASSERT(a.length <= size - off);
+		FUZZ_ASSERT(!ro || !(a.access & writable));
+	}
 	for (int i = 0; i < NMR; i++)
 		if (!o->mr[i]) {
 			slot = i;
@@ -171,9 +200,6 @@ static void op_reg_mr_ex(struct fz_in *in, struct objs *o)
 		return;
 	}
 	o->mr[slot] = mr;
-	/* usable in SGEs only if it lies in the buffer (fd-backed MRs never do) */
-	o->mr_wild[slot] = a.length > BUF_LEN - off || (a.comp_mask & (IBV_REG_MR_MASK_FD |
-								       IBV_REG_MR_MASK_BUF));
 }
 
 static void op_dereg_mr(struct fz_in *in, struct objs *o)
@@ -195,8 +221,10 @@ static void op_alloc_dmah(struct fz_in *in, struct objs *o)
 	a.cpu_id = fz_u32(in);
 	a.ph = fz_u8(in);
 	a.tph_mem_type = fz_u8(in);
-	if (!o->dmah[i])
+	if (!o->dmah[i]) {
 		o->dmah[i] = ibv_alloc_dmah(g.ctx, &a);
+		TRACE("alloc_dmah: %s\n", o->dmah[i] ? "ok" : strerror(errno));
+	}
 }
 
 static void op_dealloc_dmah(struct fz_in *in, struct objs *o)
@@ -250,8 +278,10 @@ static void op_alloc_parent_domain(struct fz_in *in, struct objs *o)
 	a.pd_context = &g.pd_context;
 	if (!a.pd)
 		return; /* rdma-core requires a PD */
-	if (!o->ppd[i])
+	if (!o->ppd[i]) {
 		o->ppd[i] = ibv_alloc_parent_domain(g.ctx, &a);
+		TRACE("alloc_parent_domain: %s\n", o->ppd[i] ? "ok" : strerror(errno));
+	}
 }
 
 static void op_dealloc_pd(struct fz_in *in, struct objs *o)
@@ -278,8 +308,10 @@ static void op_create_qp(struct fz_in *in, struct objs *o)
 	a.cap.max_send_sge = fz_u8(in) % 16;
 	a.cap.max_recv_sge = fz_u8(in) % 16;
 	a.cap.max_inline_data = fz_u16(in);
-	if (pd && !o->qp[i])
+	if (pd && !o->qp[i]) {
 		o->qp[i] = ibv_create_qp(pd, &a);
+		TRACE("create_qp: %s\n", o->qp[i] ? "ok" : strerror(errno));
+	}
 }
 
 static void raw_ah(struct fz_in *in, struct ibv_ah_attr *ah)
@@ -340,7 +372,7 @@ static void op_modify_qp(struct fz_in *in, struct objs *o)
 	mask = fz_u32(in);
 	if (!(mask & 0x80000000u))
 		mask &= (IBV_QP_DEST_QPN << 1) - 1;
-	(void)ibv_modify_qp(qp, &a, (int)mask);
+	TRACE("modify_qp %#x: %d\n", mask, ibv_modify_qp(qp, &a, (int)mask));
 }
 
 /* Valid attributes of every transition (a.qp_state set by the caller). */
@@ -400,6 +432,7 @@ static void op_to_state(struct fz_in *in, struct objs *o)
 		a = good_attr(IBV_QPS_SQD);
 		(void)ibv_modify_qp(qp, &a, IBV_QP_STATE);
 	}
+	TRACE("to_state %d: now %d\n", want, qp->state);
 }
 
 /* Fill `sge[0..n)` from the input; inline: every SGE inside the buffer. */
@@ -426,7 +459,7 @@ static void op_post_send(struct fz_in *in, struct objs *o)
 	struct ibv_qp *qp = pick_qp(in, o);
 	struct ibv_send_wr wr[4], *bad = NULL;
 	struct ibv_sge sge[4][NSGE];
-	int n = 1 + fz_u8(in) % 4;
+	int n = 1 + fz_u8(in) % 4, ret;
 
 	memset(wr, 0, sizeof(wr));
 	for (int i = 0; i < n; i++) {
@@ -461,7 +494,9 @@ static void op_post_send(struct fz_in *in, struct objs *o)
 			w->wr.rdma.rkey = pick_key(in, o, true);
 		}
 	}
-	if (ibv_post_send(qp, wr, &bad))
+	ret = ibv_post_send(qp, wr, &bad);
+	TRACE("post_send %d WRs: %d\n", n, ret);
+	if (ret)
 		FUZZ_ASSERT(bad >= wr && bad < wr + n);
 }
 
@@ -470,7 +505,7 @@ static void op_post_recv(struct fz_in *in, struct objs *o)
 	struct ibv_qp *qp = pick_qp(in, o);
 	struct ibv_recv_wr wr[4], *bad = NULL;
 	struct ibv_sge sge[4][NSGE];
-	int n = 1 + fz_u8(in) % 4;
+	int n = 1 + fz_u8(in) % 4, ret;
 
 	memset(wr, 0, sizeof(wr));
 	for (int i = 0; i < n; i++) {
@@ -484,7 +519,9 @@ static void op_post_recv(struct fz_in *in, struct objs *o)
 		wr[i].sg_list = sge[i];
 		fill_sges(in, o, sge[i], nsge > 0 ? nsge : 0, false);
 	}
-	if (ibv_post_recv(qp, wr, &bad))
+	ret = ibv_post_recv(qp, wr, &bad);
+	TRACE("post_recv %d WRs: %d\n", n, ret);
+	if (ret)
 		FUZZ_ASSERT(bad >= wr && bad < wr + n);
 }
 
@@ -531,8 +568,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct ibv_qp_init_attr a;
 	struct objs o;
 
-	if (!g.ctx)
+	if (!g.ctx) {
 		setup();
+		verbose = getenv("FUZZ_VERBOSE") != NULL;
+	}
 	memset(&o, 0, sizeof(o));
 	memset(&a, 0, sizeof(a));
 	a.send_cq = g.cq;

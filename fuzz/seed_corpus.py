@@ -10,7 +10,8 @@ Only packets between HOST_A and HOST_B are used. Writes
   CORPUS_DIR/resp/NAME   an input of fuzz_resp (format in fuzz_resp.c):
                          each request message (its packets in order) for an
                          RTS QP, RC or UD; each response for an RTS RC QP
-                         with the harness's three sends outstanding.
+                         with the harness's three sends outstanding; SENDs
+                         also with the receives on an SRQ.
 At most three seeds per opcode (pkt) or message kind (resp); old seed
 files of the same names are replaced, others left alone.
 """
@@ -80,13 +81,14 @@ def main():
     for p in pkts:
         op = p[0]
         if op & 0xE0 == 0x60:  # UD: RTS UD QP, receive WQEs, Q_Key fixed up
-            write("resp", name_of(op), bytes([0x0B, 0x0F]) + frame(7, p))
+            write("resp", name_of(op), bytes([0x0B, 0x0F, 0]) + frame(7, p))
+            write("resp", name_of(op) + "_srq", bytes([0x0B, 0x0F, 1]) + frame(7, p))
             continue
         low = op & 0x1F
         if low in (0x0D, 0x0E, 0x0F, 0x10, 0x11, 0x12):  # responses: sends outstanding
             psn = RESP_PSN.get(low, 1)
             fix, b = relative(p, psn, 7)
-            write("resp", name_of(op), bytes([0x43, 0x0F]) + frame(fix, b))
+            write("resp", name_of(op), bytes([0x43, 0x0F, 0]) + frame(fix, b))
             continue
         mr = {0x0C: MR_RD, 0x13: MR_ATOM, 0x14: MR_ATOM}.get(low, MR_RW)
         if low in (0x00, 0x06):  # FIRST: a new message
@@ -98,8 +100,10 @@ def main():
         for i, q in enumerate(msg):
             fix, b = relative(q, i, mr)
             body += frame(fix, b)
-        write("resp", name_of(msg[0][0]) + ("" if len(msg) == 1 else "_x%d" % len(msg)),
-              bytes([0x03, 0x0F]) + body)
+        name = name_of(msg[0][0]) + ("" if len(msg) == 1 else "_x%d" % len(msg))
+        write("resp", name, bytes([0x03, 0x0F, 0]) + body)
+        if low in (0x02, 0x04):  # SEND: also from an SRQ
+            write("resp", name + "_srq", bytes([0x03, 0x0F, 1]) + body)
         msg = []
     print("seed_corpus: %d packets -> %d pkt, %d resp seeds" % (
         len(pkts), sum(v for (s, _), v in count.items() if s == "pkt"),

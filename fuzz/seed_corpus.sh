@@ -15,7 +15,10 @@ bin=$build/tests/api_wire_sequence
 [ -x "$bin" ] || { echo "seed_corpus: $bin not found (run make first)" >&2; exit 1; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-sh "$here/../tests/wire_capture.sh" "$bin" "$work"
+# its own checks may fail on a busy machine (a retransmission): the capture is still good
+sh "$here/../tests/wire_capture.sh" "$bin" "$work" || true
+[ -s "$work/capture.pcap" ] && [ -s "$work/sequence.manifest" ] ||
+	{ echo "seed_corpus: no capture (see above)" >&2; exit 1; }
 hosts=$(sed -n 's/^hosts //p' "$work/sequence.manifest")
 tshark -r "$work/capture.pcap" -Y 'udp.dstport == 4791' -T fields \
 	-e ip.src -e ip.dst -e udp.payload 2>/dev/null >"$work/payloads.tsv"

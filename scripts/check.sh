@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# scripts/check.sh [STAGE ...]    (make check; default stages: gcc clang asan tsan)
+# scripts/check.sh [STAGE ...]    (make check; default stages: gcc clang asan tsan fuzz)
 #
 #   gcc    build/        gcc, RelWithDebInfo, -Werror; all tests (memcheck too)
 #   clang  build-clang/  clang, RelWithDebInfo, -Werror; tests without memcheck
 #   asan   build-asan/   gcc, Debug, ASan+UBSan; tests without memcheck
 #   tsan   build-tsan/   gcc, RelWithDebInfo, TSan; the multi-threaded tests (label mt)
+#   fuzz   build-fuzz/   clang, SV_FUZZ=ON: the fuzz targets only, a bounded
+#                        libFuzzer run of each (ctest label fuzz, fuzz/)
 #
 # Stops at the first stage that fails. Build logs are shown only on error.
 # Last line: "check: N passed, N failed, N skipped", summed over the stages;
@@ -18,7 +20,7 @@ JOBS=${JOBS:-$(nproc)}
 CTEST_JOBS=${CTEST_JOBS:-2}
 read -r -a extra_ctest <<<"${CTEST_ARGS:-}"
 stages=("$@")
-[ ${#stages[@]} -gt 0 ] || stages=(gcc clang asan tsan)
+[ ${#stages[@]} -gt 0 ] || stages=(gcc clang asan tsan fuzz)
 
 passed=0 failed=0 skipped=0
 pyverbs_lines= # closing lines of tests/pyverbs_suite.sh, shown again by finish
@@ -40,6 +42,7 @@ junit_attr() {
 for stage in "${stages[@]}"; do
 	off=(-DSV_SANITIZE=OFF -DSV_TSAN=OFF)
 	ctest_sel=(-LE memcheck)
+	targets=()
 	case $stage in
 	gcc) dir=build cc=gcc args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DSV_WERROR=ON "${off[@]}")
 		ctest_sel=() ;;
@@ -52,7 +55,10 @@ for stage in "${stages[@]}"; do
 	tsan) dir=build-tsan cc=gcc
 		args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DSV_WERROR=OFF -DSV_SANITIZE=OFF -DSV_TSAN=ON)
 		ctest_sel=(-L mt) ;;
-	*) echo "check: unknown stage '$stage' (gcc, clang, asan, tsan)" >&2
+	fuzz) dir=build-fuzz cc=clang
+		args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DSV_WERROR=ON -DSV_FUZZ=ON "${off[@]}")
+		targets=(--target fuzz_all) ctest_sel=(-L fuzz) ;;
+	*) echo "check: unknown stage '$stage' (gcc, clang, asan, tsan, fuzz)" >&2
 		finish 2 ;;
 	esac
 
@@ -71,7 +77,6 @@ for stage in "${stages[@]}"; do
 		finish 1
 	fi
 	t1=$(now_ms)
-	targets=()
 	if [ "$stage" = tsan ]; then # only what the selected tests run: t_NAME for test NAME
 		mapfile -t targets < <(ctest --test-dir "$dir" -N "${ctest_sel[@]}" |
 			sed -n 's/^ *Test *#[0-9]*: *\([^ ]*\)$/--target\nt_\1/p')
