@@ -13,7 +13,8 @@
  *   4. DMA handle: not one of this context's                -> EINVAL
  *   5. CC DMA bounce device: the address path     -> EOPNOTSUPP
  *   6. the memory: length, overflow                         -> EINVAL
- *      address path: every page mapped                      -> EFAULT
+ *      address path: every page mapped, readable, and
+ *      writable for a writable MR (as pinning)             -> EFAULT
  *      fd path: fd valid, range inside the file, mappable   -> EBADF,
  *                                                  EINVAL, mmap's errno
  *   7. the MR limit                                         -> ENOMEM
@@ -24,7 +25,9 @@
  * the handle is the key. Re-registration keeps the keys.
  */
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -108,12 +111,50 @@ static void mr_detach_dmah(struct sw_mr *mr)
 	mr->dmah = NULL;
 }
 
+/* Access bits for which the kernel pins pages writable (ib_access_writable). */
+#define SW_ACCESS_WRITABLE                                                                         \
+	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC |             \
+	 IBV_ACCESS_MW_BIND)
+
 /*
- * Check the page-rounded span of [addr, +len) is mapped in full, as
- * pinning it would: 0, -EFAULT (a hole), or mincore's errno. The caller
- * has checked that the span does not wrap.
+ * Check that the mappings covering [pos, end) are readable, and writable
+ * if `write`, walking /proc/self/maps (sorted by address): 0, or -EFAULT
+ * at the first hole or page without the protection. Without procfs the
+ * caller's mincore() check stands alone (0).
  */
-static int check_mapped(uintptr_t addr, uint64_t len)
+static int check_prot(uintptr_t pos, uintptr_t end, bool write)
+{
+	FILE *f = fopen("/proc/self/maps", "re");
+	bool line_start = true;
+	char line[256];
+
+	if (!f)
+		return 0;
+	while (pos < end && fgets(line, sizeof(line), f)) {
+		unsigned long lo, hi;
+		char perms[5];
+		bool at_start = line_start;
+
+		line_start = strchr(line, '\n') != NULL; /* long path: the rest follows */
+		if (!at_start || sscanf(line, "%lx-%lx %4s", &lo, &hi, perms) != 3)
+			continue;
+		if (hi <= pos)
+			continue;
+		if (lo > pos || perms[0] != 'r' || (write && perms[1] != 'w'))
+			break;
+		pos = hi;
+	}
+	fclose(f);
+	return pos < end ? -EFAULT : 0;
+}
+
+/*
+ * Check the page-rounded span of [addr, +len) is mapped in full, readable
+ * and, if `write`, writable, as pinning it would: 0, -EFAULT (a hole or
+ * a page without the protection), or mincore's errno. The caller has
+ * checked that the span does not wrap.
+ */
+static int check_mapped(uintptr_t addr, uint64_t len, bool write)
 {
 	uintptr_t page = (uintptr_t)page_size();
 	uintptr_t pos = addr & ~(page - 1);
@@ -129,7 +170,7 @@ static int check_mapped(uintptr_t addr, uint64_t len)
 			return errno == ENOMEM ? -EFAULT : -errno;
 		pos += n * page;
 	}
-	return 0;
+	return check_prot(addr & ~(page - 1), end, write);
 }
 
 /*
@@ -149,13 +190,13 @@ static int check_va_span(uint64_t addr, uint64_t len, uint64_t iova)
 }
 
 /* Address path: the MR is the caller's memory itself. */
-static int setup_va(struct sw_mr *mr, void *addr, uint64_t len, uint64_t iova)
+static int setup_va(struct sw_mr *mr, void *addr, uint64_t len, uint64_t iova, int access)
 {
 	int ret = check_va_span((uintptr_t)addr, len, iova);
 
 	if (ret)
 		return ret;
-	ret = check_mapped((uintptr_t)addr, len);
+	ret = check_mapped((uintptr_t)addr, len, access & SW_ACCESS_WRITABLE);
 	if (ret)
 		return ret;
 	mr->host = addr;
@@ -266,7 +307,7 @@ int sw_reg_mr(struct ibv_pd *pd, const struct ibv_mr_init_attr *attr, bool legac
 	if (fd_path)
 		ret = setup_fd(mr, attr->fd, attr->fd_offset, attr->length, iova, attr->access);
 	else
-		ret = setup_va(mr, attr->addr, attr->length, iova);
+		ret = setup_va(mr, attr->addr, attr->length, iova, attr->access);
 	if (ret)
 		goto err;
 	mr->pd = sw_pd_base(pd);
@@ -301,7 +342,7 @@ int sw_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd, void *addr, s
 	struct sw_dev *dev = sw_dev_of(mr->pd->ibv.context);
 	bool trans = flags & IBV_REREG_MR_CHANGE_TRANSLATION;
 	struct sw_pd *new_pd = mr->pd;
-	int ret;
+	int new_access, ret;
 
 	if (!flags || (flags & ~IBV_REREG_MR_FLAGS_SUPPORTED))
 		return -EINVAL;
@@ -324,12 +365,18 @@ int sw_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd, void *addr, s
 	}
 	if (mr->dmah)
 		return -EOPNOTSUPP; /* hook: an MR with steering tags keeps them */
+	new_access = (flags & IBV_REREG_MR_CHANGE_ACCESS) ? access : mr->access;
 	if (trans) {
 		if (dev->cfg.cc_dma_bounce)
 			return -EOPNOTSUPP;
 		ret = check_va_span((uintptr_t)addr, length, (uintptr_t)addr);
 		if (!ret)
-			ret = check_mapped((uintptr_t)addr, length);
+			ret = check_mapped((uintptr_t)addr, length, new_access & SW_ACCESS_WRITABLE);
+		if (ret)
+			return ret;
+	} else if ((new_access & SW_ACCESS_WRITABLE) && !(mr->access & SW_ACCESS_WRITABLE)) {
+		/* now writable: the memory must be */
+		ret = check_mapped((uintptr_t)mr->host, mr->length, true);
 		if (ret)
 			return ret;
 	}
