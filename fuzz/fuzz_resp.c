@@ -12,8 +12,10 @@
  *   1 NONE   no access at all                 receive SGEs of layout 2
  *   2 RW     LOCAL_WRITE REMOTE_WRITE          guard pages
  *   3 RD     REMOTE_READ                      guard pages
- *   4 ATOM   LOCAL_WRITE REMOTE_ATOMIC         canaries
- *   5 ALL    everything, iova 0x10000         guard pages
+ *   4 ATOM   LOCAL_WRITE REMOTE_ATOMIC         canaries; DMA handle (PM,
+ *                                             a CPU: placed by a worker thread)
+ *   5 ALL    everything, iova 0x10000         guard pages; DMA handle
+ *                                             (ph 1: non-temporal stores)
  *   6 OTHER  everything, on another PD        canaries
  *
  * After each input: no canary byte changed, and NONE, RD and OTHER hold
@@ -38,6 +40,8 @@
  *       raw Q_Key (else the QP's).
  */
 #include "fuzz_util.h"
+
+#include <sched.h>
 
 #include "sw/transport/transport.h"
 
@@ -74,6 +78,7 @@ static struct {
 	struct ibv_pd *pd, *pd2;
 	struct ibv_cq *scq, *rcq;
 	struct ibv_srq *srq;
+	struct ibv_dmah *dmah_nt, *dmah_pm;
 	struct fz_buf buf[NMR];
 	struct ibv_mr *mr[NMR];
 	uint64_t base[NMR]; /* the MR's first address as the wire names it */
@@ -92,13 +97,32 @@ static void setup(void)
 	g.srq = ibv_create_srq(g.pd, &(struct ibv_srq_init_attr){ .attr = { 16, 2, 0 } });
 	FUZZ_REQUIRE(g.pd && g.pd2 && g.scq && g.rcq && g.srq);
 	FUZZ_REQUIRE(ibv_query_gid(g.ctx, 1, 0, &g.gid) == 0);
+	g.dmah_nt = ibv_alloc_dmah(g.ctx, &(struct ibv_dmah_init_attr){
+		.comp_mask = IBV_DMAH_INIT_ATTR_MASK_PH, .ph = 1 });
+	g.dmah_pm = ibv_alloc_dmah(g.ctx, &(struct ibv_dmah_init_attr){
+		.comp_mask = IBV_DMAH_INIT_ATTR_MASK_PH | IBV_DMAH_INIT_ATTR_MASK_CPU_ID |
+			     IBV_DMAH_INIT_ATTR_MASK_TPH_MEM_TYPE,
+		.cpu_id = (uint32_t)sched_getcpu(), .tph_mem_type = IBV_TPH_MEM_TYPE_PM });
+	FUZZ_REQUIRE(g.dmah_nt && g.dmah_pm);
 	for (int i = 0; i < NMR; i++) {
 		struct fz_buf *b = &g.buf[i];
+		struct ibv_mr_init_attr a = {
+			.length = mr_spec[i].len, .access = mr_spec[i].access,
+			.comp_mask = IBV_REG_MR_MASK_ADDR | IBV_REG_MR_MASK_DMAH,
+		};
 
 		fz_buf_alloc(b, mr_spec[i].len, mr_spec[i].guard, mr_spec[i].fill);
+		a.addr = b->p;
 		if (i == MR_ALL) {
-			g.mr[i] = ibv_reg_mr_iova2(g.pd, b->p, b->len, 0x10000, mr_spec[i].access);
+			a.comp_mask |= IBV_REG_MR_MASK_IOVA;
+			a.iova = 0x10000;
+			a.dmah = g.dmah_nt;
+			g.mr[i] = ibv_reg_mr_ex(g.pd, &a);
 			g.base[i] = 0x10000;
+		} else if (i == MR_ATOM) {
+			a.dmah = g.dmah_pm;
+			g.mr[i] = ibv_reg_mr_ex(g.pd, &a);
+			g.base[i] = (uintptr_t)b->p;
 		} else {
 			g.mr[i] = ibv_reg_mr(i == MR_OTHER ? g.pd2 : g.pd, b->p, b->len,
 					     mr_spec[i].access);

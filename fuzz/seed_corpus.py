@@ -2,10 +2,12 @@
 # SPDX-License-Identifier: MIT
 """Seed files from captured RoCE v2 packets (fuzz/seed_corpus.sh).
 
-usage: seed_corpus.py PAYLOADS_TSV HOST_A HOST_B CORPUS_DIR
+usage: seed_corpus.py PAYLOADS_TSV MANIFEST CORPUS_DIR
 
 PAYLOADS_TSV: "src<TAB>dst<TAB>hex UDP payload" per packet (tshark).
-Only packets between HOST_A and HOST_B are used. Writes
+MANIFEST: api_wire_sequence's (tests/wire_capture.py). Only packets
+between its two hosts to its QPs are used (other processes on the host
+may reuse the addresses at the same time). Writes
   CORPUS_DIR/pkt/NAME    the packet as captured (fuzz_pkt);
   CORPUS_DIR/resp/NAME   an input of fuzz_resp (format in fuzz_resp.c):
                          each request message (its packets in order) for an
@@ -26,8 +28,8 @@ NAMES = {
     0x0F: "read_resp_last", 0x10: "read_resp_only", 0x11: "ack", 0x12: "atomic_ack",
     0x13: "cmp_swap", 0x14: "fetch_add", 0x16: "send_last_inv", 0x17: "send_only_inv",
 }
-# fuzz_resp's MR indexes for the RETH / AtomicETH rkey
-MR_RW, MR_RD, MR_ATOM = 2, 3, 4
+# fuzz_resp's MR indexes for the RETH / AtomicETH rkey (ALL: non-temporal placement)
+MR_RD, MR_ATOM, MR_ALL = 3, 4, 5
 RESP_PSN = {0x11: 0, 0x12: 2}  # ACK of the WRITE, ATOMIC ACK of the fetch-and-add; READ: 1
 
 
@@ -55,13 +57,23 @@ def relative(pkt, psn_low, mr):
 
 
 def main():
-    tsv, host_a, host_b, out = sys.argv[1:5]
-    hosts = {host_a, host_b}
+    tsv, manifest, out = sys.argv[1:4]
+    hosts, qpns = set(), set()
+    for line in open(manifest):
+        w = line.split()
+        if w and w[0] == "hosts":
+            hosts = set(w[1:3])
+        elif w and w[0] == "qpns":
+            qpns |= {int(w[1]), int(w[2])}
+        elif w and w[0] == "ud":
+            qpns.add(int(w[2], 0))
     pkts = []
     for line in open(tsv):
         w = line.rstrip("\n").split("\t")
         if len(w) == 3 and {w[0], w[1]} == hosts and w[2]:
-            pkts.append(bytes.fromhex(w[2].replace(":", "")))
+            p = bytes.fromhex(w[2].replace(":", ""))
+            if len(p) >= 12 and int.from_bytes(p[5:8], "big") in qpns:
+                pkts.append(p)
     os.makedirs(out + "/pkt", exist_ok=True)
     os.makedirs(out + "/resp", exist_ok=True)
     count = {}
@@ -90,7 +102,7 @@ def main():
             fix, b = relative(p, psn, 7)
             write("resp", name_of(op), bytes([0x43, 0x0F, 0]) + frame(fix, b))
             continue
-        mr = {0x0C: MR_RD, 0x13: MR_ATOM, 0x14: MR_ATOM}.get(low, MR_RW)
+        mr = {0x0C: MR_RD, 0x13: MR_ATOM, 0x14: MR_ATOM}.get(low, MR_ALL)
         if low in (0x00, 0x06):  # FIRST: a new message
             msg = []
         msg.append(p)

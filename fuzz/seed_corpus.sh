@@ -6,7 +6,7 @@
 # capture: tests/wire_capture.sh runs api_wire_sequence (SEND, multi-packet
 # WRITE, READ, atomics, UD SEND, with their ACKs and responses) between
 # two processes under tshark on lo; fuzz/seed_corpus.py turns the UDP
-# payloads of the sequence's two hosts (BTH..ICRC) into seed files.
+# payloads of the sequence's packets (BTH..ICRC) into seed files.
 # Needs root (or CAP_NET_RAW), tshark and python3-scapy (wire_capture.sh).
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
@@ -19,7 +19,6 @@ trap 'rm -rf "$work"' EXIT
 sh "$here/../tests/wire_capture.sh" "$bin" "$work" || true
 [ -s "$work/capture.pcap" ] && [ -s "$work/sequence.manifest" ] ||
 	{ echo "seed_corpus: no capture (see above)" >&2; exit 1; }
-hosts=$(sed -n 's/^hosts //p' "$work/sequence.manifest")
 tshark -r "$work/capture.pcap" -Y 'udp.dstport == 4791' -T fields \
 	-e ip.src -e ip.dst -e udp.payload 2>/dev/null >"$work/payloads.tsv"
-python3 "$here/seed_corpus.py" "$work/payloads.tsv" $hosts "$here/corpus"
+python3 "$here/seed_corpus.py" "$work/payloads.tsv" "$work/sequence.manifest" "$here/corpus"
