@@ -119,8 +119,9 @@ static void mr_detach_dmah(struct sw_mr *mr)
 /*
  * Check that the mappings covering [pos, end) are readable, and writable
  * if `write`, walking /proc/self/maps (sorted by address): 0, or -EFAULT
- * at the first hole or page without the protection. Without procfs the
- * caller's mincore() check stands alone (0).
+ * at the first hole or page without the protection, or -ENOSYS without
+ * procfs. One line per mapping, so a huge span costs no more than a
+ * small one.
  */
 static int check_prot(uintptr_t pos, uintptr_t end, bool write)
 {
@@ -129,7 +130,7 @@ static int check_prot(uintptr_t pos, uintptr_t end, bool write)
 	char line[256];
 
 	if (!f)
-		return 0;
+		return -ENOSYS;
 	while (pos < end && fgets(line, sizeof(line), f)) {
 		unsigned long lo, hi;
 		char perms[5];
@@ -160,7 +161,11 @@ static int check_mapped(uintptr_t addr, uint64_t len, bool write)
 	uintptr_t pos = addr & ~(page - 1);
 	uintptr_t end = (addr + len + page - 1) & ~(page - 1);
 	unsigned char vec[1024];
+	int ret = check_prot(pos, end, write);
 
+	if (ret != -ENOSYS)
+		return ret;
+	/* no procfs: mapped is all we can tell, page by page */
 	while (pos < end) {
 		uintptr_t n = (end - pos) / page;
 
@@ -170,7 +175,7 @@ static int check_mapped(uintptr_t addr, uint64_t len, bool write)
 			return errno == ENOMEM ? -EFAULT : -errno;
 		pos += n * page;
 	}
-	return check_prot(addr & ~(page - 1), end, write);
+	return 0;
 }
 
 /*
