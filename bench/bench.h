@@ -131,9 +131,11 @@ void dmah_role(const struct role_args *ra);
  *              thread on the other's CPU (SOFTVERBS_PROGRESS_CPU): a
  *              packet is handled as soon as its sender yields (2+ CPUs)
  *   udp_yield  the UDP ping-pong yields between looks, as the verbs one
+ *   udp_handoff  a receive thread hands each datagram to the polling
+ *              thread through memory (udp.c: the hand-off floor)
  */
 struct measure_mode {
-	bool pin, udp_yield;
+	bool pin, udp_yield, udp_handoff;
 };
 extern struct measure_mode mmode;
 

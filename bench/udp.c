@@ -5,8 +5,8 @@
  * send(2), a receiver counting bytes with recvmmsg(2), both with 8 MiB
  * socket buffers like the device's), and an 8-byte ping-pong with both
  * sides spinning on a non-blocking recv(2) (one-way = half a round trip):
- * unpinned, pinned to CPUs 0 and 1, and yielding between looks like the
- * verbs ping-pong.
+ * unpinned, pinned to CPUs 0 and 1, yielding between looks like the
+ * verbs ping-pong, and handed over by a receive thread (see handoff_main).
  */
 #include "bench.h"
 
@@ -14,7 +14,10 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -140,18 +143,81 @@ void udp_bw_server(const struct role_args *ra)
 }
 
 /*
+ * The hand-off variant (SV_BENCH_UDP_HANDOFF, mmode.udp_handoff): a
+ * receive thread spins on the socket (yielding when it is empty) and
+ * publishes each datagram through memory to the application thread,
+ * which polls that memory and yields between looks. That is the shape
+ * of a device whose progress thread places data for an application
+ * that makes no calls, without any of the RoCE work: the floor of such
+ * a design on this machine.
+ */
+static struct {
+	pthread_t thread;
+	int fd;
+	atomic_bool stop;
+	atomic_uint seq;    /* datagrams received */
+	uint8_t data[64];   /* the latest one, written before seq moves */
+} ho;
+
+static void *handoff_main(void *arg)
+{
+	uint8_t buf[64];
+
+	(void)arg;
+	while (!atomic_load(&ho.stop)) {
+		if (recv(ho.fd, buf, sizeof(buf), MSG_DONTWAIT) > 0) {
+			memcpy(ho.data, buf, sizeof(buf));
+			atomic_fetch_add(&ho.seq, 1);
+		} else {
+			sched_yield();
+		}
+	}
+	return NULL;
+}
+
+/* Start the receive thread on `fd` if the variant is on; true if started. */
+static bool handoff_start(int fd)
+{
+	if (!getenv("SV_BENCH_UDP_HANDOFF"))
+		return false;
+	ho.fd = fd;
+	if (pthread_create(&ho.thread, NULL, handoff_main, NULL))
+		die("pthread_create failed");
+	return true;
+}
+
+static void handoff_stop(bool started)
+{
+	if (!started)
+		return;
+	atomic_store(&ho.stop, true);
+	pthread_join(ho.thread, NULL);
+}
+
+/*
  * Busy ping-pong: spin on a non-blocking recv; false if told to stop.
  * With SV_BENCH_UDP_YIELD (mmode.udp_yield) it yields between looks as
  * the verbs ping-pong does; without, it is the pure spin the latency
- * target is measured against.
+ * target is measured against. With the hand-off thread running it
+ * watches the thread's counter instead (`seen`: datagrams taken so far).
  */
-static bool udp_spin_recv(int fd, uint8_t *buf, int ctl)
+static bool udp_spin_recv(int fd, uint8_t *buf, int ctl, bool handoff, unsigned int *seen)
 {
 	static int yield = -1;
 	uint32_t spins = 0;
 
 	if (yield < 0)
 		yield = getenv("SV_BENCH_UDP_YIELD") != NULL;
+	if (handoff) {
+		while (atomic_load(&ho.seq) == *seen) {
+			sched_yield();
+			if (ctl >= 0 && ++spins % 8192 == 0 && ctl_ready(ctl))
+				return false;
+		}
+		(*seen)++;
+		memcpy(buf, ho.data, 8);
+		return true;
+	}
 	while (recv(fd, buf, 64, MSG_DONTWAIT) < 0) {
 		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
 			die("recv: %s", strerror(errno));
@@ -170,6 +236,8 @@ void udp_lat_client(const struct role_args *ra)
 	int fd = udp_pair(ra->sock);
 	uint8_t buf[64] = {0};
 	uint64_t end = 0, t0;
+	bool handoff = handoff_start(fd);
+	unsigned int seen = 0;
 	size_t n = 0;
 	double med, p99;
 	char c;
@@ -180,7 +248,7 @@ void udp_lat_client(const struct role_args *ra)
 		t0 = now_ns();
 		if (send(fd, buf, 8, 0) != 8)
 			die("send: %s", strerror(errno));
-		udp_spin_recv(fd, buf, -1);
+		udp_spin_recv(fd, buf, -1, handoff, &seen);
 		if (k < LAT_WARMUP)
 			continue;
 		if (k == LAT_WARMUP)
@@ -194,6 +262,7 @@ void udp_lat_client(const struct role_args *ra)
 	c = 'd';
 	xfer(ra->sock, &c, 1, true);
 	xfer(ra->sock, &c, 1, false);
+	handoff_stop(handoff);
 	free(rtt);
 	close(fd);
 }
@@ -202,15 +271,18 @@ void udp_lat_client(const struct role_args *ra)
 void udp_lat_server(const struct role_args *ra)
 {
 	int fd = udp_pair(ra->sock);
+	bool handoff = handoff_start(fd);
+	unsigned int seen = 0;
 	uint8_t buf[64];
 	char c = 'r';
 
 	xfer(ra->sock, &c, 1, true);
-	while (udp_spin_recv(fd, buf, ra->sock))
+	while (udp_spin_recv(fd, buf, ra->sock, handoff, &seen))
 		if (send(fd, buf, 8, 0) != 8)
 			die("send: %s", strerror(errno));
 	xfer(ra->sock, &c, 1, false);
 	xfer(ra->sock, &c, 1, true);
+	handoff_stop(handoff);
 	close(fd);
 }
 
@@ -218,7 +290,7 @@ void udp_lat_server(const struct role_args *ra)
 
 double plan_udp(void)
 {
-	return 4 * (opt.secs * 1.2 + 0.3);
+	return 5 * (opt.secs * 1.2 + 0.3);
 }
 
 /* Contract: see bench.h. The stream, then the ping-pong. */
@@ -235,17 +307,19 @@ void run_udp(void)
 	rec_set(r, "gbps", field(res, "bytes") / ns);
 	rec_set(r, "mpps", field(res, "msgs") / ns * 1e3);
 	rec_set(r, "cpu_s_per_gb", cpu / (field(res, "total") / 1e9));
-	for (int v = 0; v < 3; v++) {
+	for (int v = 0; v < 4; v++) {
 		static const char *const variant[] = {"busy_poll", "busy_poll_pinned",
-						      "busy_poll_yield"};
+						      "busy_poll_yield", "handoff"};
 		static const char *const what[] = {"spinning", "spinning, pinned to CPUs 0 and 1",
-						   "yielding between looks"};
+						   "yielding between looks",
+						   "through a receive thread (the hand-off floor)"};
 
 		progress_step(opt.secs * 1.2 + 0.3, "UDP loopback, 8-byte busy ping-pong, %s",
 			      what[v]);
 		r = rec_add("udp", "pingpong", variant[v], 8);
 		mmode.pin = v == 1;
 		mmode.udp_yield = v == 2;
+		mmode.udp_handoff = v == 3;
 		measure("udp", T_WRITE_LAT, 8, false, MR_PLAIN, res, sizeof(res), &cpu);
 		rec_set(r, "median_us", field(res, "med_us"));
 		rec_set(r, "p99_us", field(res, "p99_us"));
