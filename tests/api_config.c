@@ -65,37 +65,6 @@ static struct ibv_context *open_with(const char *name, const char *value, char *
 	return ctx;
 }
 
-/* stderr redirected to an unlinked temporary file, and the saved original. */
-struct capture {
-	int saved, fd;
-};
-
-static int capture_begin(struct capture *c)
-{
-	char path[] = "/tmp/api_config.XXXXXX";
-
-	fflush(stderr);
-	c->fd = mkstemp(path);
-	if (c->fd < 0)
-		return -1;
-	unlink(path);
-	c->saved = dup(STDERR_FILENO);
-	dup2(c->fd, STDERR_FILENO);
-	return 0;
-}
-
-static void capture_end(struct capture *c, char *out, size_t size)
-{
-	ssize_t n;
-
-	fflush(stderr);
-	dup2(c->saved, STDERR_FILENO);
-	close(c->saved);
-	n = pread(c->fd, out, size - 1, 0);
-	out[n > 0 ? n : 0] = '\0';
-	close(c->fd);
-}
-
 static int count_lines(const char *s)
 {
 	int n = 0;
@@ -109,15 +78,15 @@ static void check_bad(const char *name, const char *value)
 {
 	struct ibv_context *ctx, *again;
 	char listed[64], text[1024];
-	struct capture cap;
+	struct t_capture cap;
 	int e;
 
-	if (!CHECK(capture_begin(&cap) == 0))
+	if (!CHECK(t_capture_begin(&cap) == 0))
 		return;
 	ctx = open_with(name, value, listed, sizeof(listed));
 	e = errno;
 	again = open_with(NULL, NULL, listed, sizeof(listed)); /* same config, repeat */
-	capture_end(&cap, text, sizeof(text));
+	t_capture_end(&cap, text, sizeof(text));
 	unsetenv(name);
 
 	CHECK_MSG(listed[0] != '\0', "%s=\"%s\": the device is no longer listed", name, value);
@@ -207,11 +176,11 @@ static void case_message_once(void)
 {
 	char listed[64], text[1024];
 	struct ibv_context *ctx;
-	struct capture cap;
+	struct t_capture cap;
 	int i;
 
 	t_case("the message is printed once");
-	if (!CHECK(capture_begin(&cap) == 0))
+	if (!CHECK(t_capture_begin(&cap) == 0))
 		return;
 	setenv("SOFTVERBS_MTU", "9000", 1);
 	for (i = 0; i < 5; i++) {
@@ -221,7 +190,7 @@ static void case_message_once(void)
 			ibv_close_device(ctx);
 	}
 	unsetenv("SOFTVERBS_MTU");
-	capture_end(&cap, text, sizeof(text));
+	t_capture_end(&cap, text, sizeof(text));
 	CHECK_MSG(count_lines(text) == 1, "%d lines: %s", count_lines(text), text);
 	/* once the configuration is fixed, the device opens again */
 	ctx = open_with(NULL, NULL, listed, sizeof(listed));
@@ -355,7 +324,7 @@ static void case_transport_settings(void)
 						  "again=0.2" };
 	struct ibv_context *ctx;
 	char listed[64], text[1024];
-	struct capture cap;
+	struct t_capture cap;
 
 	t_case("SOFTVERBS_BUSY_POLL, SOFTVERBS_FAULT and SOFTVERBS_STATS take effect");
 	for (size_t i = 0; i < sizeof(good_fault) / sizeof(good_fault[0]); i++) {
@@ -372,12 +341,12 @@ static void case_transport_settings(void)
 		ibv_close_device(ctx);
 	unsetenv("SOFTVERBS_BUSY_POLL");
 	/* counters are printed when the last context of the device closes */
-	if (!CHECK(capture_begin(&cap) == 0))
+	if (!CHECK(t_capture_begin(&cap) == 0))
 		return;
 	ctx = open_with("SOFTVERBS_STATS", "1", listed, sizeof(listed));
 	if (ctx)
 		ibv_close_device(ctx);
-	capture_end(&cap, text, sizeof(text));
+	t_capture_end(&cap, text, sizeof(text));
 	unsetenv("SOFTVERBS_STATS");
 	CHECK(ctx);
 	CHECK_MSG(strstr(text, "softverbs: softverbs0") && strstr(text, "retransmits"),

@@ -42,36 +42,6 @@ struct qp_cnt {
 	int lines;
 };
 
-struct capture {
-	int saved, fd;
-};
-
-static int capture_begin(struct capture *c)
-{
-	char path[] = "/tmp/api_stats.XXXXXX";
-
-	fflush(stderr);
-	c->fd = mkstemp(path);
-	if (c->fd < 0)
-		return -1;
-	unlink(path);
-	c->saved = dup(STDERR_FILENO);
-	dup2(c->fd, STDERR_FILENO);
-	return 0;
-}
-
-static void capture_end(struct capture *c, char *out, size_t size)
-{
-	ssize_t n;
-
-	fflush(stderr);
-	dup2(c->saved, STDERR_FILENO);
-	close(c->saved);
-	n = pread(c->fd, out, size - 1, 0);
-	out[n > 0 ? n : 0] = '\0';
-	close(c->fd);
-}
-
 /* The device's report; seen = 1 when all its lines were found. */
 static void parse_dev(const char *text, struct dev_cnt *d)
 {
@@ -158,7 +128,7 @@ static void lossy(void)
 {
 	static char text[16384];
 	struct t_ep a, b;
-	struct capture cap;
+	struct t_capture cap;
 	struct dev_cnt d;
 	struct qp_cnt qa, qb;
 	struct ibv_wc wc;
@@ -168,7 +138,7 @@ static void lossy(void)
 	setenv("SOFTVERBS_STATS", "1", 1);
 	setenv("SOFTVERBS_FAULT", "drop=0.03,side=tx,seed=7", 1);
 	t_timeout = 12; /* 16.8 ms: a lost packet costs little */
-	if (!CHECK(capture_begin(&cap) == 0))
+	if (!CHECK(t_capture_begin(&cap) == 0))
 		return;
 	if (pair_up(&a, &b) == 0) {
 		na = a.qp->qp_num;
@@ -203,7 +173,7 @@ static void lossy(void)
 		}
 	}
 	pair_down(&a, &b);
-	capture_end(&cap, text, sizeof(text));
+	t_capture_end(&cap, text, sizeof(text));
 	unsetenv("SOFTVERBS_FAULT");
 	unsetenv("SOFTVERBS_STATS");
 	printf("%s", text);
@@ -239,7 +209,7 @@ static void errors(void)
 {
 	static char text[16384];
 	struct t_ep a, b;
-	struct capture cap;
+	struct t_capture cap;
 	struct dev_cnt d;
 	struct qp_cnt qa, qb;
 	struct ibv_wc wc[4];
@@ -248,7 +218,7 @@ static void errors(void)
 
 	t_case("a remote access error: error NAK, error and flushed completions");
 	setenv("SOFTVERBS_STATS", "1", 1);
-	if (!CHECK(capture_begin(&cap) == 0))
+	if (!CHECK(t_capture_begin(&cap) == 0))
 		return;
 	if (pair_up(&a, &b) == 0) {
 		na = a.qp->qp_num;
@@ -270,7 +240,7 @@ static void errors(void)
 		CHECK_EQ_INT(got_b, 2);
 	}
 	pair_down(&a, &b);
-	capture_end(&cap, text, sizeof(text));
+	t_capture_end(&cap, text, sizeof(text));
 	unsetenv("SOFTVERBS_STATS");
 	printf("%s", text);
 	parse_dev(text, &d);

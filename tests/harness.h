@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <infiniband/verbs.h>
 
@@ -174,6 +175,40 @@ __attribute__((noreturn)) static inline void t_skip_all(const char *reason)
 {
 	printf("1..0 # SKIP %s\n", reason);
 	exit(77);
+}
+
+/* stderr redirected to an unlinked temporary file, and the saved original. */
+struct t_capture {
+	int saved, fd;
+};
+
+/* Start capturing stderr; 0 or -1. */
+static inline int t_capture_begin(struct t_capture *c)
+{
+	char path[] = "/tmp/sv_capture.XXXXXX";
+
+	c->saved = -1;
+	fflush(stderr);
+	c->fd = mkstemp(path);
+	if (c->fd < 0)
+		return -1;
+	unlink(path);
+	c->saved = dup(STDERR_FILENO);
+	dup2(c->fd, STDERR_FILENO);
+	return 0;
+}
+
+/* Restore stderr; what was written meanwhile goes to `out` (NUL-terminated). */
+static inline void t_capture_end(struct t_capture *c, char *out, size_t size)
+{
+	ssize_t n;
+
+	fflush(stderr);
+	dup2(c->saved, STDERR_FILENO);
+	close(c->saved);
+	n = pread(c->fd, out, size - 1, 0);
+	out[n > 0 ? n : 0] = '\0';
+	close(c->fd);
 }
 
 /*
