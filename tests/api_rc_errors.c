@@ -46,7 +46,7 @@ static enum ibv_wc_status one_status(struct ibv_cq *cq, uint64_t *wr_id)
 static void case_remote_access(void)
 {
 	struct t_ep a, b;
-	uint64_t id;
+	uint64_t id = 0;
 
 	t_case("bad rkey, range and access: REM_ACCESS_ERR, then flush; the responder errs too");
 	if (pair(&a, &b, ACC))
@@ -112,7 +112,7 @@ static void case_local(void)
 static void case_too_long(void)
 {
 	struct t_ep a, b;
-	uint64_t id;
+	uint64_t id = 0;
 
 	t_case("SEND longer than the receive buffer: REM_INV_REQ_ERR / LOC_LEN_ERR");
 	if (pair(&a, &b, ACC))

@@ -82,6 +82,7 @@ struct sw_config {
 	bool busy_poll;              /* SOFTVERBS_BUSY_POLL */
 	int progress_cpu;            /* SOFTVERBS_PROGRESS_CPU; -1 = not pinned */
 	bool stats;                  /* SOFTVERBS_STATS: counters at exit */
+	bool shm;                    /* SOFTVERBS_SHM: same-host link (default 1) */
 	struct sw_fault fault;       /* SOFTVERBS_FAULT */
 	char error[256];             /* non-empty: a malformed setting; open fails */
 };

@@ -225,13 +225,13 @@ static void cfg_load_mtu(struct sw_config *cfg)
 	cfg_fail(cfg, "SOFTVERBS_MTU=\"%s\" is invalid: expected 256, 512, 1024, 2048 or 4096", q);
 }
 
-/* Contract: a 0|1 variable `name` into *out (default 0). */
-static void cfg_load_bool(struct sw_config *cfg, const char *name, bool *out)
+/* Contract: a 0|1 variable `name` into *out (`dflt` when unset). */
+static void cfg_load_bool(struct sw_config *cfg, const char *name, bool *out, bool dflt)
 {
 	const char *v = getenv(name);
 	char q[52];
 
-	*out = false;
+	*out = dflt;
 	if (!v)
 		return;
 	if (!strcmp(v, "0") || !strcmp(v, "1")) {
@@ -349,10 +349,11 @@ void sw_config_load(struct sw_config *cfg)
 	cfg_load_addr(cfg);
 	cfg_load_udp_port(cfg);
 	cfg_load_mtu(cfg);
-	cfg_load_bool(cfg, "SOFTVERBS_CC_DMA_BOUNCE", &cfg->cc_dma_bounce);
+	cfg_load_bool(cfg, "SOFTVERBS_CC_DMA_BOUNCE", &cfg->cc_dma_bounce, false);
 	cfg_load_heap(cfg);
-	cfg_load_bool(cfg, "SOFTVERBS_BUSY_POLL", &cfg->busy_poll);
+	cfg_load_bool(cfg, "SOFTVERBS_BUSY_POLL", &cfg->busy_poll, false);
 	cfg_load_progress_cpu(cfg);
-	cfg_load_bool(cfg, "SOFTVERBS_STATS", &cfg->stats);
+	cfg_load_bool(cfg, "SOFTVERBS_STATS", &cfg->stats, false);
+	cfg_load_bool(cfg, "SOFTVERBS_SHM", &cfg->shm, true);
 	cfg_load_fault(cfg);
 }

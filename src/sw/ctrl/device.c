@@ -88,7 +88,7 @@ static bool config_equal(const struct sw_config *a, const struct sw_config *b)
 	       a->mtu == b->mtu && a->cc_dma_bounce == b->cc_dma_bounce &&
 	       a->cc_heap == b->cc_heap && a->busy_poll == b->busy_poll &&
 	       a->progress_cpu == b->progress_cpu &&
-	       a->stats == b->stats && !memcmp(&a->fault, &b->fault, sizeof(a->fault)) &&
+	       a->stats == b->stats && a->shm == b->shm && !memcmp(&a->fault, &b->fault, sizeof(a->fault)) &&
 	       !strcmp(a->error, b->error);
 }
 

@@ -49,14 +49,15 @@ int sw_engine_start(struct sw_dev *dev)
 		goto err_free;
 	}
 	pthread_mutex_init(&eng->active_lock, NULL);
+	if (dev->cfg.shm && (ret = sw_shm_start(eng)))
+		goto err_wake;
 	dev->eng = eng;
 	ret = pthread_create(&eng->thread, NULL, sw_progress_main, eng);
 	if (ret) {
 		dev->eng = NULL;
-		pthread_mutex_destroy(&eng->active_lock);
-		close(eng->wake_fd);
+		sw_shm_stop(eng);
 		ret = -ret;
-		goto err_free;
+		goto err_wake;
 	}
 	pthread_setname_np(eng->thread, "sv-progress");
 	if (dev->cfg.progress_cpu >= 0) {
@@ -73,6 +74,9 @@ int sw_engine_start(struct sw_dev *dev)
 	}
 	eng->running = true;
 	return 0;
+err_wake:
+	pthread_mutex_destroy(&eng->active_lock);
+	close(eng->wake_fd);
 err_free:
 	free(eng);
 	return ret;
@@ -91,7 +95,8 @@ static void engine_report(const struct sw_engine *eng)
 		"softverbs:   drops malformed %llu icrc %llu no_qp %llu state %llu qkey %llu "
 		"no_recv %llu out_of_window %llu\n"
 		"softverbs:   faults dropped %llu duplicated %llu reordered %llu\n"
-		"softverbs:   completions errors %llu flushed %llu\n",
+		"softverbs:   completions errors %llu flushed %llu\n"
+		"softverbs:   same-host link packets tx %llu rx %llu, links in %llu, corrupt %llu\n",
 		eng->dev->core.ibv.name, inet_ntoa(eng->dev->port.addr),
 		(unsigned long long)c->tx_pkts, (unsigned long long)c->tx_bytes,
 		(unsigned long long)c->rx_pkts, (unsigned long long)c->rx_bytes,
@@ -105,7 +110,9 @@ static void engine_report(const struct sw_engine *eng)
 		(unsigned long long)c->drops_qkey, (unsigned long long)c->drops_no_recv,
 		(unsigned long long)c->drops_out_of_window, (unsigned long long)c->fault_drops,
 		(unsigned long long)c->fault_dups, (unsigned long long)c->fault_reorders,
-		(unsigned long long)eng->dev->wc_errors, (unsigned long long)eng->dev->wc_flushed);
+		(unsigned long long)eng->dev->wc_errors, (unsigned long long)eng->dev->wc_flushed,
+		(unsigned long long)c->shm_tx_pkts, (unsigned long long)c->shm_rx_pkts,
+		(unsigned long long)c->shm_links, (unsigned long long)c->shm_corrupt);
 }
 
 /* Contract: stop the thread and free the engine. QPs must be gone. */
@@ -118,6 +125,7 @@ void sw_engine_stop(struct sw_dev *dev)
 	atomic_store(&eng->stop, true);
 	sw_engine_wake(eng);
 	pthread_join(eng->thread, NULL);
+	sw_shm_stop(eng);
 	engine_report(eng);
 	dev->eng = NULL;
 	close(eng->wake_fd);

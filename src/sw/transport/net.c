@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * net.c - the transport's network interface over UDP.
+ * net.c - the transport's network interface: UDP, or the same-host link
+ * (shm.c) for a peer device that has one.
  *
  * Everything the requester, responder and completer send goes through
- * sw_net_send(); everything received comes from the progress thread's
- * batch receive. A same-host shared-memory link can replace this file
- * without touching them. Fault injection (SOFTVERBS_FAULT) sits here,
- * on the send side; the receive side is in progress.c.
+ * sw_net_send() or sw_net_send_batch(); everything received comes from
+ * the progress thread's batch receive. Fault injection (SOFTVERBS_FAULT)
+ * sits here, above the choice of link, on the send side; the receive
+ * side is in progress.c.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -70,9 +71,12 @@ static uint32_t fault_rand(struct sw_engine *eng)
 static int raw_send(struct sw_engine *eng, const uint8_t *pkt, size_t len,
 		    const struct sockaddr_in *dst)
 {
-	ssize_t n = sendto(eng->dev->port.fd, pkt, len, 0, (const struct sockaddr *)dst,
-			   sizeof(*dst));
+	int r = sw_shm_send(eng, &pkt, &len, 1, dst);
+	ssize_t n;
 
+	if (r != -ENOTCONN)
+		return r == 1 ? 0 : -EAGAIN; /* the link took it, or its ring is full */
+	n = sendto(eng->dev->port.fd, pkt, len, 0, (const struct sockaddr *)dst, sizeof(*dst));
 	if (n < 0) {
 		if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS) {
 			atomic_fetch_add_explicit(&eng->cnt.tx_again, 1, memory_order_relaxed);
@@ -182,6 +186,16 @@ uint32_t sw_net_send_batch(struct sw_engine *eng, const struct sw_tx_batch *b,
 			return 0;
 		}
 	}
+	{
+		const uint8_t *pkts[SW_TX_BATCH] = {NULL};
+		int r;
+
+		for (i = 0; i < n; i++)
+			pkts[i] = b->buf[i];
+		r = sw_shm_send(eng, pkts, b->len, n, dst);
+		if (r != -ENOTCONN)
+			return (uint32_t)r;
+	}
 	memset(msg, 0, sizeof(msg));
 	for (i = 0; i < n; i++) {
 		iov[i].iov_base = (void *)(uintptr_t)b->buf[i];
@@ -211,7 +225,10 @@ uint32_t sw_net_send_batch(struct sw_engine *eng, const struct sw_tx_batch *b,
 	return sent;
 }
 
-/* Contract: see transport.h. Waits up to ~20 ms in all for socket room. */
+/*
+ * Contract: see transport.h. Waits up to ~20 ms in all for room (a full
+ * ring leaves the socket writable: then it just sleeps).
+ */
 int sw_net_send_wait(struct sw_engine *eng, const uint8_t *pkt, size_t len,
 		     const struct sockaddr_in *dst)
 {
@@ -220,7 +237,8 @@ int sw_net_send_wait(struct sw_engine *eng, const uint8_t *pkt, size_t len,
 	while ((ret = sw_net_send(eng, pkt, len, dst)) == -EAGAIN && tries--) {
 		struct pollfd pfd = { .fd = eng->dev->port.fd, .events = POLLOUT };
 
-		poll(&pfd, 1, 1);
+		if (poll(&pfd, 1, 1) > 0)
+			usleep(1000);
 	}
 	return ret;
 }

@@ -222,8 +222,8 @@ static int rx_batch(struct sw_engine *eng, struct rx_batch *b)
 		b->msg[i].msg_hdr.msg_controllen = sizeof(b->slot[i].c.cbuf);
 	}
 	n = recvmmsg(eng->dev->port.fd, b->msg, SW_RX_BATCH, MSG_DONTWAIT, NULL);
-	if (n <= 0)
-		return 0;
+	if (n < 0)
+		n = 0;
 	b->ntouched = 0;
 	for (i = 0; i < n; i++) {
 		if (rx_fault_drop(eng))
@@ -234,6 +234,18 @@ static int rx_batch(struct sw_engine *eng, struct rx_batch *b)
 		}
 		rx_one(eng, b, &b->slot[i], b->msg[i].msg_len, rx_dst(eng, &b->msg[i].msg_hdr));
 	}
+	/* then the same-host links, into the slots left */
+	for (; n < SW_RX_BATCH; n++) {
+		struct rx_slot *s = &b->slot[n];
+		int len = sw_shm_recv(eng, s->buf, sizeof(s->buf), &s->src);
+
+		if (len <= 0)
+			break;
+		if (!rx_fault_drop(eng))
+			rx_one(eng, b, s, (size_t)len, eng->dev->port.addr);
+	}
+	if (!n)
+		return 0;
 	/*
 	 * Busy polling: an application thread that shares this core and spins
 	 * on memory for what was just placed runs now, before the ACKs go out
@@ -338,6 +350,7 @@ void *sw_progress_main(void *arg)
 			atomic_store(&eng->timers_at, UINT64_MAX);
 			next_timer = run_timers(eng, now);
 			atomic_store(&eng->timers_at, next_timer);
+			sw_shm_service(eng, now);
 		}
 		if (n > 0)
 			continue;
@@ -355,26 +368,36 @@ void *sw_progress_main(void *arg)
 			continue;
 		}
 
-		struct pollfd pfd[2] = {
+		struct pollfd pfd[2 + SW_SHM_POLL_MAX] = {
 			{ .fd = eng->dev->port.fd, .events = POLLIN },
 			{ .fd = eng->wake_fd, .events = POLLIN },
 		};
 		uint64_t wait_ns = next_timer > now ? next_timer - now : 0;
 		int ms = (int)((wait_ns + 999999) / 1000000), ready;
+		int nshm = sw_shm_pollfds(eng, pfd + 2, SW_SHM_POLL_MAX);
 
 		/*
 		 * Announce the sleep, then look for a wake-up once more: a
 		 * sw_engine_wake() before the announcement left no eventfd
-		 * count (see there).
+		 * count (see there). The same for the links' producers.
 		 */
+		if (!sw_shm_sleep_begin(eng))
+			continue;
 		atomic_store(&eng->sleeping, true);
 		if (atomic_exchange(&eng->wake_pending, false)) {
 			atomic_store(&eng->sleeping, false);
+			sw_shm_sleep_end(eng);
 			next_timer = 0; /* someone armed a timer or queued work */
 			continue;
 		}
-		ready = poll(pfd, 2, ms);
+		ready = poll(pfd, (nfds_t)(2 + nshm), ms);
 		atomic_store(&eng->sleeping, false);
+		sw_shm_sleep_end(eng);
+		for (int k = 2; ready > 0 && k < 2 + nshm; k++)
+			if (pfd[k].revents) {
+				sw_shm_service(eng, sw_now_ns());
+				break;
+			}
 		if (ready > 0 && (pfd[1].revents & POLLIN)) {
 			uint64_t v;
 

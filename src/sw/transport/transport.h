@@ -3,8 +3,9 @@
  * transport.h - the software device's RoCE v2 transport engine, private
  * to src/sw/transport.
  *
- *   net.c       the network interface: send a packet, receive a batch,
- *               wake the engine (UDP today; a shared-memory link later)
+ *   net.c       the network interface: send a packet or a batch (UDP, or
+ *               the same-host link when the peer has one)
+ *   shm.c       the same-host link: packets through shared-memory rings
  *   progress.c  the device's progress thread: receives, dispatches by
  *               QPN, runs timers, sends deferred ACKs
  *   req.c       requester: turns send WQEs into request packets, within
@@ -49,6 +50,8 @@ struct sw_counters {
 	atomic_ullong tx_again;        /* sends that found the socket full */
 	/* packets fault injection (SOFTVERBS_FAULT) dropped, sent twice, held back */
 	atomic_ullong fault_drops, fault_dups, fault_reorders;
+	/* the same-host link (shm.c): packets each way, links accepted, corrupt rings closed */
+	atomic_ullong shm_tx_pkts, shm_rx_pkts, shm_links, shm_corrupt;
 };
 
 /* Count one event on the device's counter `field` and on the QP's (queue.h). */
@@ -59,6 +62,8 @@ struct sw_counters {
 	} while (0)
 
 /* ---- the device's engine ---- */
+
+struct sw_shm;
 
 struct sw_engine {
 	struct sw_dev *dev;
@@ -84,6 +89,7 @@ struct sw_engine {
 	uint8_t *held;                 /* a packet held back for reordering */
 	size_t held_len;
 	struct sockaddr_in held_dst;
+	struct sw_shm *shm;            /* the same-host link, NULL when off (SOFTVERBS_SHM=0) */
 };
 
 /* engine.c: start/stop with the device's port (first/last context). */
@@ -161,6 +167,45 @@ uint32_t sw_net_send_batch(struct sw_engine *eng, const struct sw_tx_batch *b,
 /* ICRC context for a packet from this device to `dst`. */
 void sw_net_icrc_out(const struct sw_engine *eng, const struct sockaddr_in *dst,
 		     struct sw_icrc_ctx *c);
+
+/* ---- shm.c: the same-host link ---- */
+
+/*
+ * Listen for links from other devices of this user in this network
+ * namespace (a taken name only means nobody links to us). 0 or -ENOMEM.
+ */
+int sw_shm_start(struct sw_engine *eng);
+/* Close every link; the progress thread has stopped. */
+void sw_shm_stop(struct sw_engine *eng);
+/*
+ * Send the `n` packets pkt[i] (len[i] bytes) to `dst` over its link:
+ * the number that went (fewer than n: the ring is full, as a full
+ * socket), or -ENOTCONN when `dst` has no link (yet): use UDP. Any thread.
+ */
+int sw_shm_send(struct sw_engine *eng, const uint8_t *const *pkt, const size_t *len, uint32_t n,
+		const struct sockaddr_in *dst);
+/*
+ * Progress thread: take one packet from the links into `buf` (at most
+ * `cap` bytes), with the sender's address in *src; its length, or 0 when
+ * every ring is empty. Corrupt rings are closed and counted.
+ */
+int sw_shm_recv(struct sw_engine *eng, uint8_t *buf, size_t cap, struct sockaddr_in *src);
+/*
+ * Progress thread, before poll(2): announce the sleep to every producer;
+ * false (and nothing announced) if a ring already holds a packet.
+ */
+bool sw_shm_sleep_begin(struct sw_engine *eng);
+/* After poll(2) returned. */
+void sw_shm_sleep_end(struct sw_engine *eng);
+/* The descriptors the progress thread polls for the links (at most `max`); their count. */
+enum { SW_SHM_POLL_MAX = 72 };
+int sw_shm_pollfds(struct sw_engine *eng, struct pollfd *p, int max);
+/*
+ * Progress thread: accept links, take their rings, drain doorbells,
+ * close links whose other end hung up. Cheap; call after poll(2) and
+ * whenever the timers run.
+ */
+void sw_shm_service(struct sw_engine *eng, uint64_t now);
 
 /* ---- requester / completer (req.c, comp.c) ---- */
 

@@ -1,0 +1,613 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * shm.c - the same-host link: RoCE v2 packets between two software
+ * devices of one user in one network namespace go through shared memory
+ * instead of the kernel's UDP stack (SOFTVERBS_SHM, on by default).
+ *
+ * Each device listens on an abstract AF_UNIX seqpacket socket named after
+ * its uid and RoCE address, "softverbs/<uid>/<ip>:<port>". The first
+ * packet for an address looks that name up; when a device of the same
+ * user answers, the sender creates a ring (a memfd: struct shm_hdr, then
+ * a byte ring of records), passes it over the connection with a hello
+ * naming its own address, and goes on sending over UDP until the
+ * receiver marks the ring accepted. From then on each packet to that
+ * address is a record in the ring. A record holds exactly the UDP
+ * payload (BTH to ICRC), so the requester, responder and completer
+ * cannot tell the difference, and fault injection applies as on UDP.
+ *
+ * One ring per direction and pair of devices: one producer (the sending
+ * device, under the link's lock) and one consumer (the receiving
+ * device's progress thread), which copies each record into its own
+ * buffer before it parses it (the producer could change it meanwhile).
+ * A consumer about to sleep sets `sleeping` in its rings; a producer that
+ * sees it after publishing writes one byte on the connection, which the
+ * consumer polls. A busy-polling consumer never sleeps, so its producers
+ * make no system call at all.
+ *
+ * Trust: both ends check that the other end of the connection runs as
+ * our uid (SO_PEERCRED); a ring's indices and record lengths are checked
+ * before use and a corrupt ring closes the link. A connection that hangs
+ * up (the other process exited or closed its device) closes the link,
+ * and sending falls back to UDP.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "sw/transport/shm_format.h"
+#include "sw/transport/transport.h"
+
+struct shm_out {                       /* a destination we send to */
+	pthread_mutex_t lock;          /* serialises producers */
+	struct sockaddr_in dst;
+	bool used;
+	int fd;                        /* the connection; -1: no link */
+	struct shm_hdr *hdr;           /* the ring, NULL when no link */
+	uint8_t *data;
+	uint64_t head;                 /* our copy of hdr->head */
+	uint64_t retry_at;             /* no link: look again from then on */
+};
+
+struct shm_in {                        /* a link into this device */
+	int fd;
+	struct shm_hdr *hdr;           /* NULL until the hello came */
+	uint8_t *data;
+	uint64_t tail;                 /* our copy of hdr->tail */
+	struct sockaddr_in src;        /* the address the hello named */
+};
+
+struct sw_shm {
+	int lfd;                       /* listening socket, -1 if the name was taken */
+	uid_t uid;
+	pthread_mutex_t lock;          /* the out table */
+	struct shm_out out[SHM_MAX_OUT];
+	struct shm_in in[SHM_MAX_IN];  /* the progress thread's alone */
+	uint32_t nin, rr;              /* links in use; next to look at */
+	uint64_t sweep_at;
+};
+
+static size_t shm_map_bytes(void)
+{
+	return SHM_HDR_BYTES + SHM_RING_BYTES;
+}
+
+/* The abstract socket name of the device at addr:port; its length for bind/connect. */
+static socklen_t shm_name(struct sockaddr_un *sun, uid_t uid, struct in_addr addr, uint16_t port)
+{
+	char ip[INET_ADDRSTRLEN];
+	int n;
+
+	memset(sun, 0, sizeof(*sun));
+	sun->sun_family = AF_UNIX;
+	inet_ntop(AF_INET, &addr, ip, sizeof(ip));
+	n = snprintf(sun->sun_path + 1, sizeof(sun->sun_path) - 1, "softverbs/%u/%s:%u",
+		     (unsigned)uid, ip, port);
+	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+}
+
+/* True if the other end of the connected socket `fd` runs as `uid`. */
+static bool shm_peer_is(int fd, uid_t uid)
+{
+	struct ucred cr;
+	socklen_t len = sizeof(cr);
+
+	return !getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) && cr.uid == uid;
+}
+
+/* Contract: see transport.h. */
+int sw_shm_start(struct sw_engine *eng)
+{
+	struct sw_shm *s = calloc(1, sizeof(*s));
+	struct sockaddr_un sun;
+	socklen_t len;
+
+	if (!s)
+		return -ENOMEM;
+	s->uid = geteuid();
+	pthread_mutex_init(&s->lock, NULL);
+	for (int i = 0; i < SHM_MAX_OUT; i++) {
+		pthread_mutex_init(&s->out[i].lock, NULL);
+		s->out[i].fd = -1;
+	}
+	for (int i = 0; i < SHM_MAX_IN; i++)
+		s->in[i].fd = -1;
+	len = shm_name(&sun, s->uid, eng->dev->port.addr, eng->dev->port.udp_port);
+	s->lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	/* a name already taken (by anyone) only means nobody links to us */
+	if (s->lfd >= 0 && (bind(s->lfd, (struct sockaddr *)&sun, len) || listen(s->lfd, 64))) {
+		close(s->lfd);
+		s->lfd = -1;
+	}
+	eng->shm = s;
+	return 0;
+}
+
+static void out_close(struct shm_out *o, uint64_t retry_at)
+{
+	if (o->hdr)
+		munmap(o->hdr, shm_map_bytes());
+	if (o->fd >= 0)
+		close(o->fd);
+	o->hdr = NULL;
+	o->data = NULL;
+	o->fd = -1;
+	o->retry_at = retry_at;
+}
+
+static void in_close(struct sw_shm *s, uint32_t i)
+{
+	struct shm_in *l = &s->in[i];
+
+	if (l->hdr)
+		munmap(l->hdr, shm_map_bytes());
+	close(l->fd);
+	s->in[i] = s->in[--s->nin];
+	s->in[s->nin].fd = -1;
+	s->in[s->nin].hdr = NULL;
+}
+
+/* Contract: see transport.h. The progress thread has stopped. */
+void sw_shm_stop(struct sw_engine *eng)
+{
+	struct sw_shm *s = eng->shm;
+
+	if (!s)
+		return;
+	while (s->nin)
+		in_close(s, s->nin - 1);
+	for (int i = 0; i < SHM_MAX_OUT; i++) {
+		out_close(&s->out[i], 0);
+		pthread_mutex_destroy(&s->out[i].lock);
+	}
+	if (s->lfd >= 0)
+		close(s->lfd);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+	eng->shm = NULL;
+}
+
+/*
+ * Connect `o` to the device at o->dst and hand it a new ring. 0, or
+ * -errno (no such device here, another user's, out of resources).
+ */
+static int out_connect(struct sw_engine *eng, struct shm_out *o)
+{
+	struct sw_shm *s = eng->shm;
+	struct shm_hello hello = {
+		.magic = SHM_MAGIC,
+		.version = SHM_VERSION,
+		.ring_bytes = SHM_RING_BYTES,
+		.addr = eng->dev->port.addr.s_addr,
+		.port = eng->dev->port.udp_port,
+	};
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} cm;
+	struct iovec iov = {.iov_base = &hello, .iov_len = sizeof(hello)};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1,
+			    .msg_control = cm.buf, .msg_controllen = sizeof(cm.buf)};
+	struct sockaddr_un sun;
+	socklen_t len = shm_name(&sun, s->uid, o->dst.sin_addr, ntohs(o->dst.sin_port));
+	struct shm_hdr *h;
+	struct cmsghdr *c;
+	int fd, mfd, ret;
+
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (struct sockaddr *)&sun, len)) {
+		ret = -errno;
+		goto err_fd;
+	}
+	if (!shm_peer_is(fd, s->uid)) {
+		ret = -EPERM;
+		goto err_fd;
+	}
+	mfd = memfd_create("softverbs-link", MFD_CLOEXEC);
+	if (mfd < 0) {
+		ret = -errno;
+		goto err_fd;
+	}
+	h = ftruncate(mfd, (off_t)shm_map_bytes()) ? MAP_FAILED
+		: mmap(NULL, shm_map_bytes(), PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+	if (h == MAP_FAILED) {
+		ret = -errno;
+		close(mfd);
+		goto err_fd;
+	}
+	h->magic = SHM_MAGIC;
+	h->version = SHM_VERSION;
+	h->ring_bytes = SHM_RING_BYTES;
+	memset(cm.buf, 0, sizeof(cm.buf));
+	c = (struct cmsghdr *)(void *)cm.buf; /* CMSG_FIRSTHDR(&mh), never NULL here */
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &mfd, sizeof(int));
+	ret = sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)sizeof(hello) ? 0 : -EIO;
+	close(mfd); /* the mapping and the receiver's copy keep the memory */
+	if (ret) {
+		munmap(h, shm_map_bytes());
+		goto err_fd;
+	}
+	o->fd = fd;
+	o->hdr = h;
+	o->data = (uint8_t *)h + SHM_HDR_BYTES;
+	o->head = 0;
+	return 0;
+err_fd:
+	close(fd);
+	return ret;
+}
+
+/*
+ * The out entry for `dst` with its lock held, trying to link if it has
+ * none and it is time; NULL when the table is full of live links.
+ */
+static struct shm_out *out_get(struct sw_engine *eng, const struct sockaddr_in *dst)
+{
+	struct sw_shm *s = eng->shm;
+	struct shm_out *o = NULL, *spare = NULL;
+	uint64_t now;
+
+	pthread_mutex_lock(&s->lock);
+	for (int i = 0; i < SHM_MAX_OUT; i++) {
+		struct shm_out *e = &s->out[i];
+
+		if (e->used && e->dst.sin_addr.s_addr == dst->sin_addr.s_addr &&
+		    e->dst.sin_port == dst->sin_port) {
+			o = e;
+			break;
+		}
+		if (!spare && (!e->used || e->fd < 0))
+			spare = e; /* free, or only a failed try: reusable */
+	}
+	if (!o && spare) {
+		o = spare;
+		pthread_mutex_lock(&o->lock);
+		out_close(o, 0);
+		o->used = true;
+		o->dst = *dst;
+		pthread_mutex_unlock(&o->lock);
+	}
+	if (o) {
+		pthread_mutex_lock(&o->lock);
+		if (o->fd < 0 && (now = sw_now_ns()) >= o->retry_at && out_connect(eng, o))
+			o->retry_at = now + SHM_RETRY_NS;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return o;
+}
+
+/*
+ * Append one record (o->lock held); 0, -EAGAIN (no room) or -EPROTO (the
+ * consumer's index is impossible: a corrupt ring).
+ */
+static int ring_put(struct shm_out *o, const uint8_t *pkt, size_t len)
+{
+	uint64_t tail = atomic_load_explicit(&o->hdr->tail, memory_order_acquire);
+	uint64_t used = o->head - tail, pos = o->head % SHM_RING_BYTES;
+	uint64_t rec = SHM_REC_HDR + ((len + 7) & ~(size_t)7), need = rec;
+	uint32_t l32 = (uint32_t)len;
+
+	if (used > SHM_RING_BYTES)
+		return -EPROTO;
+	if (pos + rec > SHM_RING_BYTES)
+		need += SHM_RING_BYTES - pos; /* the rest of the ring is skipped */
+	if (SHM_RING_BYTES - used < need)
+		return -EAGAIN;
+	if (pos + rec > SHM_RING_BYTES) {
+		uint32_t wrap = SHM_REC_WRAP;
+
+		memcpy(o->data + pos, &wrap, sizeof(wrap));
+		o->head += SHM_RING_BYTES - pos;
+		pos = 0;
+	}
+	memcpy(o->data + pos, &l32, sizeof(l32));
+	memcpy(o->data + pos + SHM_REC_HDR, pkt, len);
+	o->head += rec;
+	return 0;
+}
+
+/* Publish what was appended; ring the consumer if it may be asleep (o->lock held). */
+static void ring_publish(struct shm_out *o)
+{
+	atomic_store_explicit(&o->hdr->head, o->head, memory_order_release);
+	/* store head, then load sleeping; the consumer: store sleeping, then load head */
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load_explicit(&o->hdr->sleeping, memory_order_relaxed)) {
+		char c = 0;
+
+		if (send(o->fd, &c, 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
+			(void)0; /* full: a doorbell is pending anyway; gone: the sweep sees it */
+	}
+}
+
+/* Contract: see transport.h. */
+int sw_shm_send(struct sw_engine *eng, const uint8_t *const *pkt, const size_t *len, uint32_t n,
+		const struct sockaddr_in *dst)
+{
+	struct shm_out *o;
+	uint32_t i;
+	int ret = 0;
+
+	if (!eng->shm)
+		return -ENOTCONN;
+	o = out_get(eng, dst);
+	if (!o)
+		return -ENOTCONN;
+	if (!o->hdr || !atomic_load_explicit(&o->hdr->accepted, memory_order_acquire)) {
+		pthread_mutex_unlock(&o->lock);
+		return -ENOTCONN;
+	}
+	for (i = 0; i < n; i++) {
+		ret = ring_put(o, pkt[i], len[i]);
+		if (ret)
+			break;
+		atomic_fetch_add_explicit(&eng->cnt.tx_pkts, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&eng->cnt.tx_bytes, len[i], memory_order_relaxed);
+		atomic_fetch_add_explicit(&eng->cnt.shm_tx_pkts, 1, memory_order_relaxed);
+	}
+	if (i)
+		ring_publish(o);
+	if (ret == -EPROTO) {
+		out_close(o, sw_now_ns() + SHM_RETRY_NS);
+		atomic_fetch_add_explicit(&eng->cnt.shm_corrupt, 1, memory_order_relaxed);
+	} else if (ret == -EAGAIN) {
+		atomic_fetch_add_explicit(&eng->cnt.tx_again, 1, memory_order_relaxed);
+	}
+	pthread_mutex_unlock(&o->lock);
+	if (!i && ret == -EPROTO)
+		return -ENOTCONN; /* nothing went: UDP takes it */
+	return (int)i;
+}
+
+/*
+ * Take one record from link `l` into buf; its length, 0 if the ring is
+ * empty, -EPROTO if it is corrupt.
+ */
+static int ring_take(struct shm_in *l, uint8_t *buf, size_t cap)
+{
+	uint64_t head = atomic_load_explicit(&l->hdr->head, memory_order_acquire);
+
+	for (;;) {
+		uint64_t avail = head - l->tail, pos = l->tail % SHM_RING_BYTES, rec;
+		uint32_t len;
+
+		if (!avail)
+			return 0;
+		if (avail > SHM_RING_BYTES || avail % 8)
+			return -EPROTO;
+		len = __atomic_load_n((uint32_t *)(void *)(l->data + pos), __ATOMIC_RELAXED);
+		if (len == SHM_REC_WRAP) {
+			if (SHM_RING_BYTES - pos > avail)
+				return -EPROTO;
+			l->tail += SHM_RING_BYTES - pos;
+			continue;
+		}
+		rec = SHM_REC_HDR + (((uint64_t)len + 7) & ~7ull);
+		if (!len || len > cap || rec > avail || pos + rec > SHM_RING_BYTES)
+			return -EPROTO;
+		memcpy(buf, l->data + pos + SHM_REC_HDR, len);
+		l->tail += rec;
+		atomic_store_explicit(&l->hdr->tail, l->tail, memory_order_release);
+		return (int)len;
+	}
+}
+
+/* Contract: see transport.h. Progress thread only. */
+int sw_shm_recv(struct sw_engine *eng, uint8_t *buf, size_t cap, struct sockaddr_in *src)
+{
+	struct sw_shm *s = eng->shm;
+
+	if (!s)
+		return 0;
+	for (uint32_t k = 0; k < s->nin; k++) {
+		uint32_t i = (s->rr + k) % s->nin;
+		struct shm_in *l = &s->in[i];
+		int n;
+
+		if (!l->hdr)
+			continue;
+		n = ring_take(l, buf, cap);
+		if (n > 0) {
+			*src = l->src;
+			s->rr = i + 1;
+			atomic_fetch_add_explicit(&eng->cnt.shm_rx_pkts, 1, memory_order_relaxed);
+			return n;
+		}
+		if (n < 0) {
+			atomic_fetch_add_explicit(&eng->cnt.shm_corrupt, 1, memory_order_relaxed);
+			in_close(s, i);
+			k--; /* slot i now holds another link */
+		}
+	}
+	return 0;
+}
+
+/* Contract: see transport.h. Progress thread only. */
+bool sw_shm_sleep_begin(struct sw_engine *eng)
+{
+	struct sw_shm *s = eng->shm;
+	bool ready = false;
+
+	if (!s)
+		return false;
+	for (uint32_t i = 0; i < s->nin; i++)
+		if (s->in[i].hdr)
+			atomic_store(&s->in[i].hdr->sleeping, 1);
+	atomic_thread_fence(memory_order_seq_cst);
+	for (uint32_t i = 0; i < s->nin && !ready; i++)
+		if (s->in[i].hdr && atomic_load(&s->in[i].hdr->head) != s->in[i].tail)
+			ready = true;
+	if (ready)
+		sw_shm_sleep_end(eng);
+	return !ready;
+}
+
+/* Contract: see transport.h. */
+void sw_shm_sleep_end(struct sw_engine *eng)
+{
+	struct sw_shm *s = eng->shm;
+
+	for (uint32_t i = 0; s && i < s->nin; i++)
+		if (s->in[i].hdr)
+			atomic_store_explicit(&s->in[i].hdr->sleeping, 0, memory_order_relaxed);
+}
+
+/* Contract: see transport.h. */
+int sw_shm_pollfds(struct sw_engine *eng, struct pollfd *p, int max)
+{
+	struct sw_shm *s = eng->shm;
+	int n = 0;
+
+	if (!s)
+		return 0;
+	if (s->lfd >= 0 && n < max)
+		p[n++] = (struct pollfd){.fd = s->lfd, .events = POLLIN};
+	for (uint32_t i = 0; i < s->nin && n < max; i++)
+		p[n++] = (struct pollfd){.fd = s->in[i].fd, .events = POLLIN};
+	return n;
+}
+
+/*
+ * Take the hello (and the ring) of link `l`: 1 done, 0 not arrived yet,
+ * -EPROTO a bad one (the link is to be closed).
+ */
+static int in_hello(struct shm_in *l)
+{
+	union {
+		char buf[CMSG_SPACE(4 * sizeof(int))];
+		struct cmsghdr align;
+	} cm;
+	struct shm_hello hello;
+	struct iovec iov = {.iov_base = &hello, .iov_len = sizeof(hello)};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1,
+			    .msg_control = cm.buf, .msg_controllen = sizeof(cm.buf)};
+	struct cmsghdr *c;
+	struct stat st;
+	ssize_t n = recvmsg(l->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	int mfd = -1, ret = -EPROTO;
+	void *map;
+
+	if (n < 0)
+		return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -EPROTO;
+	for (c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		for (size_t k = 0; (k + 1) * sizeof(int) <= c->cmsg_len - CMSG_LEN(0); k++) {
+			int fd;
+
+			memcpy(&fd, CMSG_DATA(c) + k * sizeof(int), sizeof(fd));
+			if (mfd < 0)
+				mfd = fd;
+			else
+				close(fd); /* one ring per hello; more is nonsense */
+		}
+	}
+	if (n != (ssize_t)sizeof(hello) || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || mfd < 0 ||
+	    hello.magic != SHM_MAGIC || hello.version != SHM_VERSION ||
+	    hello.ring_bytes != SHM_RING_BYTES || fstat(mfd, &st) ||
+	    st.st_size != (off_t)shm_map_bytes())
+		goto out;
+	map = mmap(NULL, shm_map_bytes(), PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+	if (map == MAP_FAILED)
+		goto out;
+	l->hdr = map;
+	l->data = (uint8_t *)map + SHM_HDR_BYTES;
+	l->tail = atomic_load(&l->hdr->tail);
+	l->src.sin_family = AF_INET;
+	l->src.sin_addr.s_addr = hello.addr;
+	l->src.sin_port = htons(hello.port);
+	atomic_store_explicit(&l->hdr->accepted, 1, memory_order_release);
+	ret = 1;
+out:
+	if (mfd >= 0)
+		close(mfd);
+	return ret;
+}
+
+/* Accept every waiting connection from our own user, while there is room. */
+static void shm_accept(struct sw_engine *eng)
+{
+	struct sw_shm *s = eng->shm;
+	int fd;
+
+	while ((fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0) {
+		if (s->nin == SHM_MAX_IN || !shm_peer_is(fd, s->uid)) {
+			close(fd); /* the sender sees the hang-up and keeps to UDP */
+			continue;
+		}
+		s->in[s->nin++] = (struct shm_in){.fd = fd};
+		atomic_fetch_add_explicit(&eng->cnt.shm_links, 1, memory_order_relaxed);
+	}
+}
+
+/* Drop the doorbells of link i; false if its connection hung up. */
+static bool in_drain(struct shm_in *l)
+{
+	char buf[64];
+	ssize_t n;
+
+	while ((n = recv(l->fd, buf, sizeof(buf), MSG_DONTWAIT)) > 0)
+		;
+	return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
+/* Close every outgoing link whose connection hung up. */
+static void shm_sweep(struct sw_shm *s)
+{
+	struct pollfd p[SHM_MAX_OUT];
+	int idx[SHM_MAX_OUT], n = 0;
+
+	pthread_mutex_lock(&s->lock);
+	for (int i = 0; i < SHM_MAX_OUT; i++)
+		if (s->out[i].fd >= 0) {
+			p[n] = (struct pollfd){.fd = s->out[i].fd, .events = POLLIN};
+			idx[n++] = i;
+		}
+	if (n && poll(p, (nfds_t)n, 0) > 0)
+		for (int k = 0; k < n; k++) {
+			struct shm_out *o = &s->out[idx[k]];
+
+			if (!p[k].revents)
+				continue;
+			pthread_mutex_lock(&o->lock);
+			out_close(o, 0); /* the peer may be back already: look again at once */
+			pthread_mutex_unlock(&o->lock);
+		}
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* Contract: see transport.h. Progress thread only. */
+void sw_shm_service(struct sw_engine *eng, uint64_t now)
+{
+	struct sw_shm *s = eng->shm;
+
+	if (!s)
+		return;
+	if (s->lfd >= 0)
+		shm_accept(eng);
+	for (uint32_t i = 0; i < s->nin;) {
+		struct shm_in *l = &s->in[i];
+		int r = l->hdr ? 1 : in_hello(l);
+
+		if (r < 0 || (r > 0 && !in_drain(l))) {
+			in_close(s, i);
+			continue;
+		}
+		i++;
+	}
+	if (now >= s->sweep_at) {
+		s->sweep_at = now + SHM_SWEEP_NS;
+		shm_sweep(s);
+	}
+}

@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * shm_format.h - what two software devices share over the same-host link
+ * (shm.c): the connection's name, the hello, the ring's header and its
+ * records. Shared by shm.c and the tests that play a hostile producer.
+ *
+ * Name: the abstract AF_UNIX seqpacket socket "softverbs/<uid>/<ip>:<port>"
+ * (uid decimal, ip dotted quad, port decimal: the device's RoCE address).
+ * Hello: the first message on a connection, sizeof(struct shm_hello)
+ * bytes, with exactly one descriptor (SCM_RIGHTS): a memfd of
+ * SHM_HDR_BYTES + SHM_RING_BYTES bytes.
+ * Ring: struct shm_hdr at offset 0, the data (SHM_RING_BYTES) at
+ * SHM_HDR_BYTES. head and tail count bytes ever produced and consumed; a
+ * record at data[head % SHM_RING_BYTES] is a u32 length, 4 reserved
+ * bytes, and that many bytes of packet, padded to 8. A record never
+ * wraps: a length of SHM_REC_WRAP says the rest of the ring is skipped.
+ */
+#ifndef SV_SW_TRANSPORT_SHM_FORMAT_H
+#define SV_SW_TRANSPORT_SHM_FORMAT_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+enum {
+	SHM_MAGIC = 0x53564c4b,        /* "SVLK" */
+	SHM_VERSION = 1,
+	SHM_HDR_BYTES = 256,           /* the ring's data starts here */
+	SHM_RING_BYTES = 8 << 20,      /* as much as the UDP socket buffer */
+	SHM_MAX_OUT = 64,              /* destinations with a link (or a failed try) */
+	SHM_MAX_IN = 64,               /* links into this device */
+	SHM_REC_HDR = 8,               /* u32 length, u32 reserved */
+	SHM_REC_WRAP = 0xffffffffu,    /* length of a record that says "go to 0" */
+};
+
+#define SHM_RETRY_NS (1000ull * 1000 * 1000) /* a failed look-up is tried again after 1 s */
+#define SHM_SWEEP_NS (100ull * 1000 * 1000)  /* hung-up outgoing links are looked for every 100 ms */
+
+/* The shared header; the consumer trusts none of it but what it checks. */
+struct shm_hdr {
+	uint32_t magic, version;
+	uint32_t ring_bytes;
+	_Alignas(64) _Atomic uint64_t head; /* bytes produced; written by the producer */
+	_Alignas(64) _Atomic uint64_t tail; /* bytes consumed; written by the consumer */
+	_Alignas(64) atomic_uint sleeping;  /* the consumer may be in poll(2): ring */
+	atomic_uint accepted;               /* the consumer has the ring */
+};
+
+_Static_assert(sizeof(struct shm_hdr) <= SHM_HDR_BYTES, "ring header too large");
+
+/* The first message on a connection (with the ring's memfd attached). */
+struct shm_hello {
+	uint32_t magic, version;
+	uint32_t ring_bytes;
+	uint32_t addr;                 /* the sender's RoCE address, network order */
+	uint16_t port;                 /* and UDP port, host order */
+	uint16_t pad;
+};
+
+#endif
