@@ -23,7 +23,7 @@ static const char *const vars[] = {
 	"SOFTVERBS_DEV_NAME", "SOFTVERBS_ADDR",		 "SOFTVERBS_UDP_PORT",
 	"SOFTVERBS_MTU",      "SOFTVERBS_CC_DMA_BOUNCE", "SOFTVERBS_CC_HEAP",
 	"SOFTVERBS_BUSY_POLL", "SOFTVERBS_STATS",        "SOFTVERBS_FAULT",
-	"SOFTVERBS_PROGRESS_CPU",
+	"SOFTVERBS_PROGRESS_CPU", "SOFTVERBS_SHM",
 };
 
 static void clear_env(void)
@@ -151,6 +151,8 @@ static void case_malformed(void)
 		{"SOFTVERBS_BUSY_POLL", "2"},
 		{"SOFTVERBS_BUSY_POLL", ""},
 		{"SOFTVERBS_STATS", "yes"},
+		{"SOFTVERBS_SHM", "2"},
+		{"SOFTVERBS_SHM", "off"},
 		{"SOFTVERBS_PROGRESS_CPU", ""},
 		{"SOFTVERBS_PROGRESS_CPU", "-1"},
 		{"SOFTVERBS_PROGRESS_CPU", "cpu0"},

@@ -61,6 +61,7 @@ struct shm_in {                        /* a link into this device */
 	uint8_t *data;
 	uint64_t tail;                 /* our copy of hdr->tail */
 	struct sockaddr_in src;        /* the address the hello named */
+	bool hup;                      /* the sender is gone: close once the ring is empty */
 };
 
 struct sw_shm {
@@ -71,6 +72,7 @@ struct sw_shm {
 	struct shm_in in[SHM_MAX_IN];  /* the progress thread's alone */
 	uint32_t nin, rr;              /* links in use; next to look at */
 	uint64_t sweep_at;
+	uint64_t accept_at;            /* out of descriptors: the listener rests until then */
 };
 
 static size_t shm_map_bytes(void)
@@ -418,6 +420,11 @@ int sw_shm_recv(struct sw_engine *eng, uint8_t *buf, size_t cap, struct sockaddr
 		if (!l->hdr)
 			continue;
 		n = ring_take(l, buf, cap);
+		if (!n && l->hup) {
+			in_close(s, i); /* what a sender sent before it left is delivered first */
+			k--;
+			continue;
+		}
 		if (n > 0) {
 			*src = l->src;
 			s->rr = i + 1;
@@ -471,10 +478,11 @@ int sw_shm_pollfds(struct sw_engine *eng, struct pollfd *p, int max)
 
 	if (!s)
 		return 0;
-	if (s->lfd >= 0 && n < max)
+	if (s->lfd >= 0 && n < max && sw_now_ns() >= s->accept_at)
 		p[n++] = (struct pollfd){.fd = s->lfd, .events = POLLIN};
 	for (uint32_t i = 0; i < s->nin && n < max; i++)
-		p[n++] = (struct pollfd){.fd = s->in[i].fd, .events = POLLIN};
+		if (!s->in[i].hup) /* at EOF: it would always be ready */
+			p[n++] = (struct pollfd){.fd = s->in[i].fd, .events = POLLIN};
 	return n;
 }
 
@@ -535,13 +543,22 @@ out:
 	return ret;
 }
 
-/* Accept every waiting connection from our own user, while there is room. */
-static void shm_accept(struct sw_engine *eng)
+/*
+ * Accept every waiting connection from our own user, while there is
+ * room. Out of descriptors or memory, the listener rests for a while
+ * (polling it meanwhile would spin): the senders keep to UDP.
+ */
+static void shm_accept(struct sw_engine *eng, uint64_t now)
 {
 	struct sw_shm *s = eng->shm;
 	int fd;
 
-	while ((fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0) {
+	if (now < s->accept_at)
+		return;
+	while ((fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0 ||
+	       errno == ECONNABORTED) {
+		if (fd < 0)
+			continue;
 		if (s->nin == SHM_MAX_IN || !shm_peer_is(fd, s->uid)) {
 			close(fd); /* the sender sees the hang-up and keeps to UDP */
 			continue;
@@ -549,6 +566,8 @@ static void shm_accept(struct sw_engine *eng)
 		s->in[s->nin++] = (struct shm_in){.fd = fd};
 		atomic_fetch_add_explicit(&eng->cnt.shm_links, 1, memory_order_relaxed);
 	}
+	if (errno != EAGAIN && errno != EWOULDBLOCK)
+		s->accept_at = now + SHM_SWEEP_NS;
 }
 
 /* Drop the doorbells of link i; false if its connection hung up. */
@@ -562,8 +581,11 @@ static bool in_drain(struct shm_in *l)
 	return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
 }
 
-/* Close every outgoing link whose connection hung up. */
-static void shm_sweep(struct sw_shm *s)
+/*
+ * Close every outgoing link whose connection hung up. A link that was
+ * refused (never accepted) is looked up again only after SHM_RETRY_NS.
+ */
+static void shm_sweep(struct sw_shm *s, uint64_t now)
 {
 	struct pollfd p[SHM_MAX_OUT];
 	int idx[SHM_MAX_OUT], n = 0;
@@ -581,7 +603,8 @@ static void shm_sweep(struct sw_shm *s)
 			if (!p[k].revents)
 				continue;
 			pthread_mutex_lock(&o->lock);
-			out_close(o, 0); /* the peer may be back already: look again at once */
+			/* an accepted link's peer may be back already: look again at once */
+			out_close(o, o->hdr && atomic_load(&o->hdr->accepted) ? 0 : now + SHM_RETRY_NS);
 			pthread_mutex_unlock(&o->lock);
 		}
 	pthread_mutex_unlock(&s->lock);
@@ -595,19 +618,21 @@ void sw_shm_service(struct sw_engine *eng, uint64_t now)
 	if (!s)
 		return;
 	if (s->lfd >= 0)
-		shm_accept(eng);
+		shm_accept(eng, now);
 	for (uint32_t i = 0; i < s->nin;) {
 		struct shm_in *l = &s->in[i];
 		int r = l->hdr ? 1 : in_hello(l);
 
-		if (r < 0 || (r > 0 && !in_drain(l))) {
+		if (r < 0) {
 			in_close(s, i);
 			continue;
 		}
+		if (r > 0 && !l->hup && !in_drain(l))
+			l->hup = true; /* sw_shm_recv() closes it when it is empty */
 		i++;
 	}
 	if (now >= s->sweep_at) {
 		s->sweep_at = now + SHM_SWEEP_NS;
-		shm_sweep(s);
+		shm_sweep(s, now);
 	}
 }
