@@ -133,9 +133,10 @@ void dmah_role(const struct role_args *ra);
  *   udp_yield  the UDP ping-pong yields between looks, as the verbs one
  *   udp_handoff  a receive thread hands each datagram to the polling
  *              thread through memory (udp.c: the hand-off floor)
+ *   no_shm     the devices talk UDP, not the same-host link (SOFTVERBS_SHM=0)
  */
 struct measure_mode {
-	bool pin, udp_yield, udp_handoff;
+	bool pin, udp_yield, udp_handoff, no_shm;
 };
 extern struct measure_mode mmode;
 

@@ -108,7 +108,7 @@ def plot(doc, out):
 
     # bandwidth
     for op in ("WRITE", "READ", "SEND"):
-        x, y = xy(recs(doc, "bw", op), "gbps")
+        x, y = xy(recs(doc, "bw", op, ""), "gbps")
         if x:
             ax_bw.plot(x, y, "o-", color=colors[op], label="softverbs RDMA " + op)
     dm = {}
@@ -139,11 +139,11 @@ def plot(doc, out):
 
     # message rate
     for op in ("WRITE", "READ", "SEND"):
-        x, y = xy(recs(doc, "bw", op), "mmsgs")
+        x, y = xy(recs(doc, "bw", op, ""), "mmsgs")
         if x:
             ax_rate.plot(x, y, "o-", color=colors[op], label="softverbs RDMA " + op)
     for op in ("FETCH_ADD", "CMP_SWAP"):
-        x, y = xy(recs(doc, "bw", op), "mmsgs")
+        x, y = xy(recs(doc, "bw", op, ""), "mmsgs")
         if x:
             ax_rate.plot(x, y, "P", color=colors[op], ms=10, label="softverbs atomic " + op)
     if s and isinstance(s.get("mpps"), (int, float)):

@@ -239,6 +239,12 @@ void print_tables(void)
 	       TARGET_LAT_VS_UDP, r2, verdict(r2, TARGET_LAT_VS_UDP, false));
 	printf("  the same, both sides pinned (SOFTVERBS_PROGRESS_CPU): %5.2f  %s\n", r3,
 	       verdict(r3, TARGET_LAT_VS_UDP, false));
+	printf("  for reference, over UDP instead of the same-host link (SOFTVERBS_SHM=0):\n"
+	       "    WRITE 64 KiB / UDP stream %5.2f, busy-poll WRITE 8 B / UDP spin %5.2f\n",
+	       rec_get("bw", "WRITE", "udp", 64 * KIB, "gbps") /
+		       rec_get("udp", "stream", "", 4096, "gbps"),
+	       rec_get("lat", "WRITE", "busy_poll_udp", 8, "median_us") /
+		       rec_get("udp", "pingpong", "busy_poll", 8, "median_us"));
 }
 
 /* JSON number or null. */

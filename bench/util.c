@@ -293,6 +293,7 @@ void measure(const char *kind, enum test test, uint64_t size, bool busy, enum mr
 	char cpu0[] = "SV_BENCH_CPU=0", cpu1[] = "SV_BENCH_CPU=1";
 	char prog0[] = "SOFTVERBS_PROGRESS_CPU=0", prog1[] = "SOFTVERBS_PROGRESS_CPU=1";
 	char yield[] = "SV_BENCH_UDP_YIELD=1", handoff[] = "SV_BENCH_UDP_HANDOFF=1";
+	char noshm[] = "SOFTVERBS_SHM=0";
 	char *env_c[8] = {busy ? busy_env : nobusy_env}, *env_s[8] = {env_c[0]};
 	int nc = 1, ns = 1;
 	struct role_argv ac, as;
@@ -323,6 +324,10 @@ void measure(const char *kind, enum test test, uint64_t size, bool busy, enum mr
 	if (mmode.udp_handoff) {
 		env_c[nc++] = handoff;
 		env_s[ns++] = handoff;
+	}
+	if (mmode.no_shm) {
+		env_c[nc++] = noshm;
+		env_s[ns++] = noshm;
 	}
 	mmode = (struct measure_mode){0};
 	srv = spawn(as.argv, env_s, sp[1], pp[1], -1); /* either side may report */

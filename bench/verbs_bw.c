@@ -181,10 +181,13 @@ double bench_point_weight(void)
 /* Contract: see bench.h. */
 double plan_bw(void)
 {
-	return (N_OF(bw_ops) * (double)opt.nsizes + N_OF(atomic_ops)) * bench_point_weight();
+	return (N_OF(bw_ops) * (double)opt.nsizes + N_OF(atomic_ops) + 1) * bench_point_weight();
 }
 
-/* Contract: see bench.h. WRITE, READ, SEND over the sweep, then the atomics. */
+/*
+ * Contract: see bench.h. WRITE, READ, SEND over the sweep, then the
+ * atomics, then WRITE 64 KiB over UDP (variant "udp": SOFTVERBS_SHM=0).
+ */
 void run_bw(void)
 {
 	char s[32];
@@ -199,4 +202,7 @@ void run_bw(void)
 		progress_step(bench_point_weight(), "%s message rate, 8 B", atomic_ops[o].op);
 		bw_point("bw", atomic_ops[o].op, "", atomic_ops[o].t, 8, MR_PLAIN);
 	}
+	progress_step(bench_point_weight(), "WRITE bandwidth, 64 KiB, over UDP (SOFTVERBS_SHM=0)");
+	mmode.no_shm = true;
+	bw_point("bw", "WRITE", "udp", T_WRITE_BW, 64 * KIB, MR_PLAIN);
 }

@@ -138,14 +138,16 @@ void verbs_lat_server(const struct role_args *ra)
 
 /* ---- orchestrator side ---- */
 
-static void lat_point(uint64_t size, bool busy, bool pin)
+static void lat_point(uint64_t size, bool busy, bool pin, bool udp)
 {
 	struct rec *r = rec_add("lat", "WRITE",
-				pin ? "busy_poll_pinned" : busy ? "busy_poll" : "sleeping", size);
+				udp ? "busy_poll_udp"
+				: pin ? "busy_poll_pinned" : busy ? "busy_poll" : "sleeping", size);
 	char res[256];
 	double cpu;
 
 	mmode.pin = pin;
+	mmode.no_shm = udp;
 	measure("verbs", T_WRITE_LAT, size, busy, MR_PLAIN, res, sizeof(res), &cpu);
 	rec_set(r, "median_us", field(res, "med_us"));
 	rec_set(r, "p99_us", field(res, "p99_us"));
@@ -155,21 +157,26 @@ static void lat_point(uint64_t size, bool busy, bool pin)
 /* Contract: see bench.h. */
 double plan_lat(void)
 {
-	return (opt.nsizes + 2) * (opt.secs + 0.5);
+	return (opt.nsizes + 3) * (opt.secs + 0.5);
 }
 
-/* Contract: see bench.h. 8 B sleeping, 8 B busy-poll pinned, then the busy-poll sweep. */
+/*
+ * Contract: see bench.h. 8 B sleeping, 8 B busy-poll pinned, 8 B
+ * busy-poll over UDP (SOFTVERBS_SHM=0), then the busy-poll sweep.
+ */
 void run_lat(void)
 {
 	char s[32];
 
 	progress_step(opt.secs + 0.5, "WRITE latency, 8 B, sleeping progress thread");
-	lat_point(8, false, false);
+	lat_point(8, false, false, false);
 	progress_step(opt.secs + 0.5, "WRITE latency, 8 B, busy-poll, pinned");
-	lat_point(8, true, true);
+	lat_point(8, true, true, false);
+	progress_step(opt.secs + 0.5, "WRITE latency, 8 B, busy-poll, over UDP (SOFTVERBS_SHM=0)");
+	lat_point(8, true, false, true);
 	for (int i = 0; i < opt.nsizes; i++) {
 		size_str(opt.sizes[i], s, sizeof(s));
 		progress_step(opt.secs + 0.5, "WRITE latency, %s, busy-poll", s);
-		lat_point(opt.sizes[i], true, false);
+		lat_point(opt.sizes[i], true, false, false);
 	}
 }

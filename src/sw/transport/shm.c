@@ -322,10 +322,13 @@ static int ring_put(struct shm_out *o, const uint8_t *pkt, size_t len)
 /* Publish what was appended; ring the consumer if it may be asleep (o->lock held). */
 static void ring_publish(struct shm_out *o)
 {
-	atomic_store_explicit(&o->hdr->head, o->head, memory_order_release);
-	/* store head, then load sleeping; the consumer: store sleeping, then load head */
-	atomic_thread_fence(memory_order_seq_cst);
-	if (atomic_load_explicit(&o->hdr->sleeping, memory_order_relaxed)) {
+	/*
+	 * Store head, then load sleeping; the consumer stores sleeping, then
+	 * loads head. All four are sequentially consistent, so at least one
+	 * side sees the other's store.
+	 */
+	atomic_store(&o->hdr->head, o->head);
+	if (atomic_load(&o->hdr->sleeping)) {
 		char c = 0;
 
 		if (send(o->fd, &c, 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
@@ -450,8 +453,7 @@ bool sw_shm_sleep_begin(struct sw_engine *eng)
 		return false;
 	for (uint32_t i = 0; i < s->nin; i++)
 		if (s->in[i].hdr)
-			atomic_store(&s->in[i].hdr->sleeping, 1);
-	atomic_thread_fence(memory_order_seq_cst);
+			atomic_store(&s->in[i].hdr->sleeping, 1); /* see ring_publish() */
 	for (uint32_t i = 0; i < s->nin && !ready; i++)
 		if (s->in[i].hdr && atomic_load(&s->in[i].hdr->head) != s->in[i].tail)
 			ready = true;
