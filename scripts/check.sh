@@ -101,7 +101,7 @@ for stage in "${stages[@]}"; do
 	junit=$PWD/$dir/ctest-junit.xml
 	rm -f "$junit" "$dir/tests/pyverbs_suite.summary"
 	[ $shm = 1 ] || echo "== $stage: SOFTVERBS_SHM=0 (UDP only)"
-	SOFTVERBS_SHM=$shm ctest --test-dir "$dir" --output-on-failure -j "$CTEST_JOBS" --no-tests=error \
+	SV_TEST_SHM=$shm SOFTVERBS_SHM=$shm ctest --test-dir "$dir" --output-on-failure -j "$CTEST_JOBS" --no-tests=error \
 		--output-junit "$junit" "${ctest_sel[@]}" "${extra_ctest[@]}"
 	rc=$?
 	t3=$(now_ms)

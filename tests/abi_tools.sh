@@ -40,9 +40,7 @@ skip() {
 	skip "sanitized build: Debian's binaries cannot load an instrumented libibverbs.so.1"
 [ -e "$libdir/libibverbs.so.1" ] || { echo "not ok - no $libdir/libibverbs.so.1"; exit 1; }
 
-for v in $(env | sed -n 's/^\(SOFTVERBS_[A-Za-z0-9_]*\)=.*/\1/p'); do
-	unset "$v"
-done
+. "$(dirname "$0")/clean_env.sh" # no inherited SOFTVERBS_* but SV_TEST_SHM
 export SOFTVERBS_DEV_NAME=svabi0
 dev=svabi0
 export LD_LIBRARY_PATH="$libdir"

@@ -23,9 +23,7 @@ bench=$1 plot=$2 dir=$3
 py=/usr/bin/python3
 [ -x "$py" ] || py=python3
 
-for v in $(env | sed -n 's/^\(SOFTVERBS_[A-Za-z0-9_]*\)=.*/\1/p'); do
-	unset "$v"
-done
+. "$(dirname "$0")/clean_env.sh" # no inherited SOFTVERBS_* but SV_TEST_SHM
 rm -rf "$dir"
 mkdir -p "$dir"
 n=0 fail=0

@@ -32,9 +32,7 @@ fi
 prog=$1
 [ -x "$prog" ] || { echo "not ok - $prog is not an executable"; exit 1; }
 
-for v in $(env | sed -n 's/^\(SOFTVERBS_[A-Za-z0-9_]*\)=.*/\1/p'); do
-	unset "$v"
-done
+. "$(dirname "$0")/clean_env.sh" # no inherited SOFTVERBS_* but SV_TEST_SHM
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

@@ -27,9 +27,7 @@ if ! command -v pkg-config >/dev/null; then
 	echo "1..0 # SKIP pkg-config is not installed (apt-get install pkg-config)"
 	exit 77
 fi
-for v in $(env | sed -n 's/^\(SOFTVERBS_[A-Za-z0-9_]*\)=.*/\1/p'); do
-	unset "$v"
-done
+. "$(dirname "$0")/clean_env.sh" # no inherited SOFTVERBS_* but SV_TEST_SHM
 unset LD_LIBRARY_PATH PKG_CONFIG_PATH
 
 tmp=$(mktemp -d)

@@ -44,9 +44,7 @@ skip() {
 [ -f "$src/run_tests.py" ] || skip "no rdma-core test suite at $src (python3-pyverbs)"
 [ -e "$libdir/libibverbs.so.1" ] || { echo "not ok - no $libdir/libibverbs.so.1"; exit 1; }
 
-for v in $(env | sed -n 's/^\(SOFTVERBS_[A-Za-z0-9_]*\)=.*/\1/p'); do
-	unset "$v"
-done
+. "$(dirname "$0")/clean_env.sh" # no inherited SOFTVERBS_* but SV_TEST_SHM
 dev=svpy0
 export SOFTVERBS_DEV_NAME=$dev
 export LD_LIBRARY_PATH="$libdir"

@@ -40,9 +40,7 @@ skip() {
 [ -e "$libdir/libibverbs.so.1" ] || { echo "not ok - no $libdir/libibverbs.so.1"; exit 1; }
 command -v timeout >/dev/null || skip "no timeout(1)"
 
-for v in $(env | sed -n 's/^\(SOFTVERBS_[A-Za-z0-9_]*\)=.*/\1/p'); do
-	unset "$v"
-done
+. "$(dirname "$0")/clean_env.sh" # no inherited SOFTVERBS_* but SV_TEST_SHM
 export LD_LIBRARY_PATH="$libdir"
 export SOFTVERBS_STATS=1
 dev=softverbs0

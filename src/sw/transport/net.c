@@ -226,19 +226,22 @@ uint32_t sw_net_send_batch(struct sw_engine *eng, const struct sw_tx_batch *b,
 }
 
 /*
- * Contract: see transport.h. Waits up to ~20 ms in all for room (a full
- * ring leaves the socket writable: then it just sleeps).
+ * Contract: see transport.h. Waits up to ~20 ms in all for socket room.
+ * A full same-host ring leaves the socket writable: a send that fails
+ * again after poll(2) said so sleeps 200 us before the next try.
  */
 int sw_net_send_wait(struct sw_engine *eng, const uint8_t *pkt, size_t len,
 		     const struct sockaddr_in *dst)
 {
+	bool writable = false;
 	int tries = 20, ret;
 
 	while ((ret = sw_net_send(eng, pkt, len, dst)) == -EAGAIN && tries--) {
 		struct pollfd pfd = { .fd = eng->dev->port.fd, .events = POLLOUT };
 
-		if (poll(&pfd, 1, 1) > 0)
-			usleep(1000);
+		if (writable)
+			usleep(200);
+		writable = poll(&pfd, 1, 1) > 0;
 	}
 	return ret;
 }

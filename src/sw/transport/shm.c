@@ -450,7 +450,7 @@ bool sw_shm_sleep_begin(struct sw_engine *eng)
 	bool ready = false;
 
 	if (!s)
-		return false;
+		return true; /* no links: nothing to announce */
 	for (uint32_t i = 0; i < s->nin; i++)
 		if (s->in[i].hdr)
 			atomic_store(&s->in[i].hdr->sleeping, 1); /* see ring_publish() */
