@@ -32,6 +32,7 @@
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -213,12 +214,15 @@ static int out_connect(struct sw_engine *eng, struct shm_out *o)
 		ret = -EPERM;
 		goto err_fd;
 	}
-	mfd = memfd_create("softverbs-link", MFD_CLOEXEC);
+	mfd = memfd_create("softverbs-link", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (mfd < 0) {
 		ret = -errno;
 		goto err_fd;
 	}
-	h = ftruncate(mfd, (off_t)shm_map_bytes()) ? MAP_FAILED
+	/* sealed at its size: the receiver cannot shrink it under our feet (SIGBUS) */
+	h = ftruncate(mfd, (off_t)shm_map_bytes()) ||
+	    fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
+		? MAP_FAILED
 		: mmap(NULL, shm_map_bytes(), PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
 	if (h == MAP_FAILED) {
 		ret = -errno;
@@ -505,7 +509,7 @@ static int in_hello(struct shm_in *l)
 	struct cmsghdr *c;
 	struct stat st;
 	ssize_t n = recvmsg(l->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-	int mfd = -1, ret = -EPROTO;
+	int mfd = -1, nfds = 0, ret = -EPROTO, seals;
 	void *map;
 
 	if (n < 0)
@@ -517,16 +521,21 @@ static int in_hello(struct shm_in *l)
 			int fd;
 
 			memcpy(&fd, CMSG_DATA(c) + k * sizeof(int), sizeof(fd));
+			nfds++;
 			if (mfd < 0)
 				mfd = fd;
 			else
 				close(fd); /* one ring per hello; more is nonsense */
 		}
 	}
-	if (n != (ssize_t)sizeof(hello) || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || mfd < 0 ||
+	if (n != (ssize_t)sizeof(hello) || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || nfds != 1 ||
 	    hello.magic != SHM_MAGIC || hello.version != SHM_VERSION ||
 	    hello.ring_bytes != SHM_RING_BYTES || fstat(mfd, &st) ||
 	    st.st_size != (off_t)shm_map_bytes())
+		goto out;
+	/* only a ring sealed against shrinking: one that shrank would fault (SIGBUS) our reads */
+	seals = fcntl(mfd, F_GET_SEALS);
+	if (seals < 0 || !(seals & F_SEAL_SHRINK))
 		goto out;
 	map = mmap(NULL, shm_map_bytes(), PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
 	if (map == MAP_FAILED)
@@ -534,6 +543,12 @@ static int in_hello(struct shm_in *l)
 	l->hdr = map;
 	l->data = (uint8_t *)map + SHM_HDR_BYTES;
 	l->tail = atomic_load(&l->hdr->tail);
+	if (l->tail % 8) { /* records would straddle the ring's end */
+		munmap(map, shm_map_bytes());
+		l->hdr = NULL;
+		l->data = NULL;
+		goto out;
+	}
 	l->src.sin_family = AF_INET;
 	l->src.sin_addr.s_addr = hello.addr;
 	l->src.sin_port = htons(hello.port);

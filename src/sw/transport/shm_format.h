@@ -8,9 +8,11 @@
  * (uid decimal, ip dotted quad, port decimal: the device's RoCE address).
  * Hello: the first message on a connection, sizeof(struct shm_hello)
  * bytes, with exactly one descriptor (SCM_RIGHTS): a memfd of
- * SHM_HDR_BYTES + SHM_RING_BYTES bytes.
+ * SHM_HDR_BYTES + SHM_RING_BYTES bytes, sealed against shrinking
+ * (F_SEAL_SHRINK; the sender also seals growing and sealing).
  * Ring: struct shm_hdr at offset 0, the data (SHM_RING_BYTES) at
- * SHM_HDR_BYTES. head and tail count bytes ever produced and consumed; a
+ * SHM_HDR_BYTES. head and tail count bytes ever produced and consumed
+ * (multiples of 8; tail may start anywhere such, head with it); a
  * record at data[head % SHM_RING_BYTES] is a u32 length, 4 reserved
  * bytes, and that many bytes of packet, padded to 8. A record never
  * wraps: a length of SHM_REC_WRAP says the rest of the ring is skipped.
