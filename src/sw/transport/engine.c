@@ -275,7 +275,7 @@ static void transport_reset(struct sw_qp *qp)
 
 	memset(req, 0, sizeof(*req));
 	req->window = SW_WINDOW_INIT;
-	req->send_idx = req->una_idx = qp->sq.cons;
+	req->send_idx = req->una_idx = req->started_idx = qp->sq.cons;
 	memset(resp, 0, sizeof(*resp));
 	resp->wqe = wqe;
 	resp->res = res;

@@ -237,8 +237,10 @@ void sw_req_run(struct sw_qp *qp)
 			break; /* (the batch is empty then: nothing is outstanding) */
 		}
 		if (req->send_off == 0) {
-			if (st == IBV_QPS_SQD && w->state == SW_WQE_NEW)
-				break; /* draining: nothing new starts */
+			/* draining: nothing new starts, what a rewind took back is resent */
+			if (st == IBV_QPS_SQD && w->state == SW_WQE_NEW &&
+			    (int32_t)(req->send_idx - req->started_idx) >= 0)
+				break;
 			if (w->state == SW_WQE_NEW) {
 				if ((w->send_flags & IBV_SEND_FENCE) && req->rd_atomic)
 					break;
@@ -282,6 +284,8 @@ void sw_req_run(struct sw_qp *qp)
 		}
 		if (req->send_off == 0 && w->state == SW_WQE_NEW) {
 			w->state = SW_WQE_STARTED;
+			if ((int32_t)(req->send_idx + 1 - req->started_idx) > 0)
+				req->started_idx = req->send_idx + 1;
 			if (is_rd_atomic(w->opcode))
 				req->rd_atomic++;
 		}

@@ -215,6 +215,8 @@ struct sw_req {
 	uint32_t send_idx;        /* SQ index of the next WQE (or part) to send */
 	uint32_t send_off;        /* packets of that WQE already sent */
 	uint32_t una_idx;         /* SQ index of the oldest unretired WQE (== sq.cons) */
+	uint32_t started_idx;     /* SQ index past the last WQE that ever started: a
+				     draining QP (SQD) still resends those before it */
 	uint32_t window;          /* packets allowed in flight */
 	uint32_t since_ackreq;    /* packets sent since the last AckReq */
 	uint32_t rd_atomic;       /* READs and atomics in flight */

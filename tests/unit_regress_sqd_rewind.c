@@ -1,0 +1,154 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * unit_regress_sqd_rewind: a QP draining its send queue (SQD) goes back
+ * to resend what it had sent, white-box.
+ *
+ * Regression: in SQD nothing new starts, and the requester told "new"
+ * by the WQE's state; but going back (a sequence NAK, a retransmit
+ * timeout) marks every WQE after the rewind point new again. A QP that
+ * entered SQD with WRITEs in flight and then lost a packet never resent
+ * it, armed no timer and never drained: api_qp_sqd hung (no
+ * IBV_EVENT_SQ_DRAINED within 10 s) when the same-host link's start
+ * reordered packets, about one run in ten under valgrind and load.
+ *
+ * As in unit_regress_late_ack, a QP sends to a QP in INIT (which drops
+ * everything) and the test hands the completer the NAKs and ACKs itself.
+ */
+#include "harness.h"
+
+#include <poll.h>
+
+#include "qp_util.h"
+#include "sw/transport/transport.h"
+
+static struct q_env env;
+static struct ibv_mr *mr;
+static uint8_t buf[4096];
+
+/* `qp` to RTS towards `dest`, with a retransmit timeout of minutes. */
+static int connect_slow(struct ibv_qp *qp, uint32_t dest)
+{
+	struct ibv_qp_attr a;
+
+	if (q_bring_up(&env, qp, IBV_QPS_RTR, dest))
+		return -1;
+	a = q_attr(&env, IBV_QPS_RTS, dest);
+	a.timeout = 31;
+	return ibv_modify_qp(qp, &a, IBV_QP_STATE | q_required(IBV_QPT_RC, IBV_QPS_RTR, IBV_QPS_RTS));
+}
+
+/* A signaled WRITE of 1024 bytes (one packet at MTU 1024). */
+static int post_write(struct ibv_qp *qp, uint64_t id)
+{
+	struct ibv_sge sge = { (uintptr_t)buf, 1024, mr->lkey };
+	struct ibv_send_wr wr = { .wr_id = id, .sg_list = &sge, .num_sge = 1,
+				  .opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED },
+			   *bad;
+
+	wr.wr.rdma.remote_addr = 0x10000;
+	wr.wr.rdma.rkey = 0x1234;
+	return ibv_post_send(qp, &wr, &bad);
+}
+
+/* Hand the completer an ACK or NAK of `psn`, as the progress thread would. */
+static void aeth(struct sw_qp *q, uint32_t psn, uint8_t syndrome)
+{
+	struct sw_pkt p = { .opcode = SW_OP_ACK, .psn = psn, .syndrome = syndrome };
+	struct sw_icrc_ctx ic = { 0 };
+	uint8_t pkt[64];
+	size_t len = sw_pkt_finish(pkt, sw_pkt_write_hdrs(pkt, &p), &ic);
+
+	if (!CHECK(sw_pkt_parse(&p, pkt, len, &ic) == 0))
+		return;
+	sw_comp_handle(q, &p);
+}
+
+static int move(struct ibv_qp *qp, enum ibv_qp_state st)
+{
+	struct ibv_qp_attr a = { .qp_state = st, .en_sqd_async_notify = 1 };
+
+	return ibv_modify_qp(qp, &a,
+			     IBV_QP_STATE | (st == IBV_QPS_SQD ? IBV_QP_EN_SQD_ASYNC_NOTIFY : 0));
+}
+
+/* The next async event is SQ_DRAINED for qp (0 ms: it is already there). */
+static void expect_drained(struct ibv_qp *qp)
+{
+	struct pollfd p = { .fd = env.ctx->async_fd, .events = POLLIN };
+	struct ibv_async_event ev;
+
+	if (!CHECK_MSG(poll(&p, 1, 0) == 1 && ibv_get_async_event(env.ctx, &ev) == 0,
+		       "no SQ_DRAINED event"))
+		return;
+	CHECK(ev.event_type == IBV_EVENT_SQ_DRAINED && ev.element.qp == qp);
+	ibv_ack_async_event(&ev);
+}
+
+/*
+ * Three WRITEs in flight, SQD, then `lose` makes the requester go back
+ * to the second: it must resend the second and third (not start the
+ * late fourth), and drain once they are acknowledged.
+ */
+static void drain_after(struct ibv_qp *a, const char *name, bool by_nak)
+{
+	struct sw_qp *q = sw_qp(a);
+	struct ibv_wc wc[4];
+	uint32_t first, base = q->sq.prod;
+
+	t_case(name);
+	for (uint64_t i = 0; i < 3; i++)
+		CHECK(post_write(a, i) == 0);
+	pthread_mutex_lock(&q->lock);
+	first = ((struct sw_send_wqe *)sw_ring_slot(&q->sq, base))->first_psn;
+	CHECK_EQ_INT(q->req->psn, sw_psn_add(first, 3)); /* all sent */
+	pthread_mutex_unlock(&q->lock);
+	CHECK_RET(move(a, IBV_QPS_SQD), 0);
+	CHECK(post_write(a, 3) == 0); /* late: waits for RTS */
+	pthread_mutex_lock(&q->lock);
+	if (by_nak) {
+		aeth(q, sw_psn_add(first, 1), SW_AETH_NAK_PSN_SEQ); /* the first arrived */
+	} else {
+		aeth(q, first, SW_AETH_ACK | 0x1f);
+		sw_req_rewind(q, q->req->una_psn); /* what the retransmit timer does */
+		sw_req_run(q);
+	}
+	CHECK_MSG(q->req->psn == sw_psn_add(first, 3),
+		  "after going back in SQD: next PSN %#x, want %#x (the two resent)", q->req->psn,
+		  sw_psn_add(first, 3));
+	aeth(q, sw_psn_add(first, 2), SW_AETH_ACK | 0x1f);
+	CHECK_EQ_INT(q->sq.cons, base + 3);
+	CHECK_EQ_INT(q->req->psn, sw_psn_add(first, 3)); /* the late one did not start */
+	pthread_mutex_unlock(&q->lock);
+	if (CHECK_EQ_INT(q_poll(env.scq, wc, 4, 3), 3))
+		for (int i = 0; i < 3; i++)
+			CHECK(wc[i].wr_id == (uint64_t)i && wc[i].status == IBV_WC_SUCCESS);
+	expect_drained(a);
+	CHECK_RET(move(a, IBV_QPS_RTS), 0);
+	pthread_mutex_lock(&q->lock);
+	CHECK_EQ_INT(q->req->psn, sw_psn_add(first, 4)); /* RTS: the late one went out */
+	aeth(q, sw_psn_add(first, 3), SW_AETH_ACK | 0x1f);
+	pthread_mutex_unlock(&q->lock);
+	CHECK(q_poll(env.scq, wc, 1, 1) == 1 && wc[0].wr_id == 3 &&
+	      wc[0].status == IBV_WC_SUCCESS);
+}
+
+int main(void)
+{
+	struct ibv_qp *a, *sink;
+
+	t_start("unit_regress_sqd_rewind");
+	q_env_open(&env, 64);
+	mr = ibv_reg_mr(env.pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
+	a = q_create(&env, IBV_QPT_RC);
+	sink = q_create(&env, IBV_QPT_RC);
+	if (!CHECK(mr && a && sink) || !CHECK(q_bring_up(&env, sink, IBV_QPS_INIT, 0) == 0) ||
+	    !CHECK(connect_slow(a, sink->qp_num) == 0))
+		return t_finish();
+	drain_after(a, "SQD, then a sequence NAK: the rest is resent, then drained", true);
+	drain_after(a, "SQD, then a retransmit timeout: resent, then drained", false);
+	CHECK_RET(ibv_destroy_qp(a), 0);
+	CHECK_RET(ibv_destroy_qp(sink), 0);
+	CHECK_RET(ibv_dereg_mr(mr), 0);
+	q_env_close(&env);
+	return t_finish();
+}
