@@ -165,7 +165,14 @@ for k in throughput latency; do
 	fi
 done
 wa=$(wire a) wb=$(wire b)
-[ -n "$wa" ] && [ -n "$wb" ] && printf '   %-11s%s\n' packets "A $wa; B $wb (RoCE v2 over UDP)"
+# how they travelled: A's same-host link count from the same stats
+shm=$(sed -n 's/^softverbs:   same-host link packets tx \([0-9]*\).*/\1/p' "$tmp/a.err" | head -n 1)
+if [ "${shm:-0}" -gt 0 ]; then
+	via="RoCE v2 packets through the same-host link: shared memory"
+else
+	via="RoCE v2 over UDP"
+fi
+[ -n "$wa" ] && [ -n "$wb" ] && printf '   %-11s%s\n' packets "A $wa; B $wb ($via)"
 
 ra=$(get a result) rb=$(get b result)
 if [ "$a_rc" -ne 0 ] || [ "$b_rc" -ne 0 ] || [ "$ra" != PASS ] || [ "$rb" != PASS ] || [ $status -ne 0 ]; then
