@@ -166,7 +166,7 @@ for k in throughput latency; do
 done
 wa=$(wire a) wb=$(wire b)
 # how they travelled: A's same-host link count from the same stats
-shm=$(sed -n 's/^softverbs:   same-host link packets tx \([0-9]*\).*/\1/p' "$tmp/a.err" | head -n 1)
+shm=$(sed -n 's/^softverbs:   same-host link: sent \([0-9]*\).*/\1/p' "$tmp/a.err" | head -n 1)
 if [ "${shm:-0}" -gt 0 ]; then
 	via="RoCE v2 packets through the same-host link: shared memory"
 else

@@ -89,9 +89,9 @@ static int link_maps(void)
 /* The "same-host link" line of a SOFTVERBS_STATS report into r. */
 static void parse_link(const char *text, struct report *r)
 {
-	const char *p = strstr(text, "same-host link packets");
+	const char *p = strstr(text, "same-host link:");
 
-	r->seen = p && sscanf(p, "same-host link packets tx %llu rx %llu, links in %llu, corrupt %llu",
+	r->seen = p && sscanf(p, "same-host link: sent %llu received %llu packets, links in %llu, corrupt %llu",
 			      &r->tx, &r->rx, &r->links, &r->corrupt) == 4;
 }
 

@@ -96,7 +96,7 @@ static void engine_report(const struct sw_engine *eng)
 		"no_recv %llu out_of_window %llu\n"
 		"softverbs:   faults dropped %llu duplicated %llu reordered %llu\n"
 		"softverbs:   completions errors %llu flushed %llu\n"
-		"softverbs:   same-host link packets tx %llu rx %llu, links in %llu, corrupt %llu\n",
+		"softverbs:   same-host link: sent %llu received %llu packets, links in %llu, corrupt %llu\n",
 		eng->dev->core.ibv.name, inet_ntoa(eng->dev->port.addr),
 		(unsigned long long)c->tx_pkts, (unsigned long long)c->tx_bytes,
 		(unsigned long long)c->rx_pkts, (unsigned long long)c->rx_bytes,
