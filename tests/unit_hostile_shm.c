@@ -8,7 +8,7 @@
  *   - bad hellos (magic, version, ring size, message length, no fd, two
  *     or five fds, an fd of the wrong size, read-only, not sealed against
  *     shrinking, a ring whose tail is not a multiple of 8, a hang-up before
- *     the hello): the device accepts the connection, then closes it (EOF
+ *     the hello, no hello within SHM_HELLO_NS): the device accepts the connection, then closes it (EOF
  *     here), never sets `accepted` and keeps no descriptor;
  *   - corrupt rings after a good hello (head - tail beyond the ring, head
  *     not a multiple of 8, record lengths 0 and > SW_PKT_MAX, a record
@@ -256,7 +256,8 @@ static int link_up(struct prod *p, uint64_t start)
 
 /* ---- bad hellos ---- */
 
-enum fd_kind { FD_RING, FD_NONE, FD_TWO, FD_FIVE, FD_SMALL, FD_RDONLY, FD_UNSEALED, FD_HANGUP };
+enum fd_kind { FD_RING, FD_NONE, FD_TWO, FD_FIVE, FD_SMALL, FD_RDONLY, FD_UNSEALED, FD_HANGUP,
+	       FD_SILENT };
 
 /*
  * Connect, send hello `m` (`len` bytes) with the descriptors of `kind`
@@ -297,6 +298,14 @@ static void bad_hello(const char *name, const struct shm_hello *m, size_t len, e
 	if (kind == FD_HANGUP) {
 		close(p.fd); /* the device accepts a connection already hung up */
 		p.fd = -1;
+	} else if (kind == FD_SILENT) {
+		uint64_t t0 = sw_now_ns();
+
+		/* no hello at all: the slot is given back after SHM_HELLO_NS */
+		CHECK_MSG(wait_eof(p.fd), "the device kept a connection that sent no hello");
+		CHECK_MSG(sw_now_ns() - t0 >= SHM_HELLO_NS / 2,
+			  "closed after %llu ms, before the hello was due",
+			  (unsigned long long)((sw_now_ns() - t0) / 1000000));
 	} else {
 		CHECK(send_hello(p.fd, buf, len, fds, nfds) == 0);
 		CHECK_MSG(wait_eof(p.fd), "the device kept the connection");
@@ -337,6 +346,7 @@ static void bad_hellos(void)
 	bad_hello("hello: a ring whose tail is not a multiple of 8", &m, n, FD_RING,
 		  SHM_RING_BYTES - 4);
 	bad_hello("a hang-up before the hello", &m, n, FD_HANGUP, 0);
+	bad_hello("a connection that never sends its hello", &m, n, FD_SILENT, 0);
 }
 
 /* ---- corrupt rings ---- */

@@ -63,6 +63,7 @@ struct shm_in {                        /* a link into this device */
 	uint64_t tail;                 /* our copy of hdr->tail */
 	struct sockaddr_in src;        /* the address the hello named */
 	bool hup;                      /* the sender is gone: close once the ring is empty */
+	uint64_t hello_by;             /* no hello by then: the connection is closed */
 };
 
 struct sw_shm {
@@ -580,7 +581,8 @@ static void shm_accept(struct sw_engine *eng, uint64_t now)
 			close(fd); /* the sender sees the hang-up and keeps to UDP */
 			continue;
 		}
-		s->in[s->nin++] = (struct shm_in){.fd = fd};
+		/* a slot held without a hello would keep honest peers out */
+		s->in[s->nin++] = (struct shm_in){.fd = fd, .hello_by = now + SHM_HELLO_NS};
 		atomic_fetch_add_explicit(&eng->cnt.shm_links, 1, memory_order_relaxed);
 	}
 	if (errno != EAGAIN && errno != EWOULDBLOCK)
@@ -640,7 +642,7 @@ void sw_shm_service(struct sw_engine *eng, uint64_t now)
 		struct shm_in *l = &s->in[i];
 		int r = l->hdr ? 1 : in_hello(l);
 
-		if (r < 0) {
+		if (r < 0 || (!r && now >= l->hello_by)) {
 			in_close(s, i);
 			continue;
 		}

@@ -35,6 +35,7 @@ enum {
 };
 
 #define SHM_RETRY_NS (1000ull * 1000 * 1000) /* a failed look-up is tried again after 1 s */
+#define SHM_HELLO_NS (1000ull * 1000 * 1000) /* a connection without a hello is closed after 1 s */
 #define SHM_SWEEP_NS (100ull * 1000 * 1000)  /* hung-up outgoing links are looked for every 100 ms */
 
 /* The shared header; the consumer trusts none of it but what it checks. */
