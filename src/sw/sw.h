@@ -311,6 +311,14 @@ void sw_queue_dev_fini(struct sw_dev *dev);
  */
 void sw_mem_ctx_close(struct ibv_context *ctx);
 
+/*
+ * mem/prot.c: check that the pages of [addr, +len) are mapped, readable
+ * and, if `write`, writable, as pinning them would require (the span
+ * does not wrap). 0, -EFAULT (a hole, or a page without the protection),
+ * or another -errno.
+ */
+int sw_mem_check_mapped(uintptr_t addr, uint64_t len, bool write);
+
 /* mem/access.c */
 /* Validate access bits for a registration; `fd_path` narrows the set. */
 int sw_access_check(int access, bool fd_path);

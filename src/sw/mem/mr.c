@@ -117,68 +117,6 @@ static void mr_detach_dmah(struct sw_mr *mr)
 	 IBV_ACCESS_MW_BIND)
 
 /*
- * Check that the mappings covering [pos, end) are readable, and writable
- * if `write`, walking /proc/self/maps (sorted by address): 0, or -EFAULT
- * at the first hole or page without the protection, or -ENOSYS without
- * procfs. One line per mapping, so a huge span costs no more than a
- * small one.
- */
-static int check_prot(uintptr_t pos, uintptr_t end, bool write)
-{
-	FILE *f = fopen("/proc/self/maps", "re");
-	bool line_start = true;
-	char line[256];
-
-	if (!f)
-		return -ENOSYS;
-	while (pos < end && fgets(line, sizeof(line), f)) {
-		unsigned long lo, hi;
-		char perms[5];
-		bool at_start = line_start;
-
-		line_start = strchr(line, '\n') != NULL; /* long path: the rest follows */
-		if (!at_start || sscanf(line, "%lx-%lx %4s", &lo, &hi, perms) != 3)
-			continue;
-		if (hi <= pos)
-			continue;
-		if (lo > pos || perms[0] != 'r' || (write && perms[1] != 'w'))
-			break;
-		pos = hi;
-	}
-	fclose(f);
-	return pos < end ? -EFAULT : 0;
-}
-
-/*
- * Check the page-rounded span of [addr, +len) is mapped in full, readable
- * and, if `write`, writable, as pinning it would: 0, -EFAULT (a hole or
- * a page without the protection), or mincore's errno. The caller has
- * checked that the span does not wrap.
- */
-static int check_mapped(uintptr_t addr, uint64_t len, bool write)
-{
-	uintptr_t page = (uintptr_t)page_size();
-	uintptr_t pos = addr & ~(page - 1);
-	uintptr_t end = (addr + len + page - 1) & ~(page - 1);
-	unsigned char vec[1024];
-	int ret = check_prot(pos, end, write);
-
-	if (ret != -ENOSYS)
-		return ret;
-	/* no procfs: mapped is all we can tell, page by page */
-	while (pos < end) {
-		uintptr_t n = (end - pos) / page;
-
-		if (n > sizeof(vec))
-			n = sizeof(vec);
-		if (mincore((void *)pos, n * page, vec))
-			return errno == ENOMEM ? -EFAULT : -errno;
-		pos += n * page;
-	}
-	return 0;
-}
-
-/*
  * Validate an address-path span: nonzero, [addr, +len) and its page
  * rounding do not wrap, and the last byte of [iova, +len) is addressable
  * (an iova range may end exactly at 2^64). 0 or -EINVAL.
@@ -201,7 +139,7 @@ static int setup_va(struct sw_mr *mr, void *addr, uint64_t len, uint64_t iova, i
 
 	if (ret)
 		return ret;
-	ret = check_mapped((uintptr_t)addr, len, access & SW_ACCESS_WRITABLE);
+	ret = sw_mem_check_mapped((uintptr_t)addr, len, access & SW_ACCESS_WRITABLE);
 	if (ret)
 		return ret;
 	mr->host = addr;
@@ -376,12 +314,12 @@ int sw_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd, void *addr, s
 			return -EOPNOTSUPP;
 		ret = check_va_span((uintptr_t)addr, length, (uintptr_t)addr);
 		if (!ret)
-			ret = check_mapped((uintptr_t)addr, length, new_access & SW_ACCESS_WRITABLE);
+			ret = sw_mem_check_mapped((uintptr_t)addr, length, new_access & SW_ACCESS_WRITABLE);
 		if (ret)
 			return ret;
 	} else if ((new_access & SW_ACCESS_WRITABLE) && !(mr->access & SW_ACCESS_WRITABLE)) {
 		/* now writable: the memory must be */
-		ret = check_mapped((uintptr_t)mr->host, mr->length, true);
+		ret = sw_mem_check_mapped((uintptr_t)mr->host, mr->length, true);
 		if (ret)
 			return ret;
 	}
