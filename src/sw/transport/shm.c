@@ -19,9 +19,9 @@
  * device, under the link's lock) and one consumer (the receiving
  * device's progress thread), which copies each record into its own
  * buffer before it parses it (the producer could change it meanwhile).
- * A consumer about to sleep sets `sleeping` in its rings; a producer that
- * sees it after publishing writes one byte on the connection, which the
- * consumer polls. A busy-polling consumer never sleeps, so its producers
+ * A consumer about to sleep sets `sleeping` in its rings; the first
+ * producer that sees it after publishing clears it and writes one byte
+ * on the connection, which the consumer polls. A busy-polling consumer never sleeps, so its producers
  * make no system call at all.
  *
  * Trust: both ends check that the other end of the connection runs as
@@ -330,10 +330,11 @@ static void ring_publish(struct shm_out *o)
 	/*
 	 * Store head, then load sleeping; the consumer stores sleeping, then
 	 * loads head. All four are sequentially consistent, so at least one
-	 * side sees the other's store.
+	 * side sees the other's store. The producer that rings clears the
+	 * mark: one doorbell per sleep, however many packets follow.
 	 */
 	atomic_store(&o->hdr->head, o->head);
-	if (atomic_load(&o->hdr->sleeping)) {
+	if (atomic_load(&o->hdr->sleeping) && atomic_exchange(&o->hdr->sleeping, 0)) {
 		char c = 0;
 
 		if (send(o->fd, &c, 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
