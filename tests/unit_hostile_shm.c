@@ -45,7 +45,7 @@
 
 /* test: timeout=120 */
 
-enum { PSN0 = 0x2000, MAP_BYTES = SHM_HDR_BYTES + SHM_RING_BYTES };
+enum { PSN0 = 0x2000 };
 
 static struct h_env H, *h = &H;
 static struct h_arena ar;
@@ -100,9 +100,9 @@ static int ring_make(struct prod *p, size_t bytes, bool seal)
 	if (p->mfd < 0 || ftruncate(p->mfd, (off_t)bytes) ||
 	    (seal && fcntl(p->mfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW)))
 		return -1;
-	if (bytes != MAP_BYTES)
+	if (bytes != SHM_MAP_BYTES)
 		return 0;
-	p->hdr = mmap(NULL, MAP_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, p->mfd, 0);
+	p->hdr = mmap(NULL, SHM_MAP_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, p->mfd, 0);
 	if (p->hdr == MAP_FAILED) {
 		p->hdr = NULL;
 		return -1;
@@ -117,7 +117,7 @@ static int ring_make(struct prod *p, size_t bytes, bool seal)
 static void prod_close(struct prod *p)
 {
 	if (p->hdr)
-		munmap(p->hdr, MAP_BYTES);
+		munmap(p->hdr, SHM_MAP_BYTES);
 	if (p->mfd >= 0)
 		close(p->mfd);
 	if (p->fd >= 0)
@@ -243,7 +243,7 @@ static int link_up(struct prod *p, uint64_t start)
 {
 	struct shm_hello m = hello_good();
 
-	if (!CHECK(ring_make(p, MAP_BYTES, true) == 0))
+	if (!CHECK(ring_make(p, SHM_MAP_BYTES, true) == 0))
 		return -1;
 	atomic_store(&p->hdr->tail, start);
 	atomic_store(&p->hdr->head, start);
@@ -273,7 +273,7 @@ static void bad_hello(const char *name, const struct shm_hello *m, size_t len, e
 	struct prod p;
 
 	t_case(name);
-	if (!CHECK(ring_make(&p, kind == FD_SMALL ? MAP_BYTES - 4096 : MAP_BYTES,
+	if (!CHECK(ring_make(&p, kind == FD_SMALL ? SHM_MAP_BYTES - 4096 : SHM_MAP_BYTES,
 			     kind != FD_UNSEALED) == 0))
 		goto out;
 	if (p.hdr)
@@ -612,7 +612,7 @@ static void hostile_consumer(void)
 	memcpy(&mfd, CMSG_DATA(c), sizeof(int));
 	CHECK(m.magic == SHM_MAGIC && m.version == SHM_VERSION && m.ring_bytes == SHM_RING_BYTES);
 	CHECK(m.addr == h->dev.sin_addr.s_addr && m.port == ntohs(h->dev.sin_port));
-	CHECK(fstat(mfd, &st) == 0 && st.st_size == MAP_BYTES);
+	CHECK(fstat(mfd, &st) == 0 && st.st_size == SHM_MAP_BYTES);
 	seals = fcntl(mfd, F_GET_SEALS);
 	CHECK_MSG(seals >= 0 && (seals & F_SEAL_SHRINK) && (seals & F_SEAL_GROW),
 		  "seals %#x", seals);
@@ -649,7 +649,7 @@ static int foreign_producer(void)
 	struct prod p;
 	bool eof;
 
-	if (become_nobody() || ring_make(&p, MAP_BYTES, true))
+	if (become_nobody() || ring_make(&p, SHM_MAP_BYTES, true))
 		return 2;
 	p.fd = dial(0); /* the device's name carries its uid, 0 */
 	if (p.fd < 0)

@@ -28,53 +28,15 @@
  */
 #include "harness.h"
 
-#include "qp_util.h"
-#include "sw/transport/transport.h"
+#include "comp_util.h"
 
 static struct q_env env;
 static struct ibv_mr *mr;
 static uint8_t buf[16384];
 
-/* `qp` to RTS towards `dest`, with a retransmit timeout of minutes. */
-static int connect_slow(struct ibv_qp *qp, uint32_t dest)
-{
-	struct ibv_qp_attr a;
-
-	if (q_bring_up(&env, qp, IBV_QPS_RTR, dest))
-		return -1;
-	a = q_attr(&env, IBV_QPS_RTS, dest);
-	a.timeout = 31;
-	return ibv_modify_qp(qp, &a, IBV_QP_STATE | q_required(IBV_QPT_RC, IBV_QPS_RTR, IBV_QPS_RTS));
-}
-
-static int post_write(struct ibv_qp *qp, uint64_t id, uint32_t len)
-{
-	struct ibv_sge sge = { (uintptr_t)buf, len, mr->lkey };
-	struct ibv_send_wr wr = { .wr_id = id, .sg_list = &sge, .num_sge = 1,
-				  .opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED },
-			   *bad;
-
-	wr.wr.rdma.remote_addr = 0x10000;
-	wr.wr.rdma.rkey = 0x1234;
-	return ibv_post_send(qp, &wr, &bad);
-}
-
-/* Hand the completer an ACK or NAK of `psn`, as the progress thread would. */
-static void aeth(struct sw_qp *q, uint32_t psn, uint8_t syndrome)
-{
-	struct sw_pkt p = { .opcode = SW_OP_ACK, .psn = psn, .syndrome = syndrome };
-	struct sw_icrc_ctx ic = { 0 };
-	uint8_t pkt[64];
-	size_t len = sw_pkt_finish(pkt, sw_pkt_write_hdrs(pkt, &p), &ic);
-
-	if (!CHECK(sw_pkt_parse(&p, pkt, len, &ic) == 0))
-		return;
-	sw_comp_handle(q, &p);
-}
-
 static void ack(struct sw_qp *q, uint32_t psn)
 {
-	aeth(q, psn, SW_AETH_ACK | 0x1f);
+	cu_aeth(q, psn, SW_AETH_ACK | 0x1f);
 }
 
 static struct sw_send_wqe *wqe(struct sw_qp *q, uint32_t idx)
@@ -95,13 +57,13 @@ int main(void)
 	a = q_create(&env, IBV_QPT_RC);
 	sink = q_create(&env, IBV_QPT_RC);
 	if (!CHECK(mr && a && sink) || !CHECK(q_bring_up(&env, sink, IBV_QPS_INIT, 0) == 0) ||
-	    !CHECK(connect_slow(a, sink->qp_num) == 0))
+	    !CHECK(cu_connect_slow(&env, a, sink->qp_num) == 0))
 		return t_finish();
 	q = sw_qp(a);
 
 	t_case("a late ACK of a whole message: the next message gets the next PSN");
-	CHECK(post_write(a, 1, 8192) == 0); /* 8 packets at MTU 1024 */
-	CHECK(post_write(a, 2, 1024) == 0); /* 1 packet */
+	CHECK(cu_post_write(a, mr, buf, 1, 8192) == 0); /* 8 packets at MTU 1024 */
+	CHECK(cu_post_write(a, mr, buf, 2, 1024) == 0); /* 1 packet */
 	pthread_mutex_lock(&q->lock);
 	first = wqe(q, 0)->first_psn;
 	CHECK_EQ_INT(q->req->psn, sw_psn_add(first, 9)); /* all sent */
@@ -127,7 +89,7 @@ int main(void)
 	}
 
 	t_case("a late ACK in the middle of a message: resending skips what it covers");
-	CHECK(post_write(a, 3, 8192) == 0);
+	CHECK(cu_post_write(a, mr, buf, 3, 8192) == 0);
 	pthread_mutex_lock(&q->lock);
 	first = wqe(q, 2)->first_psn;
 	q->req->window = 2;
@@ -150,15 +112,15 @@ int main(void)
 	pthread_mutex_lock(&q->lock);
 	q->req->window = 64;
 	pthread_mutex_unlock(&q->lock);
-	CHECK(post_write(a, 4, 8192) == 0);
+	CHECK(cu_post_write(a, mr, buf, 4, 8192) == 0);
 	pthread_mutex_lock(&q->lock);
 	first = wqe(q, 3)->first_psn;
 	CHECK_EQ_INT(q->req->psn, sw_psn_add(first, 8));
-	aeth(q, sw_psn_add(first, 3), SW_AETH_NAK_PSN_SEQ); /* 0..2 arrived, 3 lost */
+	cu_aeth(q, sw_psn_add(first, 3), SW_AETH_NAK_PSN_SEQ); /* 0..2 arrived, 3 lost */
 	CHECK_EQ_INT(q->req->una_psn, sw_psn_add(first, 3));
 	CHECK_EQ_INT(q->req->psn, sw_psn_add(first, 8)); /* 3..7 went out again */
-	aeth(q, sw_psn_add(first, 1), SW_AETH_NAK_PSN_SEQ); /* an older NAK, late */
-	aeth(q, sw_psn_add(first, 2), SW_AETH_RNR_NAK | 1);
+	cu_aeth(q, sw_psn_add(first, 1), SW_AETH_NAK_PSN_SEQ); /* an older NAK, late */
+	cu_aeth(q, sw_psn_add(first, 2), SW_AETH_RNR_NAK | 1);
 	CHECK_EQ_INT(q->req->una_psn, sw_psn_add(first, 3));
 	CHECK_EQ_INT(q->req->psn, sw_psn_add(first, 8));
 	CHECK_EQ_INT(q->req->rnr_until_ns, 0);

@@ -18,50 +18,11 @@
 
 #include <poll.h>
 
-#include "qp_util.h"
-#include "sw/transport/transport.h"
+#include "comp_util.h"
 
 static struct q_env env;
 static struct ibv_mr *mr;
 static uint8_t buf[4096];
-
-/* `qp` to RTS towards `dest`, with a retransmit timeout of minutes. */
-static int connect_slow(struct ibv_qp *qp, uint32_t dest)
-{
-	struct ibv_qp_attr a;
-
-	if (q_bring_up(&env, qp, IBV_QPS_RTR, dest))
-		return -1;
-	a = q_attr(&env, IBV_QPS_RTS, dest);
-	a.timeout = 31;
-	return ibv_modify_qp(qp, &a, IBV_QP_STATE | q_required(IBV_QPT_RC, IBV_QPS_RTR, IBV_QPS_RTS));
-}
-
-/* A signaled WRITE of 1024 bytes (one packet at MTU 1024). */
-static int post_write(struct ibv_qp *qp, uint64_t id)
-{
-	struct ibv_sge sge = { (uintptr_t)buf, 1024, mr->lkey };
-	struct ibv_send_wr wr = { .wr_id = id, .sg_list = &sge, .num_sge = 1,
-				  .opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED },
-			   *bad;
-
-	wr.wr.rdma.remote_addr = 0x10000;
-	wr.wr.rdma.rkey = 0x1234;
-	return ibv_post_send(qp, &wr, &bad);
-}
-
-/* Hand the completer an ACK or NAK of `psn`, as the progress thread would. */
-static void aeth(struct sw_qp *q, uint32_t psn, uint8_t syndrome)
-{
-	struct sw_pkt p = { .opcode = SW_OP_ACK, .psn = psn, .syndrome = syndrome };
-	struct sw_icrc_ctx ic = { 0 };
-	uint8_t pkt[64];
-	size_t len = sw_pkt_finish(pkt, sw_pkt_write_hdrs(pkt, &p), &ic);
-
-	if (!CHECK(sw_pkt_parse(&p, pkt, len, &ic) == 0))
-		return;
-	sw_comp_handle(q, &p);
-}
 
 static int move(struct ibv_qp *qp, enum ibv_qp_state st)
 {
@@ -97,25 +58,25 @@ static void drain_after(struct ibv_qp *a, const char *name, bool by_nak)
 
 	t_case(name);
 	for (uint64_t i = 0; i < 3; i++)
-		CHECK(post_write(a, i) == 0);
+		CHECK(cu_post_write(a, mr, buf, i, 1024) == 0);
 	pthread_mutex_lock(&q->lock);
 	first = ((struct sw_send_wqe *)sw_ring_slot(&q->sq, base))->first_psn;
 	CHECK_EQ_INT(q->req->psn, sw_psn_add(first, 3)); /* all sent */
 	pthread_mutex_unlock(&q->lock);
 	CHECK_RET(move(a, IBV_QPS_SQD), 0);
-	CHECK(post_write(a, 3) == 0); /* late: waits for RTS */
+	CHECK(cu_post_write(a, mr, buf, 3, 1024) == 0); /* late: waits for RTS */
 	pthread_mutex_lock(&q->lock);
 	if (by_nak) {
-		aeth(q, sw_psn_add(first, 1), SW_AETH_NAK_PSN_SEQ); /* the first arrived */
+		cu_aeth(q, sw_psn_add(first, 1), SW_AETH_NAK_PSN_SEQ); /* the first arrived */
 	} else {
-		aeth(q, first, SW_AETH_ACK | 0x1f);
+		cu_aeth(q, first, SW_AETH_ACK | 0x1f);
 		sw_req_rewind(q, q->req->una_psn); /* what the retransmit timer does */
 		sw_req_run(q);
 	}
 	CHECK_MSG(q->req->psn == sw_psn_add(first, 3),
 		  "after going back in SQD: next PSN %#x, want %#x (the two resent)", q->req->psn,
 		  sw_psn_add(first, 3));
-	aeth(q, sw_psn_add(first, 2), SW_AETH_ACK | 0x1f);
+	cu_aeth(q, sw_psn_add(first, 2), SW_AETH_ACK | 0x1f);
 	CHECK_EQ_INT(q->sq.cons, base + 3);
 	CHECK_EQ_INT(q->req->psn, sw_psn_add(first, 3)); /* the late one did not start */
 	pthread_mutex_unlock(&q->lock);
@@ -126,7 +87,7 @@ static void drain_after(struct ibv_qp *a, const char *name, bool by_nak)
 	CHECK_RET(move(a, IBV_QPS_RTS), 0);
 	pthread_mutex_lock(&q->lock);
 	CHECK_EQ_INT(q->req->psn, sw_psn_add(first, 4)); /* RTS: the late one went out */
-	aeth(q, sw_psn_add(first, 3), SW_AETH_ACK | 0x1f);
+	cu_aeth(q, sw_psn_add(first, 3), SW_AETH_ACK | 0x1f);
 	pthread_mutex_unlock(&q->lock);
 	CHECK(q_poll(env.scq, wc, 1, 1) == 1 && wc[0].wr_id == 3 &&
 	      wc[0].status == IBV_WC_SUCCESS);
@@ -142,7 +103,7 @@ int main(void)
 	a = q_create(&env, IBV_QPT_RC);
 	sink = q_create(&env, IBV_QPT_RC);
 	if (!CHECK(mr && a && sink) || !CHECK(q_bring_up(&env, sink, IBV_QPS_INIT, 0) == 0) ||
-	    !CHECK(connect_slow(a, sink->qp_num) == 0))
+	    !CHECK(cu_connect_slow(&env, a, sink->qp_num) == 0))
 		return t_finish();
 	drain_after(a, "SQD, then a sequence NAK: the rest is resent, then drained", true);
 	drain_after(a, "SQD, then a retransmit timeout: resent, then drained", false);

@@ -51,7 +51,6 @@ struct shm_out {                       /* a destination we send to */
 	bool used;
 	int fd;                        /* the connection; -1: no link */
 	struct shm_hdr *hdr;           /* the ring, NULL when no link */
-	uint8_t *data;
 	uint64_t head;                 /* our copy of hdr->head */
 	uint64_t retry_at;             /* no link: look again from then on */
 };
@@ -59,7 +58,6 @@ struct shm_out {                       /* a destination we send to */
 struct shm_in {                        /* a link into this device */
 	int fd;
 	struct shm_hdr *hdr;           /* NULL until the hello came */
-	uint8_t *data;
 	uint64_t tail;                 /* our copy of hdr->tail */
 	struct sockaddr_in src;        /* the address the hello named */
 	bool hup;                      /* the sender is gone: close once the ring is empty */
@@ -77,9 +75,10 @@ struct sw_shm {
 	uint64_t accept_at;            /* out of descriptors: the listener rests until then */
 };
 
-static size_t shm_map_bytes(void)
+/* The ring's data, after its header. */
+static uint8_t *ring_data(struct shm_hdr *h)
 {
-	return SHM_HDR_BYTES + SHM_RING_BYTES;
+	return (uint8_t *)h + SHM_HDR_BYTES;
 }
 
 /* The abstract socket name of the device at addr:port; its length for bind/connect. */
@@ -136,11 +135,10 @@ int sw_shm_start(struct sw_engine *eng)
 static void out_close(struct shm_out *o, uint64_t retry_at)
 {
 	if (o->hdr)
-		munmap(o->hdr, shm_map_bytes());
+		munmap(o->hdr, SHM_MAP_BYTES);
 	if (o->fd >= 0)
 		close(o->fd);
 	o->hdr = NULL;
-	o->data = NULL;
 	o->fd = -1;
 	o->retry_at = retry_at;
 }
@@ -150,7 +148,7 @@ static void in_close(struct sw_shm *s, uint32_t i)
 	struct shm_in *l = &s->in[i];
 
 	if (l->hdr)
-		munmap(l->hdr, shm_map_bytes());
+		munmap(l->hdr, SHM_MAP_BYTES);
 	close(l->fd);
 	s->in[i] = s->in[--s->nin];
 	s->in[s->nin].fd = -1;
@@ -221,10 +219,10 @@ static int out_connect(struct sw_engine *eng, struct shm_out *o)
 		goto err_fd;
 	}
 	/* sealed at its size: the receiver cannot shrink it under our feet (SIGBUS) */
-	h = ftruncate(mfd, (off_t)shm_map_bytes()) ||
+	h = ftruncate(mfd, (off_t)SHM_MAP_BYTES) ||
 	    fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
 		? MAP_FAILED
-		: mmap(NULL, shm_map_bytes(), PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+		: mmap(NULL, SHM_MAP_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
 	if (h == MAP_FAILED) {
 		ret = -errno;
 		close(mfd);
@@ -242,12 +240,11 @@ static int out_connect(struct sw_engine *eng, struct shm_out *o)
 	ret = sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)sizeof(hello) ? 0 : -EIO;
 	close(mfd); /* the mapping and the receiver's copy keep the memory */
 	if (ret) {
-		munmap(h, shm_map_bytes());
+		munmap(h, SHM_MAP_BYTES);
 		goto err_fd;
 	}
 	o->fd = fd;
 	o->hdr = h;
-	o->data = (uint8_t *)h + SHM_HDR_BYTES;
 	o->head = 0;
 	return 0;
 err_fd:
@@ -314,12 +311,12 @@ static int ring_put(struct shm_out *o, const uint8_t *pkt, size_t len)
 	if (pos + rec > SHM_RING_BYTES) {
 		uint32_t wrap = SHM_REC_WRAP;
 
-		memcpy(o->data + pos, &wrap, sizeof(wrap));
+		memcpy(ring_data(o->hdr) + pos, &wrap, sizeof(wrap));
 		o->head += SHM_RING_BYTES - pos;
 		pos = 0;
 	}
-	memcpy(o->data + pos, &l32, sizeof(l32));
-	memcpy(o->data + pos + SHM_REC_HDR, pkt, len);
+	memcpy(ring_data(o->hdr) + pos, &l32, sizeof(l32));
+	memcpy(ring_data(o->hdr) + pos + SHM_REC_HDR, pkt, len);
 	o->head += rec;
 	return 0;
 }
@@ -397,7 +394,7 @@ static int ring_take(struct shm_in *l, uint8_t *buf, size_t cap)
 			return 0;
 		if (avail > SHM_RING_BYTES || avail % 8)
 			return -EPROTO;
-		len = __atomic_load_n((uint32_t *)(void *)(l->data + pos), __ATOMIC_RELAXED);
+		len = __atomic_load_n((uint32_t *)(void *)(ring_data(l->hdr) + pos), __ATOMIC_RELAXED);
 		if (len == SHM_REC_WRAP) {
 			if (SHM_RING_BYTES - pos > avail)
 				return -EPROTO;
@@ -407,7 +404,7 @@ static int ring_take(struct shm_in *l, uint8_t *buf, size_t cap)
 		rec = SHM_REC_HDR + (((uint64_t)len + 7) & ~7ull);
 		if (!len || len > cap || rec > avail || pos + rec > SHM_RING_BYTES)
 			return -EPROTO;
-		memcpy(buf, l->data + pos + SHM_REC_HDR, len);
+		memcpy(buf, ring_data(l->hdr) + pos + SHM_REC_HDR, len);
 		l->tail += rec;
 		atomic_store_explicit(&l->hdr->tail, l->tail, memory_order_release);
 		return (int)len;
@@ -533,22 +530,20 @@ static int in_hello(struct shm_in *l)
 	if (n != (ssize_t)sizeof(hello) || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || nfds != 1 ||
 	    hello.magic != SHM_MAGIC || hello.version != SHM_VERSION ||
 	    hello.ring_bytes != SHM_RING_BYTES || fstat(mfd, &st) ||
-	    st.st_size != (off_t)shm_map_bytes())
+	    st.st_size != (off_t)SHM_MAP_BYTES)
 		goto out;
 	/* only a ring sealed against shrinking: one that shrank would fault (SIGBUS) our reads */
 	seals = fcntl(mfd, F_GET_SEALS);
 	if (seals < 0 || !(seals & F_SEAL_SHRINK))
 		goto out;
-	map = mmap(NULL, shm_map_bytes(), PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+	map = mmap(NULL, SHM_MAP_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
 	if (map == MAP_FAILED)
 		goto out;
 	l->hdr = map;
-	l->data = (uint8_t *)map + SHM_HDR_BYTES;
 	l->tail = atomic_load(&l->hdr->tail);
 	if (l->tail % 8) { /* records would straddle the ring's end */
-		munmap(map, shm_map_bytes());
+		munmap(map, SHM_MAP_BYTES);
 		l->hdr = NULL;
-		l->data = NULL;
 		goto out;
 	}
 	l->src.sin_family = AF_INET;

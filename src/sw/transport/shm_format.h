@@ -28,6 +28,7 @@ enum {
 	SHM_VERSION = 1,
 	SHM_HDR_BYTES = 256,           /* the ring's data starts here */
 	SHM_RING_BYTES = 8 << 20,      /* as much as the UDP socket buffer */
+	SHM_MAP_BYTES = SHM_HDR_BYTES + SHM_RING_BYTES, /* the memfd: header, then ring */
 	SHM_MAX_OUT = 64,              /* destinations with a link (or a failed try) */
 	SHM_MAX_IN = 64,               /* links into this device */
 	SHM_REC_HDR = 8,               /* u32 length, u32 reserved */
