@@ -110,8 +110,8 @@ static void add_ratios(void)
 		} else if (!strcmp(r->fam, "lat") && r->size == 8) {
 			/* pinned against pinned, the others against the plain spin */
 			bool pin = !strcmp(r->variant, "busy_poll_pinned");
-			double u = rec_get("udp", "pingpong", pin ? "busy_poll_pinned" : "busy_poll",
-					   8, "median_us");
+			double u = rec_get("udp", "pingpong",
+					   pin ? "busy_poll_pinned" : "busy_poll", 8, "median_us");
 
 			if (u == u)
 				rec_set(r, "vs_udp",

@@ -155,8 +155,8 @@ static struct {
 	pthread_t thread;
 	int fd;
 	atomic_bool stop;
-	atomic_uint seq;    /* datagrams received */
-	uint8_t data[64];   /* the latest one, written before seq moves */
+	atomic_uint seq; /* datagrams received */
+	uint8_t data[64]; /* the latest one, written before seq moves */
 } ho;
 
 static void *handoff_main(void *arg)

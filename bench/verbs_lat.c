@@ -141,8 +141,11 @@ void verbs_lat_server(const struct role_args *ra)
 static void lat_point(uint64_t size, bool busy, bool pin, bool udp)
 {
 	struct rec *r = rec_add("lat", "WRITE",
-				udp ? "busy_poll_udp"
-				: pin ? "busy_poll_pinned" : busy ? "busy_poll" : "sleeping", size);
+				udp  ? "busy_poll_udp" :
+				pin  ? "busy_poll_pinned" :
+				busy ? "busy_poll" :
+				       "sleeping",
+				size);
 	char res[256];
 	double cpu;
 

@@ -29,8 +29,8 @@
 	 IBV_ACCESS_REMOTE_ATOMIC)
 #define NQP 2
 #define NSEND 8
-#define RSLOT (8 * KiB)   /* a receive: two SGEs of 4 KiB, apart */
-#define SEND_LEN 5000u    /* 5 packets at MTU 1024 */
+#define RSLOT (8 * KiB) /* a receive: two SGEs of 4 KiB, apart */
+#define SEND_LEN 5000u /* 5 packets at MTU 1024 */
 #define WR_OFF (64 * KiB) /* target: gathered WRITE lands here */
 #define WR_LEN 9000u
 #define RD_OFF (96 * KiB) /* target: pattern the READs fetch */
@@ -121,7 +121,9 @@ static int target(int sock)
 	t_fill(area + RD_OFF, RD_LEN, 42);
 	t_fill(area + FENCE_SRC, FENCE_LEN, 43);
 	for (int k = 0; k < NQP; k++) {
-		struct ibv_qp_init_attr ia = {.send_cq = cq, .recv_cq = cq, .srq = srq,
+		struct ibv_qp_init_attr ia = {.send_cq = cq,
+					      .recv_cq = cq,
+					      .srq = srq,
 					      .qp_type = IBV_QPT_RC,
 					      .cap = {.max_send_wr = 8, .max_send_sge = 1}};
 
@@ -191,8 +193,8 @@ static bool run1(struct init *in, int k, struct ibv_send_wr *wr)
 		return false;
 	if (!CHECK_EQ_INT(t_poll(in->cq, &wc, 1, 10000), 1))
 		return false;
-	return CHECK_MSG(wc.status == IBV_WC_SUCCESS && wc.wr_id == wr->wr_id,
-			 "wr %llu: %s", (unsigned long long)wc.wr_id, ibv_wc_status_str(wc.status));
+	return CHECK_MSG(wc.status == IBV_WC_SUCCESS && wc.wr_id == wr->wr_id, "wr %llu: %s",
+			 (unsigned long long)wc.wr_id, ibv_wc_status_str(wc.status));
 }
 
 /* SENDs of SEND_LEN gathered from 3 SGEs, alternating QPs. */
@@ -207,8 +209,8 @@ static void sends(struct init *in)
 		struct ibv_sge sge[3] = {{(uintptr_t)src, 1000, in->mr->lkey},
 					 {(uintptr_t)src + 2 * KiB, 2000, in->mr->lkey},
 					 {(uintptr_t)src + 8 * KiB + 7, 2000, in->mr->lkey}};
-		struct ibv_send_wr wr = {.wr_id = i, .sg_list = sge, .num_sge = 3,
-					 .opcode = IBV_WR_SEND};
+		struct ibv_send_wr wr = {
+			.wr_id = i, .sg_list = sge, .num_sge = 3, .opcode = IBV_WR_SEND};
 
 		send_pattern(pat, i);
 		memcpy(src, pat, 1000);
@@ -226,8 +228,8 @@ static void write_read(struct init *in)
 	uint8_t *pat = malloc(WR_LEN), *b = in->buf + 16 * KiB;
 	uint32_t cut[4] = {100, 4000, 2900, 2000}, pos = 0;
 	struct ibv_sge sge[4];
-	struct ibv_send_wr wr = {.wr_id = 100, .sg_list = sge, .num_sge = 4,
-				 .opcode = IBV_WR_RDMA_WRITE};
+	struct ibv_send_wr wr = {
+		.wr_id = 100, .sg_list = sge, .num_sge = 4, .opcode = IBV_WR_RDMA_WRITE};
 
 	if (!CHECK(pat))
 		return;
@@ -249,8 +251,8 @@ static void write_read(struct init *in)
 		struct ibv_sge rs[3] = {{(uintptr_t)d, 3000, in->mr->lkey},
 					{(uintptr_t)d + 4 * KiB, 1, in->mr->lkey},
 					{(uintptr_t)d + 6 * KiB, 3999, in->mr->lkey}};
-		struct ibv_send_wr rd = {.wr_id = 101, .sg_list = rs, .num_sge = 3,
-					 .opcode = IBV_WR_RDMA_READ};
+		struct ibv_send_wr rd = {
+			.wr_id = 101, .sg_list = rs, .num_sge = 3, .opcode = IBV_WR_RDMA_READ};
 
 		memset(d, 0, 12 * KiB);
 		rd.wr.rdma.remote_addr = in->peer.addr + RD_OFF;
@@ -322,10 +324,13 @@ static void case_two_processes(void)
 	if (!CHECK(in.cq && in.mr))
 		goto out;
 	for (int k = 0; k < NQP; k++) {
-		struct ibv_qp_init_attr ia = {.send_cq = in.cq, .recv_cq = in.cq,
+		struct ibv_qp_init_attr ia = {.send_cq = in.cq,
+					      .recv_cq = in.cq,
 					      .qp_type = IBV_QPT_RC,
-					      .cap = {.max_send_wr = 16, .max_recv_wr = 1,
-						      .max_send_sge = 4, .max_recv_sge = 1}};
+					      .cap = {.max_send_wr = 16,
+						      .max_recv_wr = 1,
+						      .max_send_sge = 4,
+						      .max_recv_sge = 1}};
 
 		in.qp[k] = ibv_create_qp(in.pd, &ia);
 		if (!CHECK(in.qp[k]) || t_qp_init(in.qp[k], ACC))

@@ -20,9 +20,9 @@
 #include <unistd.h>
 
 static const char *const vars[] = {
-	"SOFTVERBS_DEV_NAME", "SOFTVERBS_ADDR",		 "SOFTVERBS_UDP_PORT",
-	"SOFTVERBS_MTU",      "SOFTVERBS_CC_DMA_BOUNCE", "SOFTVERBS_CC_HEAP",
-	"SOFTVERBS_BUSY_POLL", "SOFTVERBS_STATS",        "SOFTVERBS_FAULT",
+	"SOFTVERBS_DEV_NAME",	  "SOFTVERBS_ADDR",	     "SOFTVERBS_UDP_PORT",
+	"SOFTVERBS_MTU",	  "SOFTVERBS_CC_DMA_BOUNCE", "SOFTVERBS_CC_HEAP",
+	"SOFTVERBS_BUSY_POLL",	  "SOFTVERBS_STATS",	     "SOFTVERBS_FAULT",
 	"SOFTVERBS_PROGRESS_CPU", "SOFTVERBS_SHM",
 };
 
@@ -321,9 +321,8 @@ static void case_good(void)
 
 static void case_transport_settings(void)
 {
-	static const char *const good_fault[] = { "drop=0.01", "dup=0.5,reorder=0.001,side=both",
-						  "drop=0,side=rx,seed=42", "drop=1",
-						  "again=0.2" };
+	static const char *const good_fault[] = {"drop=0.01", "dup=0.5,reorder=0.001,side=both",
+						 "drop=0,side=rx,seed=42", "drop=1", "again=0.2"};
 	struct ibv_context *ctx;
 	char listed[64], text[1024];
 	struct t_capture cap;

@@ -13,14 +13,16 @@
 #include "harness.h"
 #include "traffic.h"
 
-enum { DM_LEN = 4096 };
+enum {
+	DM_LEN = 4096
+};
 
 static struct ibv_context *ctx;
 
 static struct ibv_dm *alloc_dm(size_t len, uint32_t log_align, uint32_t comp_mask)
 {
-	struct ibv_alloc_dm_attr a = { .length = len, .log_align_req = log_align,
-				       .comp_mask = comp_mask };
+	struct ibv_alloc_dm_attr a = {
+		.length = len, .log_align_req = log_align, .comp_mask = comp_mask};
 
 	return ibv_alloc_dm(ctx, &a);
 }
@@ -98,9 +100,9 @@ static void case_mr(void)
 		return;
 	CHECK_ERRNO_PTR(ibv_reg_dm_mr(a.pd, dm, 0, DM_LEN, IBV_ACCESS_LOCAL_WRITE), EINVAL);
 	CHECK_ERRNO_PTR(ibv_reg_dm_mr(a.pd, dm, 0, DM_LEN, acc | IBV_ACCESS_MW_BIND), EINVAL);
-	CHECK_ERRNO_PTR(ibv_reg_dm_mr(a.pd, dm, 0, DM_LEN,
-				      IBV_ACCESS_ZERO_BASED | IBV_ACCESS_REMOTE_WRITE),
-			EINVAL);
+	CHECK_ERRNO_PTR(
+		ibv_reg_dm_mr(a.pd, dm, 0, DM_LEN, IBV_ACCESS_ZERO_BASED | IBV_ACCESS_REMOTE_WRITE),
+		EINVAL);
 	CHECK_ERRNO_PTR(ibv_reg_dm_mr(a.pd, dm, DM_LEN + 4, DM_LEN, acc), EINVAL);
 	mr0 = ibv_reg_dm_mr(a.pd, dm, 0, 0, acc); /* length 0 is valid */
 	if (CHECK(mr0))
@@ -129,8 +131,8 @@ static void case_mr(void)
 	CHECK(one_ok(b.cq));
 	CHECK(!memcmp(b.buf, got, 64));
 	/* a READ past the MR's end is a remote access error */
-	CHECK(t_post(&b, IBV_WR_RDMA_READ, 3, 0, 64, DM_LEN - 32, mr->rkey,
-		     IBV_SEND_SIGNALED) == 0);
+	CHECK(t_post(&b, IBV_WR_RDMA_READ, 3, 0, 64, DM_LEN - 32, mr->rkey, IBV_SEND_SIGNALED) ==
+	      0);
 	{
 		struct ibv_wc wc;
 
@@ -141,8 +143,8 @@ static void case_mr(void)
 	/* a's local SGE names the DM MR by offset: a SEND lands there */
 	{
 		struct t_ep c;
-		struct ibv_sge sge = { .addr = 128, .length = 256, .lkey = mr->lkey };
-		struct ibv_recv_wr rwr = { .wr_id = 9, .sg_list = &sge, .num_sge = 1 }, *bad;
+		struct ibv_sge sge = {.addr = 128, .length = 256, .lkey = mr->lkey};
+		struct ibv_recv_wr rwr = {.wr_id = 9, .sg_list = &sge, .num_sge = 1}, *bad;
 
 		if (!t_ep_init(&c, ctx, IBV_QPT_RC, DM_LEN, IBV_ACCESS_LOCAL_WRITE, 8)) {
 			struct t_ep a2;
@@ -159,7 +161,8 @@ static void case_mr(void)
 						     IBV_SEND_SIGNALED) == 0);
 					CHECK(one_ok(c.cq));
 					CHECK(one_ok(a2.cq));
-					CHECK_RET(ibv_memcpy_from_dm(got, dm, DM_LEN + 128, 256), 0);
+					CHECK_RET(ibv_memcpy_from_dm(got, dm, DM_LEN + 128, 256),
+						  0);
 					CHECK(!memcmp(got, c.buf, 256));
 					CHECK_RET(ibv_dereg_mr(mr2), 0);
 				}
@@ -192,7 +195,7 @@ int main(void)
 	t_case("a context closed with DM left frees it");
 	ctx2 = ibv_open_device(ctx->device);
 	if (CHECK(ctx2)) {
-		struct ibv_alloc_dm_attr a = { .length = 64 };
+		struct ibv_alloc_dm_attr a = {.length = 64};
 		struct ibv_dm *dm = ibv_alloc_dm(ctx2, &a);
 		struct ibv_dm *dm2 = ibv_alloc_dm(ctx2, &a);
 

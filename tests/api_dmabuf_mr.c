@@ -55,7 +55,13 @@ static int new_memfd(size_t size)
 static void test_success(int fd)
 {
 	static const int access[] = {
-		0, LW, RR, LW | RW, LW | RA, LW | RW | RR | RA, LW | IBV_ACCESS_RELAXED_ORDERING,
+		0,
+		LW,
+		RR,
+		LW | RW,
+		LW | RA,
+		LW | RW | RR | RA,
+		LW | IBV_ACCESS_RELAXED_ORDERING,
 		LW | (int)IBV_ACCESS_OPTIONAL_RANGE,
 	};
 	struct ibv_mr *mr;
@@ -137,14 +143,14 @@ static void test_errors(int fd)
 	CHECK_ERRNO_PTR(ibv_reg_dmabuf_mr(pd, 0, 4 * page + 1, 0, fd, LW), EINVAL);
 	CHECK_ERRNO_PTR(ibv_reg_dmabuf_mr(pd, 4 * page, 1, 0, fd, LW), EINVAL);
 	CHECK_ERRNO_PTR(ibv_reg_dmabuf_mr(pd, 3 * page, 2 * page, 0, fd, LW), EINVAL);
-	CHECK_ERRNO_PTR(ibv_reg_dmabuf_mr(pd, UINT64_MAX & ~(uint64_t)(page - 1), 2 * page, 0, fd,
-					  LW),
-			EINVAL);
+	CHECK_ERRNO_PTR(
+		ibv_reg_dmabuf_mr(pd, UINT64_MAX & ~(uint64_t)(page - 1), 2 * page, 0, fd, LW),
+		EINVAL);
 	CHECK_ERRNO_PTR(ibv_reg_dmabuf_mr(pd, 0, SIZE_MAX, 0, fd, LW), EINVAL);
 	/* [iova, +length) may end at 2^64 but not wrap */
-	CHECK_ERRNO_PTR(ibv_reg_dmabuf_mr(pd, 0, 2 * page, UINT64_MAX & ~(uint64_t)(page - 1), fd,
-					  LW),
-			EINVAL);
+	CHECK_ERRNO_PTR(
+		ibv_reg_dmabuf_mr(pd, 0, 2 * page, UINT64_MAX & ~(uint64_t)(page - 1), fd, LW),
+		EINVAL);
 	{
 		struct ibv_mr *mr =
 			ibv_reg_dmabuf_mr(pd, 0, page, UINT64_MAX & ~(uint64_t)(page - 1), fd, LW);
@@ -210,7 +216,8 @@ static void test_fd_modes(int fd)
 		CHECK_EQ_INT(t_count_fds(), fds_before - 1);
 		if (check_mr(mr, page, page, "after close")) {
 			CHECK_RET(ibv_dealloc_pd(pd), EBUSY);
-			dereg(mr); /* releases the library's duplicate: the harness sees no fd leak */
+			dereg(mr); /* releases the library's duplicate: the harness sees no fd leak
+				    */
 			CHECK_EQ_INT(t_count_fds(), fds_before - 2);
 		}
 	}

@@ -20,11 +20,12 @@
 
 /* test: timeout=180 */
 
-#define N 24          /* WRs posted before the deregistration */
-#define CHUNK 65536u  /* WRITE and READ size: 16 packets at MTU 4096 */
+#define N 24 /* WRs posted before the deregistration */
+#define CHUNK 65536u /* WRITE and READ size: 16 packets at MTU 4096 */
 #define REGION (N * CHUNK)
-#define ACC (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | \
-	     IBV_ACCESS_REMOTE_ATOMIC)
+#define ACC                                                                                        \
+	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |               \
+	 IBV_ACCESS_REMOTE_ATOMIC)
 
 static struct ibv_context *ctx;
 
@@ -61,10 +62,10 @@ static int post_op(struct t_ep *a, enum ibv_wr_opcode op, uint64_t i, const stru
 {
 	bool atomic = op == IBV_WR_ATOMIC_FETCH_AND_ADD;
 	uint64_t off = atomic ? (i % N) * 8 : (i % N) * CHUNK;
-	struct ibv_sge sge = { .addr = (uintptr_t)src->p + (i % N) * CHUNK,
-			       .length = atomic ? 8 : CHUNK,
-			       .lkey = lkey };
-	struct ibv_send_wr wr = { 0 }, *bad;
+	struct ibv_sge sge = {.addr = (uintptr_t)src->p + (i % N) * CHUNK,
+			      .length = atomic ? 8 : CHUNK,
+			      .lkey = lkey};
+	struct ibv_send_wr wr = {0}, *bad;
 
 	wr.wr_id = i;
 	wr.sg_list = &sge;
@@ -103,7 +104,7 @@ static int q_state_of(struct ibv_qp *qp)
 static int round_of(enum ibv_wr_opcode op, bool remote, int k)
 {
 	struct t_ep a, b;
-	struct region src = { 0 }, tgt = { 0 };
+	struct region src = {0}, tgt = {0};
 	struct ibv_wc wc;
 	enum ibv_wc_status want_err = remote ? IBV_WC_REM_ACCESS_ERR : IBV_WC_LOC_PROT_ERR;
 	uint32_t lkey, rkey;
@@ -134,8 +135,9 @@ static int round_of(enum ibv_wr_opcode op, bool remote, int k)
 	for (i = N; i < total; i++)
 		CHECK(post_op(&a, op, i, &src, lkey, raddr, rkey) == 0);
 	for (; next < total; next++) {
-		if (!CHECK_MSG(t_poll(a.cq, &wc, 1, 10000) == 1, "%s: no completion for %llu (hang)",
-			       op_name(op), (unsigned long long)next))
+		if (!CHECK_MSG(t_poll(a.cq, &wc, 1, 10000) == 1,
+			       "%s: no completion for %llu (hang)", op_name(op),
+			       (unsigned long long)next))
 			break;
 		if (!CHECK_MSG(wc.wr_id == next, "%s: completion %llu, want %llu", op_name(op),
 			       (unsigned long long)wc.wr_id, (unsigned long long)next))
@@ -176,9 +178,9 @@ out:
 
 int main(void)
 {
-	static const enum ibv_wr_opcode ops[] = { IBV_WR_RDMA_WRITE, IBV_WR_RDMA_READ,
-						  IBV_WR_ATOMIC_FETCH_AND_ADD };
-	static const int ks[] = { 0, 1, 5, 12 };
+	static const enum ibv_wr_opcode ops[] = {IBV_WR_RDMA_WRITE, IBV_WR_RDMA_READ,
+						 IBV_WR_ATOMIC_FETCH_AND_ADD};
+	static const int ks[] = {0, 1, 5, 12};
 
 	t_start("api_fault_dereg");
 	ctx = t_open_dev();

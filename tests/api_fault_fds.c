@@ -148,7 +148,7 @@ static void undo_buf(void *obj)
 
 static void *make_cq(void *arg)
 {
-	struct ibv_cq_init_attr_ex ca = { 0 };
+	struct ibv_cq_init_attr_ex ca = {0};
 
 	ca.cqe = 64;
 	ca.comp_mask = IBV_CQ_INIT_ATTR_MASK_PD;
@@ -165,7 +165,7 @@ static struct ibv_cq *qp_cq;
 
 static void *make_qp(void *arg)
 {
-	struct ibv_qp_init_attr ia = { 0 };
+	struct ibv_qp_init_attr ia = {0};
 
 	ia.send_cq = qp_cq;
 	ia.recv_cq = qp_cq;
@@ -206,8 +206,8 @@ out:
 
 static void case_plain(void)
 {
-	struct verb v_open = { "ibv_open_device", open_dev, close_dev, dev_plain };
-	struct verb v_chan = { "ibv_create_comp_channel", make_channel, undo_channel, NULL };
+	struct verb v_open = {"ibv_open_device", open_dev, close_dev, dev_plain};
+	struct verb v_chan = {"ibv_create_comp_channel", make_channel, undo_channel, NULL};
 	struct ibv_context *ctx;
 	struct ibv_comp_channel *ch;
 
@@ -225,11 +225,11 @@ static void case_plain(void)
 
 static void case_bounce(void)
 {
-	struct ibv_parent_domain_init_attr pa = { 0 };
-	struct verb v_open = { "ibv_open_device (CC bounce)", open_dev, close_dev, dev_bounce };
-	struct verb v_buf = { "ibv_alloc_buf (CC bounce)", make_buf, undo_buf, NULL };
-	struct verb v_cq = { "ibv_create_cq_ex (CC bounce)", make_cq, undo_cq, NULL };
-	struct verb v_qp = { "ibv_create_qp (CC bounce)", make_qp, undo_qp, NULL };
+	struct ibv_parent_domain_init_attr pa = {0};
+	struct verb v_open = {"ibv_open_device (CC bounce)", open_dev, close_dev, dev_bounce};
+	struct verb v_buf = {"ibv_alloc_buf (CC bounce)", make_buf, undo_buf, NULL};
+	struct verb v_cq = {"ibv_create_cq_ex (CC bounce)", make_cq, undo_cq, NULL};
+	struct verb v_qp = {"ibv_create_qp (CC bounce)", make_qp, undo_qp, NULL};
 	struct ibv_context *ctx;
 	struct ibv_pd *pd = NULL, *par = NULL;
 	struct ibv_qp *qp;

@@ -100,7 +100,8 @@ static void case_env(void)
 	memset(p, 0x5a, BUF + (size_t)page);
 	mr = ibv_reg_mr(b.pd, p, BUF, ACC);
 	if (CHECK(mr)) {
-		/* one probe (a fork costs a second or more under valgrind); api_fork has the rest */
+		/* one probe (a fork costs a second or more under valgrind); api_fork has the rest
+		 */
 		CHECK_EQ_INT(child_reads(p + BUF - 1, 0x5a), CHILD_FAULT);
 		CHECK_EQ_INT(traffic(99, p, mr->rkey), 0);
 		CHECK_EQ_INT(ibv_dereg_mr(mr), 0);

@@ -337,8 +337,8 @@ static void initiator(struct ep *e, const struct addr *peer, struct result *res)
 	uint64_t *fetch = calloc(nops, 8), words[NWORDS];
 	uint8_t *pat = malloc(SLOT);
 	uint32_t posted = 0, done = 0;
-	uint64_t end = t_ms() + (getenv("FI_STALL_MS") ? strtoull(getenv("FI_STALL_MS"), NULL, 10)
-						       : 120000);
+	uint64_t end = t_ms() +
+		       (getenv("FI_STALL_MS") ? strtoull(getenv("FI_STALL_MS"), NULL, 10) : 120000);
 
 	if (!CHECK(fetch && pat))
 		goto out;
@@ -679,8 +679,8 @@ static void reap(struct proc *ps, int n)
 static int only; /* FI_ONLY=N: run scenario N alone (debugging) */
 
 enum {
-	EXPECT_LOSS = 1,  /* packets dropped and recovered */
-	EXPECT_DUP = 2,   /* duplicates sent and seen */
+	EXPECT_LOSS = 1, /* packets dropped and recovered */
+	EXPECT_DUP = 2, /* duplicates sent and seen */
 	EXPECT_AGAIN = 4, /* sends refused (full socket) and resumed */
 };
 
@@ -776,7 +776,7 @@ int main(void)
 	scenario("two processes, drop 2% reorder 2% on both sides of both",
 		 "drop=0.02,reorder=0.02,side=both,seed=16",
 		 "drop=0.02,reorder=0.02,side=both,seed=17", EXPECT_LOSS);
-	scenario("two processes, 10% of sends find the socket full",
-		 "again=0.1,side=tx,seed=18", "again=0.1,side=tx,seed=19", EXPECT_AGAIN);
+	scenario("two processes, 10% of sends find the socket full", "again=0.1,side=tx,seed=18",
+		 "again=0.1,side=tx,seed=19", EXPECT_AGAIN);
 	return t_finish();
 }

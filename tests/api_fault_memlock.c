@@ -27,7 +27,7 @@
 /* Drop CAP_IPC_LOCK (root ignores RLIMIT_MEMLOCK with it), for this process only. */
 static void drop_ipc_lock(void)
 {
-	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
 	struct __user_cap_data_struct d[2];
 	const unsigned int bit = 1u << (CAP_IPC_LOCK % 32);
 
@@ -87,9 +87,10 @@ int main(void)
 		return t_finish();
 	m1 = ibv_reg_mr(pd, p1, BIG, ACC);
 	CHECK_MSG(m1, "ibv_reg_mr(%u MiB): %s", BIG >> 20, t_errname(errno));
-	m2 = ibv_reg_mr_ex(pd, &(struct ibv_mr_init_attr){ .length = BIG, .access = ACC,
-							   .comp_mask = IBV_REG_MR_MASK_ADDR,
-							   .addr = p2 });
+	m2 = ibv_reg_mr_ex(pd, &(struct ibv_mr_init_attr){.length = BIG,
+							  .access = ACC,
+							  .comp_mask = IBV_REG_MR_MASK_ADDR,
+							  .addr = p2});
 	CHECK_MSG(m2, "ibv_reg_mr_ex(%u MiB): %s", BIG >> 20, t_errname(errno));
 	mfd = memfd_create("api_fault_memlock", MFD_CLOEXEC);
 	if (CHECK(mfd >= 0) && CHECK(ftruncate(mfd, BIG) == 0)) {
@@ -108,14 +109,15 @@ int main(void)
 	t_case("data moves through them");
 	if (m1 && m2) {
 		struct t_ep a, c;
-		struct ibv_sge sge = { (uintptr_t)p1 + BIG - XFER, XFER, 0 };
-		struct ibv_send_wr wr = { 0 }, *bad;
+		struct ibv_sge sge = {(uintptr_t)p1 + BIG - XFER, XFER, 0};
+		struct ibv_send_wr wr = {0}, *bad;
 		struct ibv_wc wc;
 
 		memset(&a, 0, sizeof(a));
 		memset(&c, 0, sizeof(c));
 		if (!t_ep_init(&a, ctx, IBV_QPT_RC, 4096, ACC, 4) &&
-		    !t_ep_init(&c, ctx, IBV_QPT_RC, 4096, ACC, 4) && !t_connect(&a, &c, IBV_MTU_4096)) {
+		    !t_ep_init(&c, ctx, IBV_QPT_RC, 4096, ACC, 4) &&
+		    !t_connect(&a, &c, IBV_MTU_4096)) {
 			/* the QPs' PDs differ from `pd`: register the same memory on theirs */
 			struct ibv_mr *src = ibv_reg_mr(a.pd, p1, BIG, ACC);
 			struct ibv_mr *dst = ibv_reg_mr(c.pd, p2, BIG, ACC);
@@ -131,7 +133,8 @@ int main(void)
 				wr.wr.rdma.remote_addr = (uintptr_t)p2 + BIG - XFER;
 				wr.wr.rdma.rkey = dst->rkey;
 				CHECK(ibv_post_send(a.qp, &wr, &bad) == 0);
-				CHECK(t_poll(a.cq, &wc, 1, 10000) == 1 && wc.status == IBV_WC_SUCCESS);
+				CHECK(t_poll(a.cq, &wc, 1, 10000) == 1 &&
+				      wc.status == IBV_WC_SUCCESS);
 				CHECK(memcmp(p1 + BIG - XFER, p2 + BIG - XFER, XFER) == 0);
 			}
 			if (src)

@@ -144,9 +144,9 @@ static int stream_start(struct stream *s, int sock, int ok)
 		}
 	}
 	return CHECK_MSG((int)s->done >= ok, "only %llu sends completed before the fault",
-			 (unsigned long long)s->done)
-		       ? 0
-		       : -1;
+			 (unsigned long long)s->done) ?
+		       0 :
+		       -1;
 }
 
 /* The QP's state, or -1. */
@@ -192,8 +192,8 @@ static void stream_finish(struct stream *s, uint64_t t0)
 			t_err = t_ms();
 		} else {
 			CHECK_MSG(wc.status == (errs ? IBV_WC_WR_FLUSH_ERR : IBV_WC_SUCCESS),
-				  "wr %llu: %s after %d RETRY_EXC_ERR", (unsigned long long)wc.wr_id,
-				  ibv_wc_status_str(wc.status), errs);
+				  "wr %llu: %s after %d RETRY_EXC_ERR",
+				  (unsigned long long)wc.wr_id, ibv_wc_status_str(wc.status), errs);
 		}
 	}
 	CHECK_EQ_INT(errs, 1);

@@ -31,10 +31,9 @@ int ibv_dofork_range(void *base, size_t size);
 
 static size_t page;
 
-#define CHECK_CHILD(p, want, result)                                                              \
+#define CHECK_CHILD(p, want, result)                                                               \
 	t_check(child_reads((p), (want)) == (result), __FILE__, __LINE__,                          \
-		"child reading %s: want %s", #p,                                                   \
-		(result) == CHILD_OK ? "the byte" : "a fault")
+		"child reading %s: want %s", #p, (result) == CHILD_OK ? "the byte" : "a fault")
 
 static uint8_t *map_page(uint8_t fill)
 {
@@ -104,9 +103,10 @@ static void test_mr(struct ibv_pd *pd, uint8_t *p, uint8_t *q)
 	CHECK_CHILD(p, 0x11, CHILD_FAULT);
 	CHECK_RET(ibv_dereg_mr(b), 0);
 	CHECK_CHILD(p, 0x11, CHILD_OK);
-	a = ibv_reg_mr_ex(pd, &(struct ibv_mr_init_attr){
-				      .length = page, .access = LW,
-				      .comp_mask = IBV_REG_MR_MASK_ADDR, .addr = q });
+	a = ibv_reg_mr_ex(pd, &(struct ibv_mr_init_attr){.length = page,
+							 .access = LW,
+							 .comp_mask = IBV_REG_MR_MASK_ADDR,
+							 .addr = q});
 	if (CHECK(a)) {
 		CHECK_CHILD(q, 0x22, CHILD_FAULT);
 		CHECK_RET(ibv_dereg_mr(a), 0);

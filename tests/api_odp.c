@@ -14,11 +14,14 @@
 
 #include <sys/mman.h>
 
-#define ACC (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | \
-	     IBV_ACCESS_REMOTE_ATOMIC)
+#define ACC                                                                                        \
+	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |               \
+	 IBV_ACCESS_REMOTE_ATOMIC)
 #define ODP IBV_ACCESS_ON_DEMAND
 
-enum { LEN = 64 << 10 };
+enum {
+	LEN = 64 << 10
+};
 
 static struct ibv_context *ctx;
 
@@ -70,8 +73,8 @@ static void case_traffic(struct t_ep *a, struct t_ep *b, uint8_t *region, struct
 	CHECK(!memcmp(b->buf, region, LEN));
 	*word = 40;
 	{
-		struct ibv_sge sge = { .addr = (uintptr_t)b->buf, .length = 8, .lkey = b->mr->lkey };
-		struct ibv_send_wr wr = { 0 }, *badwr;
+		struct ibv_sge sge = {.addr = (uintptr_t)b->buf, .length = 8, .lkey = b->mr->lkey};
+		struct ibv_send_wr wr = {0}, *badwr;
 
 		wr.wr_id = 3;
 		wr.sg_list = &sge;
@@ -94,11 +97,10 @@ static void case_traffic(struct t_ep *a, struct t_ep *b, uint8_t *region, struct
 	CHECK(!memcmp(a->buf, b->buf, 256));
 }
 
-static int advise(struct ibv_pd *pd, int advice, uint32_t flags, struct ibv_mr *mr,
-		  uint64_t off, uint32_t len)
+static int advise(struct ibv_pd *pd, int advice, uint32_t flags, struct ibv_mr *mr, uint64_t off,
+		  uint32_t len)
 {
-	struct ibv_sge sge = { .addr = (uintptr_t)mr->addr + off, .length = len,
-			       .lkey = mr->lkey };
+	struct ibv_sge sge = {.addr = (uintptr_t)mr->addr + off, .length = len, .lkey = mr->lkey};
 
 	return ibv_advise_mr(pd, (enum ibv_advise_mr_advice)advice, flags, &sge, 1);
 }
@@ -114,8 +116,8 @@ static void case_advise(struct t_ep *a, struct t_ep *b, uint8_t *region, struct 
 	CHECK_RET(advise(a->pd, IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE, F, mr, 4096, 100), 0);
 	CHECK_RET(advise(a->pd, IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT, 0, mr, 0, LEN), 0);
 	CHECK_RET(advise(a->pd, IBV_ADVISE_MR_ADVICE_PREFETCH, 0, mr, LEN - 1, 1), 0);
-	two[0] = (struct ibv_sge){ (uintptr_t)region, 8, mr->lkey };
-	two[1] = (struct ibv_sge){ (uintptr_t)region + 8192, 8, mr->lkey };
+	two[0] = (struct ibv_sge){(uintptr_t)region, 8, mr->lkey};
+	two[1] = (struct ibv_sge){(uintptr_t)region + 8192, 8, mr->lkey};
 	CHECK_RET(ibv_advise_mr(a->pd, IBV_ADVISE_MR_ADVICE_PREFETCH, F, two, 2), 0);
 
 	CHECK_RET(advise(a->pd, 7, F, mr, 0, 8), EOPNOTSUPP);
@@ -148,11 +150,12 @@ static int rereg_errno(struct ibv_mr *mr, int access)
 
 static void case_rules(struct t_ep *a, uint8_t *region, struct ibv_mr *mr)
 {
-	struct ibv_qp_attr qa = { 0 };
+	struct ibv_qp_attr qa = {0};
 	struct ibv_mr *plain;
 
 	t_case("registration, rereg and QP access rules");
-	CHECK_ERRNO_PTR(ibv_reg_mr(a->pd, NULL, SIZE_MAX, IBV_ACCESS_LOCAL_WRITE | ODP), EOPNOTSUPP);
+	CHECK_ERRNO_PTR(ibv_reg_mr(a->pd, NULL, SIZE_MAX, IBV_ACCESS_LOCAL_WRITE | ODP),
+			EOPNOTSUPP);
 	/* ODP-ness is fixed: rereg may keep it, not add or drop it */
 	CHECK_RET(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0, ACC | ODP), 0);
 	CHECK_EQ_INT(rereg_errno(mr, ACC), EOPNOTSUPP);

@@ -25,7 +25,7 @@
 /* Wait up to `ms` for an async event on `ctx`; true if one was read. */
 static bool next_event(struct ibv_context *ctx, int ms, struct ibv_async_event *ev)
 {
-	struct pollfd p = { .fd = ctx->async_fd, .events = POLLIN };
+	struct pollfd p = {.fd = ctx->async_fd, .events = POLLIN};
 
 	if (poll(&p, 1, ms) != 1)
 		return false;
@@ -35,7 +35,7 @@ static bool next_event(struct ibv_context *ctx, int ms, struct ibv_async_event *
 /* Move `qp` to `st` (SQD with the drain notification asked for). */
 static int move(struct ibv_qp *qp, enum ibv_qp_state st)
 {
-	struct ibv_qp_attr a = { .qp_state = st, .en_sqd_async_notify = 1 };
+	struct ibv_qp_attr a = {.qp_state = st, .en_sqd_async_notify = 1};
 
 	return ibv_modify_qp(qp, &a,
 			     IBV_QP_STATE | (st == IBV_QPS_SQD ? IBV_QP_EN_SQD_ASYNC_NOTIFY : 0));
@@ -108,8 +108,7 @@ static void many_writes(void)
 	int got, i;
 
 	t_case("SQD with WRITEs in flight: drained once acknowledged; late WRITEs wait for RTS");
-	if (t_ep_init(&a, NULL, IBV_QPT_RC, 64 * 1024, IBV_ACCESS_LOCAL_WRITE,
-		      N_WRITES + N_LATE) ||
+	if (t_ep_init(&a, NULL, IBV_QPT_RC, 64 * 1024, IBV_ACCESS_LOCAL_WRITE, N_WRITES + N_LATE) ||
 	    t_ep_init(&b, a.ctx, IBV_QPT_RC, 64 * 1024,
 		      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, 16) ||
 	    t_connect(&a, &b, IBV_MTU_1024))

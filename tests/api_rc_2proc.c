@@ -15,16 +15,17 @@
 /* test: timeout=240 */
 
 #define BUF (8u << 20)
-#define ACC (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | \
-	     IBV_ACCESS_REMOTE_ATOMIC)
+#define ACC                                                                                        \
+	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |               \
+	 IBV_ACCESS_REMOTE_ATOMIC)
 
 static int xfer(int fd, void *p, size_t n, bool out)
 {
 	size_t done = 0;
 
 	while (done < n) {
-		ssize_t r = out ? write(fd, (char *)p + done, n - done)
-				: read(fd, (char *)p + done, n - done);
+		ssize_t r = out ? write(fd, (char *)p + done, n - done) :
+				  read(fd, (char *)p + done, n - done);
 
 		if (r <= 0)
 			return -1;
@@ -120,10 +121,11 @@ int main(void)
 		free(expect);
 	}
 	{
-		struct ibv_sge sge = { (uintptr_t)e.buf + 8, 8, e.mr->lkey };
-		struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1,
-					  .opcode = IBV_WR_ATOMIC_CMP_AND_SWP,
-					  .send_flags = IBV_SEND_SIGNALED },
+		struct ibv_sge sge = {(uintptr_t)e.buf + 8, 8, e.mr->lkey};
+		struct ibv_send_wr wr = {.sg_list = &sge,
+					 .num_sge = 1,
+					 .opcode = IBV_WR_ATOMIC_CMP_AND_SWP,
+					 .send_flags = IBV_SEND_SIGNALED},
 				   *bad_wr;
 
 		/* the target's first 8 bytes hold part of its fill pattern: swap in 1000 */

@@ -12,8 +12,9 @@
 /* test: timeout=240 */
 
 #define BUF (64u << 10)
-#define ACC (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | \
-	     IBV_ACCESS_REMOTE_ATOMIC)
+#define ACC                                                                                        \
+	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |               \
+	 IBV_ACCESS_REMOTE_ATOMIC)
 
 static struct ibv_context *ctx;
 
@@ -37,7 +38,7 @@ static enum ibv_wc_status one_status(struct ibv_cq *cq, uint64_t *wr_id)
 	struct ibv_wc wc;
 
 	if (t_poll(cq, &wc, 1, 30000) != 1)
-		return (enum ibv_wc_status)-1;
+		return (enum ibv_wc_status) - 1;
 	if (wr_id)
 		*wr_id = wc.wr_id;
 	return wc.status;
@@ -63,9 +64,11 @@ static void case_remote_access(void)
 		struct ibv_qp_attr qa;
 		struct ibv_qp_init_attr qi;
 
-		CHECK(ibv_query_qp(a.qp, &qa, IBV_QP_STATE, &qi) == 0 && qa.qp_state == IBV_QPS_ERR);
+		CHECK(ibv_query_qp(a.qp, &qa, IBV_QP_STATE, &qi) == 0 &&
+		      qa.qp_state == IBV_QPS_ERR);
 		usleep(20000);
-		CHECK(ibv_query_qp(b.qp, &qa, IBV_QP_STATE, &qi) == 0 && qa.qp_state == IBV_QPS_ERR);
+		CHECK(ibv_query_qp(b.qp, &qa, IBV_QP_STATE, &qi) == 0 &&
+		      qa.qp_state == IBV_QPS_ERR);
 	}
 	unpair(&a, &b);
 
@@ -89,7 +92,7 @@ static void case_local(void)
 {
 	struct t_ep a, b;
 	struct ibv_sge sge;
-	struct ibv_send_wr wr = { 0 }, *bad;
+	struct ibv_send_wr wr = {0}, *bad;
 
 	t_case("bad lkey: LOC_PROT_ERR");
 	if (pair(&a, &b, ACC))
@@ -151,7 +154,7 @@ static void case_rnr(void)
 static void case_retry_exceeded(void)
 {
 	struct t_ep a, b;
-	struct ibv_qp_attr qa = { 0 };
+	struct ibv_qp_attr qa = {0};
 	uint64_t t0, ms;
 
 	t_case("peer gone: RETRY_EXC_ERR after retry_cnt timeouts, each twice the last");
@@ -173,7 +176,8 @@ static void case_retry_exceeded(void)
 	 * timeout would give up after 12.6 ms.
 	 */
 	ms = t_ms() - t0;
-	CHECK_MSG(ms >= 29 && ms < 5000, "RETRY_EXC_ERR after %llu ms, want 29.4 ms or a little more",
+	CHECK_MSG(ms >= 29 && ms < 5000,
+		  "RETRY_EXC_ERR after %llu ms, want 29.4 ms or a little more",
 		  (unsigned long long)ms);
 	unpair(&a, &b);
 }

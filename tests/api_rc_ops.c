@@ -14,7 +14,7 @@
 #define HALF (BUF / 2)
 
 static struct t_ep a, b;
-static const uint32_t sizes[] = { 0, 1, 255, 1023, 1024, 1025, 2048, 4097, 65536, 1u << 20 };
+static const uint32_t sizes[] = {0, 1, 255, 1023, 1024, 1025, 2048, 4097, 65536, 1u << 20};
 
 static int wait_one(struct ibv_cq *cq, struct ibv_wc *wc, const char *what)
 {
@@ -41,10 +41,12 @@ static void case_send(void)
 		memset(b.buf, 0, n + 16);
 		CHECK(t_post_recv(&b, 1000 + i, 0, BUF) == 0);
 		{
-			struct ibv_sge sge = { (uintptr_t)a.buf, n, a.mr->lkey };
-			struct ibv_send_wr wr = { .wr_id = i, .sg_list = &sge, .num_sge = n ? 1 : 0,
-						  .opcode = imm ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND,
-						  .send_flags = IBV_SEND_SIGNALED },
+			struct ibv_sge sge = {(uintptr_t)a.buf, n, a.mr->lkey};
+			struct ibv_send_wr wr = {.wr_id = i,
+						 .sg_list = &sge,
+						 .num_sge = n ? 1 : 0,
+						 .opcode = imm ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND,
+						 .send_flags = IBV_SEND_SIGNALED},
 					   *bad;
 
 			wr.imm_data = htonl(0xabc00000u + (uint32_t)i);
@@ -86,10 +88,12 @@ static void case_write(void)
 	CHECK(t_post_recv(&b, 77, 0, 16) == 0);
 	t_fill(a.buf, 5000, 9);
 	{
-		struct ibv_sge sge = { (uintptr_t)a.buf, 5000, a.mr->lkey };
-		struct ibv_send_wr wr = { .wr_id = 78, .sg_list = &sge, .num_sge = 1,
-					  .opcode = IBV_WR_RDMA_WRITE_WITH_IMM,
-					  .send_flags = IBV_SEND_SIGNALED },
+		struct ibv_sge sge = {(uintptr_t)a.buf, 5000, a.mr->lkey};
+		struct ibv_send_wr wr = {.wr_id = 78,
+					 .sg_list = &sge,
+					 .num_sge = 1,
+					 .opcode = IBV_WR_RDMA_WRITE_WITH_IMM,
+					 .send_flags = IBV_SEND_SIGNALED},
 				   *bad;
 
 		wr.imm_data = htonl(0x1234);
@@ -130,9 +134,12 @@ static void case_read(void)
 
 static void post_atomic(enum ibv_wr_opcode op, uint64_t cmp_add, uint64_t swap)
 {
-	struct ibv_sge sge = { (uintptr_t)a.buf, 8, a.mr->lkey };
-	struct ibv_send_wr wr = { .wr_id = 5, .sg_list = &sge, .num_sge = 1, .opcode = op,
-				  .send_flags = IBV_SEND_SIGNALED },
+	struct ibv_sge sge = {(uintptr_t)a.buf, 8, a.mr->lkey};
+	struct ibv_send_wr wr = {.wr_id = 5,
+				 .sg_list = &sge,
+				 .num_sge = 1,
+				 .opcode = op,
+				 .send_flags = IBV_SEND_SIGNALED},
 			   *bad;
 
 	wr.wr.atomic.remote_addr = (uintptr_t)b.buf + HALF;
@@ -167,16 +174,19 @@ static void case_atomics(void)
 
 static void case_sgl_inline_unsignalled(void)
 {
-	struct ibv_sge s[3] = { { (uintptr_t)a.buf, 100, a.mr->lkey },
-				{ (uintptr_t)a.buf + 1000, 3000, a.mr->lkey },
-				{ (uintptr_t)a.buf + 9000, 1, a.mr->lkey } };
-	struct ibv_sge r[3] = { { (uintptr_t)b.buf, 50, b.mr->lkey },
-				{ (uintptr_t)b.buf + 500, 2000, b.mr->lkey },
-				{ (uintptr_t)b.buf + 8000, 2000, b.mr->lkey } };
-	struct ibv_send_wr wr = { .wr_id = 1, .sg_list = s, .num_sge = 3, .opcode = IBV_WR_SEND,
-				  .send_flags = IBV_SEND_SIGNALED },
+	struct ibv_sge s[3] = {{(uintptr_t)a.buf, 100, a.mr->lkey},
+			       {(uintptr_t)a.buf + 1000, 3000, a.mr->lkey},
+			       {(uintptr_t)a.buf + 9000, 1, a.mr->lkey}};
+	struct ibv_sge r[3] = {{(uintptr_t)b.buf, 50, b.mr->lkey},
+			       {(uintptr_t)b.buf + 500, 2000, b.mr->lkey},
+			       {(uintptr_t)b.buf + 8000, 2000, b.mr->lkey}};
+	struct ibv_send_wr wr = {.wr_id = 1,
+				 .sg_list = s,
+				 .num_sge = 3,
+				 .opcode = IBV_WR_SEND,
+				 .send_flags = IBV_SEND_SIGNALED},
 			   *bad;
-	struct ibv_recv_wr rw = { .wr_id = 2, .sg_list = r, .num_sge = 3 }, *rbad;
+	struct ibv_recv_wr rw = {.wr_id = 2, .sg_list = r, .num_sge = 3}, *rbad;
 	uint8_t expect[3101];
 	struct ibv_wc wc[40];
 	char msg[40];
@@ -200,10 +210,12 @@ static void case_sgl_inline_unsignalled(void)
 	snprintf(msg, sizeof(msg), "inline payload");
 	CHECK(t_post_recv(&b, 3, 0, 64) == 0);
 	{
-		struct ibv_sge is = { (uintptr_t)msg, (uint32_t)strlen(msg) + 1, 0 };
-		struct ibv_send_wr iw = { .wr_id = 4, .sg_list = &is, .num_sge = 1,
-					  .opcode = IBV_WR_SEND,
-					  .send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE };
+		struct ibv_sge is = {(uintptr_t)msg, (uint32_t)strlen(msg) + 1, 0};
+		struct ibv_send_wr iw = {.wr_id = 4,
+					 .sg_list = &is,
+					 .num_sge = 1,
+					 .opcode = IBV_WR_SEND,
+					 .send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE};
 
 		CHECK(ibv_post_send(a.qp, &iw, &bad) == 0);
 		memset(msg, 'x', sizeof(msg));

@@ -263,7 +263,9 @@ static int cmp_u32(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-enum { NKEYS = 256 };
+enum {
+	NKEYS = 256
+};
 
 static void test_keys(void)
 {

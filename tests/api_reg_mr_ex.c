@@ -34,8 +34,8 @@
 static struct ibv_context *ctx;
 static struct ibv_pd *pd;
 static size_t page;
-static uint8_t *mem;   /* 4 private pages */
-static int mfd = -1;   /* memfd of 4 pages */
+static uint8_t *mem; /* 4 private pages */
+static int mfd = -1; /* memfd of 4 pages */
 
 static int check_mr(struct ibv_mr *mr, struct ibv_pd *want_pd, void *addr, size_t len,
 		    const char *what)
@@ -46,8 +46,7 @@ static int check_mr(struct ibv_mr *mr, struct ibv_pd *want_pd, void *addr, size_
 	CHECK_MSG(mr->pd == want_pd, "%s: pd", what);
 	CHECK_MSG(mr->addr == addr, "%s: addr %p want %p", what, mr->addr, addr);
 	CHECK_MSG(mr->length == len, "%s: length %zu want %zu", what, mr->length, len);
-	CHECK_MSG(mr->lkey && mr->lkey == mr->rkey, "%s: keys 0x%x/0x%x", what, mr->lkey,
-		  mr->rkey);
+	CHECK_MSG(mr->lkey && mr->lkey == mr->rkey, "%s: keys 0x%x/0x%x", what, mr->lkey, mr->rkey);
 	return 1;
 }
 
@@ -113,8 +112,7 @@ static struct ibv_mr_init_attr va_attr(void *addr, size_t len, int access)
 	return a;
 }
 
-static struct ibv_mr_init_attr fd_attr(int fd, uint64_t off, size_t len, uint64_t iova,
-				       int access)
+static struct ibv_mr_init_attr fd_attr(int fd, uint64_t off, size_t len, uint64_t iova, int access)
 {
 	struct ibv_mr_init_attr a;
 
@@ -171,8 +169,8 @@ static void test_masks(void)
 
 	t_case("fields without their bit are not used");
 	a = va_attr(mem, page, LW);
-	a.iova = 0x123;             /* would be a page-offset mismatch */
-	a.fd = 12345;               /* not an fd */
+	a.iova = 0x123; /* would be a page-offset mismatch */
+	a.fd = 12345; /* not an fd */
 	a.fd_offset = 77;
 	a.dmah = (struct ibv_dmah *)(uintptr_t)0x10; /* would crash if read */
 	a.buf = (struct ibv_buf *)(uintptr_t)0x20;
@@ -278,8 +276,7 @@ static void test_fd_access(void)
 		LW | (1 << 10),
 	};
 	static const int good[] = {
-		0, LW, RR, LW | RW, LW | RA, LW | RW | RR | RA,
-		LW | IBV_ACCESS_RELAXED_ORDERING,
+		0, LW, RR, LW | RW, LW | RA, LW | RW | RR | RA, LW | IBV_ACCESS_RELAXED_ORDERING,
 	};
 	struct ibv_mr_init_attr a;
 	struct ibv_mr *mr;
@@ -308,7 +305,7 @@ static void test_fd_access(void)
 
 static void test_dmah(void)
 {
-	struct ibv_dmah_init_attr da = { .comp_mask = IBV_DMAH_INIT_ATTR_MASK_PH, .ph = 2 };
+	struct ibv_dmah_init_attr da = {.comp_mask = IBV_DMAH_INIT_ATTR_MASK_PH, .ph = 2};
 	struct ibv_dmah *dmah = ibv_alloc_dmah(ctx, &da);
 	struct ibv_mr_init_attr a;
 	struct ibv_mr *mr1, *mr2;
@@ -441,7 +438,7 @@ static void test_buf_plain(void)
 
 static void test_buf_parent(void)
 {
-	struct ibv_parent_domain_init_attr pa = { .pd = pd };
+	struct ibv_parent_domain_init_attr pa = {.pd = pd};
 	struct ibv_pd *parent = ibv_alloc_parent_domain(ctx, &pa);
 	struct ibv_buf b;
 	struct ibv_mr *mr;
@@ -543,7 +540,8 @@ static void test_bounce(void)
 		if (CHECK_RET(ibv_query_device_ex(bctx, NULL, &ax), 0))
 			CHECK(ax.device_cap_flags_ex & IBV_DEVICE_CC_DMA_BOUNCE);
 		CHECK_ERRNO_PTR(ibv_reg_mr(bpd, mem, page, IBV_ACCESS_LOCAL_WRITE), EOPNOTSUPP);
-		CHECK_ERRNO_PTR(ibv_reg_mr_iova(bpd, mem, page, 0, IBV_ACCESS_LOCAL_WRITE), EOPNOTSUPP);
+		CHECK_ERRNO_PTR(ibv_reg_mr_iova(bpd, mem, page, 0, IBV_ACCESS_LOCAL_WRITE),
+				EOPNOTSUPP);
 		CHECK_ERRNO_PTR(ibv_reg_mr_iova2(bpd, mem, page, 0, LW), EOPNOTSUPP);
 		a = va_attr(mem, page, LW);
 		CHECK_EX_FAILS(bpd, &a, EOPNOTSUPP);

@@ -27,7 +27,10 @@
 /* test: no-valgrind */
 /* test: timeout=60 */
 
-enum { ROUNDS = 100, SIZE = 64 };
+enum {
+	ROUNDS = 100,
+	SIZE = 64
+};
 
 /* Spin on the CQ (never sleeping) for one successful completion. */
 static int spin_one(struct ibv_cq *cq, uint64_t deadline_ms)
@@ -44,7 +47,7 @@ static int spin_one(struct ibv_cq *cq, uint64_t deadline_ms)
 /* The same through the ibv_cq_ex iterator (ibv_start_poll until not ENOENT). */
 static int spin_one_ex(struct ibv_cq_ex *cq, uint64_t deadline_ms)
 {
-	struct ibv_poll_cq_attr attr = { 0 };
+	struct ibv_poll_cq_attr attr = {0};
 	int ret;
 
 	while ((ret = ibv_start_poll(cq, &attr)) == ENOENT)
@@ -76,9 +79,9 @@ static int one_way(struct t_ep *a, int ai, struct t_ep *b, int bi, uint64_t dead
 /* An RC endpoint like t_ep_init()'s, on an extended CQ (stored in cqx[i]). */
 static int ep_init_ex(struct t_ep *e, struct ibv_context *ctx, int i)
 {
-	struct ibv_cq_init_attr_ex ca = { .cqe = 32, .wc_flags = IBV_WC_STANDARD_FLAGS };
-	struct ibv_qp_init_attr ia = { 0 };
-	struct ibv_qp_attr qa = { 0 };
+	struct ibv_cq_init_attr_ex ca = {.cqe = 32, .wc_flags = IBV_WC_STANDARD_FLAGS};
+	struct ibv_qp_init_attr ia = {0};
+	struct ibv_qp_attr qa = {0};
 
 	memset(e, 0, sizeof(*e));
 	e->type = IBV_QPT_RC;
@@ -103,9 +106,9 @@ static int ep_init_ex(struct t_ep *e, struct ibv_context *ctx, int i)
 	qa.qp_access_flags = 0;
 	return CHECK(ibv_modify_qp(e->qp, &qa,
 				   IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-					   IBV_QP_ACCESS_FLAGS) == 0)
-		       ? 0
-		       : -1;
+					   IBV_QP_ACCESS_FLAGS) == 0) ?
+		       0 :
+		       -1;
 }
 
 /* ROUNDS round trips between a and b; true if all completed in time. */
@@ -118,14 +121,15 @@ static bool rounds(struct t_ep *a, struct t_ep *b)
 		if (one_way(a, 0, b, 1, deadline) || one_way(b, 1, a, 0, deadline))
 			break;
 	printf("# %d round trips in %llu ms\n", i, (unsigned long long)(t_ms() - t0));
-	return CHECK_MSG(i == ROUNDS, "%d of %d round trips in %llu ms: the poller never let the "
-				      "progress thread run",
+	return CHECK_MSG(i == ROUNDS,
+			 "%d of %d round trips in %llu ms: the poller never let the "
+			 "progress thread run",
 			 i, ROUNDS, (unsigned long long)(t_ms() - t0));
 }
 
 int main(void)
 {
-	struct sched_param sp = { .sched_priority = 1 };
+	struct sched_param sp = {.sched_priority = 1};
 	struct t_ep a, b;
 	struct ibv_context *ctx;
 	cpu_set_t one;

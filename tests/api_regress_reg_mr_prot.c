@@ -47,8 +47,10 @@ int main(void)
 	CHECK_ERRNO_PTR(ibv_reg_mr(pd, m + page - 1, 2, RR), EFAULT);
 	CHECK_ERRNO_PTR(ibv_reg_mr(pd, m, 4 * page, LW | RW), EFAULT);
 	{
-		struct ibv_mr_init_attr a = { .length = 2 * page, .access = LW,
-					      .comp_mask = IBV_REG_MR_MASK_ADDR, .addr = m };
+		struct ibv_mr_init_attr a = {.length = 2 * page,
+					     .access = LW,
+					     .comp_mask = IBV_REG_MR_MASK_ADDR,
+					     .addr = m};
 
 		CHECK_ERRNO_PTR(ibv_reg_mr_ex(pd, &a), EFAULT);
 	}
@@ -83,19 +85,21 @@ int main(void)
 	mr = ibv_reg_mr(pd, m, page, LW);
 	if (CHECK(mr)) {
 		errno = 0;
-		CHECK_EQ_INT(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, pd, m + 2 * page, page,
-					  0),
+		CHECK_EQ_INT(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, pd, m + 2 * page,
+					  page, 0),
 			     IBV_REREG_MR_ERR_CMD);
 		CHECK_EQ_INT(errno, EFAULT);
 		errno = 0;
-		CHECK_EQ_INT(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, pd, m + page, page, 0),
-			     IBV_REREG_MR_ERR_CMD);
+		CHECK_EQ_INT(
+			ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, pd, m + page, page, 0),
+			IBV_REREG_MR_ERR_CMD);
 		CHECK_EQ_INT(errno, EFAULT);
 		CHECK(mr->addr == m && mr->length == page);
-		CHECK_EQ_INT(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION |
-						      IBV_REREG_MR_CHANGE_ACCESS,
-					  pd, m + 2 * page, page, RR),
-			     0);
+		CHECK_EQ_INT(
+			ibv_rereg_mr(mr,
+				     IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_ACCESS,
+				     pd, m + 2 * page, page, RR),
+			0);
 		CHECK_RET(ibv_dereg_mr(mr), 0);
 	}
 

@@ -16,7 +16,7 @@
 
 static struct ibv_qp *extra_qp(struct t_ep *a)
 {
-	struct ibv_qp_init_attr ia = { 0 };
+	struct ibv_qp_init_attr ia = {0};
 
 	ia.send_cq = a->cq;
 	ia.recv_cq = a->cq;
@@ -30,16 +30,15 @@ static struct ibv_qp *extra_qp(struct t_ep *a)
 
 static int to_state(struct ibv_qp *qp, enum ibv_qp_state s)
 {
-	struct ibv_qp_attr at = { .qp_state = s };
+	struct ibv_qp_attr at = {.qp_state = s};
 
 	return ibv_modify_qp(qp, &at, IBV_QP_STATE);
 }
 
 static int post_recv_on(struct ibv_qp *qp, struct t_ep *owner, uint64_t wr_id)
 {
-	struct ibv_sge sge = { .addr = (uintptr_t)owner->buf, .length = 64,
-			       .lkey = owner->mr->lkey };
-	struct ibv_recv_wr wr = { .wr_id = wr_id, .sg_list = &sge, .num_sge = 1 }, *bad = NULL;
+	struct ibv_sge sge = {.addr = (uintptr_t)owner->buf, .length = 64, .lkey = owner->mr->lkey};
+	struct ibv_recv_wr wr = {.wr_id = wr_id, .sg_list = &sge, .num_sge = 1}, *bad = NULL;
 
 	return ibv_post_recv(qp, &wr, &bad);
 }

@@ -35,7 +35,7 @@ static uint8_t *mem; /* 4 pages */
 		errno = 0;                                                                         \
 		r_ = (call);                                                                       \
 		CHECK_MSG(r_ == (want) && (!(want) || errno == (eno)),                             \
-			  "%s: got %d/%s, want %d/%s", #call, r_, t_errname(errno), (want),       \
+			  "%s: got %d/%s, want %d/%s", #call, r_, t_errname(errno), (want),        \
 			  t_errname(eno));                                                         \
 	} while (0)
 
@@ -80,10 +80,10 @@ static void test_input_errors(void)
 		mr = ibv_reg_dmabuf_mr(pd, 0, page, 0, fd, LW);
 		if (CHECK(mr)) {
 			was = *mr;
-			CHECK_REREG(ibv_rereg_mr(mr, ACC, pd, NULL, 0, LW | RW), IBV_REREG_MR_ERR_INPUT,
-				    EINVAL);
-			CHECK_REREG(ibv_rereg_mr(mr, TRANS, pd, mem, page, LW), IBV_REREG_MR_ERR_INPUT,
-				    EINVAL);
+			CHECK_REREG(ibv_rereg_mr(mr, ACC, pd, NULL, 0, LW | RW),
+				    IBV_REREG_MR_ERR_INPUT, EINVAL);
+			CHECK_REREG(ibv_rereg_mr(mr, TRANS, pd, mem, page, LW),
+				    IBV_REREG_MR_ERR_INPUT, EINVAL);
 			check_same(mr, &was);
 			CHECK_RET(ibv_dereg_mr(mr), 0);
 		}
@@ -190,7 +190,7 @@ static void test_changes(void)
 	pd2 = ibv_alloc_pd(ctx);
 	CHECK(pd2);
 	{
-		struct ibv_parent_domain_init_attr pa = { .pd = pd2 };
+		struct ibv_parent_domain_init_attr pa = {.pd = pd2};
 		struct ibv_pd *parent = pd2 ? ibv_alloc_parent_domain(ctx, &pa) : NULL;
 
 		if (CHECK(parent)) {

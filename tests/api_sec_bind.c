@@ -34,7 +34,8 @@ static int ipv4_socks(struct sockaddr_in *out, int max)
 
 		if (e->d_name[0] == '.' || fd == dirfd(d))
 			continue;
-		if (getsockname(fd, (struct sockaddr *)&sin, &len) == 0 && sin.sin_family == AF_INET)
+		if (getsockname(fd, (struct sockaddr *)&sin, &len) == 0 &&
+		    sin.sin_family == AF_INET)
 			out[n++] = sin;
 	}
 	closedir(d);

@@ -197,8 +197,7 @@ static void case_others(uint32_t *keys, uint32_t *cycled)
 
 		if (CHECK(pd2 = ibv_alloc_pd(keys_ctx)) &&
 		    CHECK(draw_live(pd2, after, N, &mismatch) == 0))
-			shared_few(common(after, N, other, N) + common(keys, N, other, N),
-				   "child");
+			shared_few(common(after, N, other, N) + common(keys, N, other, N), "child");
 		if (pd2)
 			ibv_dealloc_pd(pd2);
 	}

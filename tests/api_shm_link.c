@@ -33,37 +33,38 @@
 
 /* test: timeout=120 */
 
-#define ACC (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | \
-	     IBV_ACCESS_REMOTE_ATOMIC)
+#define ACC                                                                                        \
+	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |               \
+	 IBV_ACCESS_REMOTE_ATOMIC)
 
 enum {
-	W_OFF = 0,            /* the peer's WRITE lands here (64 KiB) */
-	R_OFF = 64 << 10,     /* the peer READs this (64 KiB) */
-	AT_OFF = 128 << 10,   /* the atomics' target */
-	RCV_OFF = 132 << 10,  /* the peer's SEND lands here */
-	S_OFF = 192 << 10,    /* WRITE source */
-	S2_OFF = 256 << 10,   /* SEND source */
-	D_OFF = 320 << 10,    /* READ destination */
-	AR_OFF = 384 << 10,   /* atomics' results */
+	W_OFF = 0, /* the peer's WRITE lands here (64 KiB) */
+	R_OFF = 64 << 10, /* the peer READs this (64 KiB) */
+	AT_OFF = 128 << 10, /* the atomics' target */
+	RCV_OFF = 132 << 10, /* the peer's SEND lands here */
+	S_OFF = 192 << 10, /* WRITE source */
+	S2_OFF = 256 << 10, /* SEND source */
+	D_OFF = 320 << 10, /* READ destination */
+	AR_OFF = 384 << 10, /* atomics' results */
 	BUF_LEN = 512 << 10,
-	XLEN = 64 << 10,      /* A's WRITE and READ */
-	BLEN = 16 << 10,      /* B's WRITE */
-	MLEN = 1024,          /* SENDs */
-	LINK_WAIT_MS = 8000,  /* a link comes up within ~1 s (a retried connect) */
+	XLEN = 64 << 10, /* A's WRITE and READ */
+	BLEN = 16 << 10, /* B's WRITE */
+	MLEN = 1024, /* SENDs */
+	LINK_WAIT_MS = 8000, /* a link comes up within ~1 s (a retried connect) */
 };
 
 struct cmd {
-	char op;   /* T: prepare round, V: verify and answer, M: maps, G: go, Q: quit */
+	char op; /* T: prepare round, V: verify and answer, M: maps, G: go, Q: quit */
 	uint32_t seed;
 };
 
 /* What a process found about itself. */
 struct report {
-	int seen;                 /* the link line was printed */
+	int seen; /* the link line was printed */
 	unsigned long long tx, rx, links, corrupt;
-	int fd_before, fd_after;  /* around the device's lifetime */
-	int maps_after;           /* rings still mapped after the close */
-	int bad;                  /* problems the process found */
+	int fd_before, fd_after; /* around the device's lifetime */
+	int maps_after; /* rings still mapped after the close */
+	int bad; /* problems the process found */
 };
 
 struct peer_cfg {
@@ -91,8 +92,11 @@ static void parse_link(const char *text, struct report *r)
 {
 	const char *p = strstr(text, "same-host link:");
 
-	r->seen = p && sscanf(p, "same-host link: sent %llu received %llu packets, links in %llu, corrupt %llu",
-			      &r->tx, &r->rx, &r->links, &r->corrupt) == 4;
+	r->seen =
+		p &&
+		sscanf(p,
+		       "same-host link: sent %llu received %llu packets, links in %llu, corrupt %llu",
+		       &r->tx, &r->rx, &r->links, &r->corrupt) == 4;
 }
 
 static void set_env(const struct peer_cfg *c)
@@ -106,9 +110,11 @@ static void set_env(const struct peer_cfg *c)
 static int post(struct t_ep *e, enum ibv_wr_opcode op, size_t off, uint32_t len,
 		const struct t_addr *peer, uint64_t roff, uint64_t cmp, uint64_t swap)
 {
-	struct ibv_sge sge = { (uintptr_t)e->buf + off, len, e->mr->lkey };
-	struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1, .opcode = op,
-				  .send_flags = IBV_SEND_SIGNALED },
+	struct ibv_sge sge = {(uintptr_t)e->buf + off, len, e->mr->lkey};
+	struct ibv_send_wr wr = {.sg_list = &sge,
+				 .num_sge = 1,
+				 .opcode = op,
+				 .send_flags = IBV_SEND_SIGNALED},
 			   *bad;
 
 	if (op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD) {
@@ -324,8 +330,7 @@ static int round_trip(struct t_ep *e, struct peer *p, uint32_t seed)
 	bad += !CHECK(run(e, IBV_WR_RDMA_WRITE, S_OFF, XLEN, &p->addr, W_OFF, 0, 0) == 0);
 	bad += !CHECK(run(e, IBV_WR_RDMA_READ, D_OFF, XLEN, &p->addr, R_OFF, 0, 0) == 0);
 	bad += !CHECK_MSG(filled(e->buf + D_OFF, XLEN, seed + 1), "READ data differs");
-	bad += !CHECK(run(e, IBV_WR_ATOMIC_CMP_AND_SWP, AR_OFF, 8, &p->addr, AT_OFF, 0, seed) ==
-		      0);
+	bad += !CHECK(run(e, IBV_WR_ATOMIC_CMP_AND_SWP, AR_OFF, 8, &p->addr, AT_OFF, 0, seed) == 0);
 	memcpy(&old[0], e->buf + AR_OFF, 8);
 	for (int i = 1; i < 4; i++) {
 		bad += !CHECK(run(e, IBV_WR_ATOMIC_FETCH_AND_ADD, AR_OFF, 8, &p->addr, AT_OFF, 0,
@@ -398,7 +403,7 @@ static unsigned int net_hi, net_lo; /* this run's 127.hi.lo.x */
 
 static struct peer_cfg cfg(unsigned int host, bool shm)
 {
-	struct peer_cfg c = { .shm = shm };
+	struct peer_cfg c = {.shm = shm};
 
 	snprintf(c.addr, sizeof(c.addr), "127.%u.%u.%u", net_hi, net_lo, host);
 	return c;
@@ -446,8 +451,8 @@ static void pair_case(const char *name, unsigned int ha, bool sa, unsigned int h
 	print_counts("B", &rb);
 	if (linked) {
 		CHECK_MSG(ra.tx > 0 && ra.rx > 0 && rb.tx > 0 && rb.rx > 0,
-			  "link packets: A tx %llu rx %llu, B tx %llu rx %llu", ra.tx, ra.rx,
-			  rb.tx, rb.rx);
+			  "link packets: A tx %llu rx %llu, B tx %llu rx %llu", ra.tx, ra.rx, rb.tx,
+			  rb.rx);
 		CHECK(ra.links >= 1 && rb.links >= 1);
 		/* a side takes out of its ring at most what the other put in */
 		CHECK(rb.rx <= ra.tx && ra.rx <= rb.tx);
@@ -519,12 +524,10 @@ int main(void)
 	t_start("api_shm_link");
 	net_hi = 100 + (unsigned int)pid % 100;
 	net_lo = 1 + (unsigned int)(pid / 100) % 250;
-	pair_case("a. default: both directions go over the link", 11, true, 12, true, false,
-		  true);
+	pair_case("a. default: both directions go over the link", 11, true, 12, true, false, true);
 	pair_case("b. SOFTVERBS_SHM=0 in both: UDP, no link counted", 21, false, 22, false, false,
 		  false);
-	pair_case("c. SOFTVERBS_SHM=0 in B only: UDP both ways", 31, true, 32, false, false,
-		  false);
+	pair_case("c. SOFTVERBS_SHM=0 in B only: UDP both ways", 31, true, 32, false, false, false);
 	restart_case();
 	if (geteuid() == 0)
 		pair_case("e. a peer of another uid (65534) is never linked", 51, true, 52, true,

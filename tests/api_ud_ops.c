@@ -12,13 +12,15 @@
 
 static struct t_ep a, b;
 
-static int post_ud(struct t_ep *from, struct ibv_ah *ah, uint32_t qpn, uint32_t qkey,
-		   uint32_t len, bool imm, uint64_t id)
+static int post_ud(struct t_ep *from, struct ibv_ah *ah, uint32_t qpn, uint32_t qkey, uint32_t len,
+		   bool imm, uint64_t id)
 {
-	struct ibv_sge sge = { (uintptr_t)from->buf, len, from->mr->lkey };
-	struct ibv_send_wr wr = { .wr_id = id, .sg_list = &sge, .num_sge = 1,
-				  .opcode = imm ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND,
-				  .send_flags = IBV_SEND_SIGNALED },
+	struct ibv_sge sge = {(uintptr_t)from->buf, len, from->mr->lkey};
+	struct ibv_send_wr wr = {.wr_id = id,
+				 .sg_list = &sge,
+				 .num_sge = 1,
+				 .opcode = imm ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND,
+				 .send_flags = IBV_SEND_SIGNALED},
 			   *bad;
 
 	wr.imm_data = htonl(0x55aa);
@@ -64,7 +66,7 @@ int main(void)
 		CHECK_EQ_INT(wc.src_qp, a.qp->qp_num);
 	}
 	CHECK(memcmp(b.buf + 40, a.buf, 1000) == 0);
-	CHECK_EQ_INT(b.buf[20], 0x45);                   /* IPv4, 5 words */
+	CHECK_EQ_INT(b.buf[20], 0x45); /* IPv4, 5 words */
 	CHECK(memcmp(b.buf + 32, &a.gid.raw[12], 4) == 0); /* source address */
 	CHECK(memcmp(b.buf + 36, &b.gid.raw[12], 4) == 0); /* destination */
 

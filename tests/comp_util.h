@@ -21,16 +21,20 @@ static inline int cu_connect_slow(struct q_env *env, struct ibv_qp *qp, uint32_t
 		return -1;
 	a = q_attr(env, IBV_QPS_RTS, dest);
 	a.timeout = 31;
-	return ibv_modify_qp(qp, &a, IBV_QP_STATE | q_required(IBV_QPT_RC, IBV_QPS_RTR, IBV_QPS_RTS));
+	return ibv_modify_qp(qp, &a,
+			     IBV_QP_STATE | q_required(IBV_QPT_RC, IBV_QPS_RTR, IBV_QPS_RTS));
 }
 
 /* A signaled WRITE of `len` bytes from `buf` (registered as `mr`); ibv_post_send's result. */
 static inline int cu_post_write(struct ibv_qp *qp, struct ibv_mr *mr, void *buf, uint64_t id,
 				uint32_t len)
 {
-	struct ibv_sge sge = { (uintptr_t)buf, len, mr->lkey };
-	struct ibv_send_wr wr = { .wr_id = id, .sg_list = &sge, .num_sge = 1,
-				  .opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED },
+	struct ibv_sge sge = {(uintptr_t)buf, len, mr->lkey};
+	struct ibv_send_wr wr = {.wr_id = id,
+				 .sg_list = &sge,
+				 .num_sge = 1,
+				 .opcode = IBV_WR_RDMA_WRITE,
+				 .send_flags = IBV_SEND_SIGNALED},
 			   *bad;
 
 	wr.wr.rdma.remote_addr = 0x10000;
@@ -41,8 +45,8 @@ static inline int cu_post_write(struct ibv_qp *qp, struct ibv_mr *mr, void *buf,
 /* Hand the completer an ACK or NAK of `psn`, as the progress thread would (q->lock held). */
 static inline void cu_aeth(struct sw_qp *q, uint32_t psn, uint8_t syndrome)
 {
-	struct sw_pkt p = { .opcode = SW_OP_ACK, .psn = psn, .syndrome = syndrome };
-	struct sw_icrc_ctx ic = { 0 };
+	struct sw_pkt p = {.opcode = SW_OP_ACK, .psn = psn, .syndrome = syndrome};
+	struct sw_icrc_ctx ic = {0};
 	uint8_t pkt[64];
 	size_t len = sw_pkt_finish(pkt, sw_pkt_write_hdrs(pkt, &p), &ic);
 

@@ -16,7 +16,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-enum { CHILD_OK = 0, CHILD_FAULT = 42, CHILD_WRONG = 43 };
+enum {
+	CHILD_OK = 0,
+	CHILD_FAULT = 42,
+	CHILD_WRONG = 43
+};
 
 static int fork_probe_fd = -1; /* child: write end of the result pipe */
 

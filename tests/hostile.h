@@ -33,23 +33,23 @@
 enum {
 	H_PEER_QPN = 0x00beef,
 	H_ACK = SW_AETH_ACK | 0x1f, /* an ACK's syndrome: credits invalid */
-	H_MTU = 1024,               /* the victims' path MTU */
-	H_SLACK = 64,               /* unregistered bytes on each side of an arena's MR */
+	H_MTU = 1024, /* the victims' path MTU */
+	H_SLACK = 64, /* unregistered bytes on each side of an arena's MR */
 };
 
 struct h_arena {
-	uint8_t *map, *rw, *buf;    /* whole mapping, the RW pages, the registered range */
+	uint8_t *map, *rw, *buf; /* whole mapping, the RW pages, the registered range */
 	size_t map_len, rw_len, len;
-	uint8_t *shadow;            /* what rw must hold */
+	uint8_t *shadow; /* what rw must hold */
 	struct ibv_mr *mr;
 };
 
 struct h_env {
 	struct q_env e;
 	struct sw_engine *eng;
-	int fd;                     /* the peer's socket */
+	int fd; /* the peer's socket */
 	struct sockaddr_in me, dev; /* its address, the device's */
-	union ibv_gid gid;          /* its GID */
+	union ibv_gid gid; /* its GID */
 	struct sw_icrc_ctx ic_out, ic_in;
 	uint8_t rx[SW_PKT_MAX + 64];
 };
@@ -165,10 +165,10 @@ static inline void h_open(struct h_env *h)
 	}
 	h->gid.raw[10] = h->gid.raw[11] = 0xff;
 	memcpy(&h->gid.raw[12], &h->me.sin_addr, 4);
-	h->ic_out = (struct sw_icrc_ctx){ h->me.sin_addr, h->dev.sin_addr,
-					  ntohs(h->me.sin_port), ntohs(h->dev.sin_port) };
-	h->ic_in = (struct sw_icrc_ctx){ h->dev.sin_addr, h->me.sin_addr,
-					 ntohs(h->dev.sin_port), ntohs(h->me.sin_port) };
+	h->ic_out = (struct sw_icrc_ctx){h->me.sin_addr, h->dev.sin_addr, ntohs(h->me.sin_port),
+					 ntohs(h->dev.sin_port)};
+	h->ic_in = (struct sw_icrc_ctx){h->dev.sin_addr, h->me.sin_addr, ntohs(h->dev.sin_port),
+					ntohs(h->me.sin_port)};
 	if (fcntl(h->e.ctx->async_fd, F_SETFL, O_NONBLOCK)) {
 		printf("Bail out! async_fd: %s\n", t_errname(errno));
 		exit(1);
@@ -245,7 +245,7 @@ static inline void h_send_resealed(struct h_env *h, uint8_t *buf, size_t len)
  */
 static inline int h_recv(struct h_env *h, struct sw_pkt *p, int ms)
 {
-	struct pollfd pfd = { .fd = h->fd, .events = POLLIN };
+	struct pollfd pfd = {.fd = h->fd, .events = POLLIN};
 	struct sockaddr_in src;
 	socklen_t sl = sizeof(src);
 	ssize_t n;
@@ -261,7 +261,10 @@ static inline int h_recv(struct h_env *h, struct sw_pkt *p, int ms)
 }
 
 /* Wait for responses: long enough for a loaded machine and valgrind. */
-enum { H_WAIT_MS = 5000, H_QUIET_MS = 30 };
+enum {
+	H_WAIT_MS = 5000,
+	H_QUIET_MS = 30
+};
 
 /* Wait until counter `c` reaches `want` (the progress thread counts as it goes). */
 static inline int h_wait_cnt_at(atomic_ullong *c, unsigned long long want, const char *what,
@@ -309,8 +312,11 @@ static inline int h_expect_quiet_at(struct h_env *h, const char *file, int line)
 /* A request header for `qp` at `psn`, AckReq set. */
 static inline struct sw_pkt h_req(struct ibv_qp *qp, uint8_t opcode, uint32_t psn)
 {
-	struct sw_pkt p = { .opcode = opcode, .pkey = SW_DEFAULT_PKEY, .dqpn = qp->qp_num,
-			    .ack_req = true, .psn = psn & SW_PSN_MASK };
+	struct sw_pkt p = {.opcode = opcode,
+			   .pkey = SW_DEFAULT_PKEY,
+			   .dqpn = qp->qp_num,
+			   .ack_req = true,
+			   .psn = psn & SW_PSN_MASK};
 
 	return p;
 }
@@ -415,7 +421,7 @@ static inline struct ibv_qp *h_rc_victim(struct h_env *h, uint32_t rq_psn)
 static inline int h_expect_event_at(struct h_env *h, struct ibv_qp *qp, int type, const char *file,
 				    int line)
 {
-	struct pollfd pfd = { .fd = h->e.ctx->async_fd, .events = POLLIN };
+	struct pollfd pfd = {.fd = h->e.ctx->async_fd, .events = POLLIN};
 	struct ibv_async_event ev;
 
 	if (poll(&pfd, 1, type ? H_WAIT_MS : 0) != 1 || ibv_get_async_event(h->e.ctx, &ev))
@@ -437,15 +443,18 @@ struct h_honest {
 	uint8_t src[8192], dst[8192];
 	pthread_t thread;
 	atomic_bool stop;
-	atomic_ulong rounds, bad;   /* transfers done, verified wrong */
+	atomic_ulong rounds, bad; /* transfers done, verified wrong */
 };
 
 /* One round: RDMA WRITE a fresh pattern from a to b; 0 if it completed and b holds it. */
 static inline int h_honest_round(struct h_honest *o, unsigned long round)
 {
-	struct ibv_sge s = { (uintptr_t)o->src, sizeof(o->src), o->src_mr->lkey };
-	struct ibv_send_wr w = { .wr_id = round, .sg_list = &s, .num_sge = 1,
-				 .opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED },
+	struct ibv_sge s = {(uintptr_t)o->src, sizeof(o->src), o->src_mr->lkey};
+	struct ibv_send_wr w = {.wr_id = round,
+				.sg_list = &s,
+				.num_sge = 1,
+				.opcode = IBV_WR_RDMA_WRITE,
+				.send_flags = IBV_SEND_SIGNALED},
 			   *bad;
 	struct ibv_wc wc;
 	int n = 0;

@@ -48,8 +48,8 @@ struct t_addr {
 static inline int t_ep_init(struct t_ep *e, struct ibv_context *ctx, enum ibv_qp_type type,
 			    size_t len, int access, int depth)
 {
-	struct ibv_qp_init_attr ia = { 0 };
-	struct ibv_qp_attr a = { 0 };
+	struct ibv_qp_init_attr ia = {0};
+	struct ibv_qp_attr a = {0};
 	int mask;
 
 	memset(e, 0, sizeof(*e));
@@ -87,8 +87,8 @@ static inline int t_ep_init(struct t_ep *e, struct ibv_context *ctx, enum ibv_qp
 		a.qkey = 0x11111111;
 		mask |= IBV_QP_QKEY;
 	} else {
-		a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-				    IBV_ACCESS_REMOTE_ATOMIC;
+		a.qp_access_flags =
+			IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
 		mask |= IBV_QP_ACCESS_FLAGS;
 	}
 	return CHECK(ibv_modify_qp(e->qp, &a, mask) == 0) ? 0 : -1;
@@ -109,7 +109,7 @@ static inline struct t_addr t_addr_of(const struct t_ep *e, uint32_t psn)
 
 static inline struct ibv_ah_attr t_ah_attr(const union ibv_gid *gid)
 {
-	struct ibv_ah_attr ah = { 0 };
+	struct ibv_ah_attr ah = {0};
 
 	ah.is_global = 1;
 	ah.grh.dgid = *gid;
@@ -126,7 +126,7 @@ static uint8_t t_timeout = 14, t_retry_cnt = 7, t_rnr_retry = 7, t_min_rnr_timer
 static inline int t_connect_to(struct t_ep *e, const struct t_addr *peer, uint32_t my_psn,
 			       enum ibv_mtu mtu)
 {
-	struct ibv_qp_attr a = { 0 };
+	struct ibv_qp_attr a = {0};
 
 	a.qp_state = IBV_QPS_RTR;
 	if (e->type == IBV_QPT_RC) {
@@ -156,9 +156,9 @@ static inline int t_connect_to(struct t_ep *e, const struct t_addr *peer, uint32
 		return CHECK(ibv_modify_qp(e->qp, &a,
 					   IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT |
 						   IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-						   IBV_QP_MAX_QP_RD_ATOMIC) == 0)
-			       ? 0
-			       : -1;
+						   IBV_QP_MAX_QP_RD_ATOMIC) == 0) ?
+			       0 :
+			       -1;
 	}
 	return CHECK(ibv_modify_qp(e->qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN) == 0) ? 0 : -1;
 }
@@ -225,9 +225,8 @@ static inline int t_poll(struct ibv_cq *cq, struct ibv_wc *wc, int n, int timeou
 static inline int t_post(struct t_ep *e, enum ibv_wr_opcode op, uint64_t wr_id, size_t off,
 			 uint32_t len, uint64_t raddr, uint32_t rkey, int flags)
 {
-	struct ibv_sge sge = { .addr = (uintptr_t)e->buf + off, .length = len,
-			       .lkey = e->mr->lkey };
-	struct ibv_send_wr wr = { 0 }, *bad = NULL;
+	struct ibv_sge sge = {.addr = (uintptr_t)e->buf + off, .length = len, .lkey = e->mr->lkey};
+	struct ibv_send_wr wr = {0}, *bad = NULL;
 
 	wr.wr_id = wr_id;
 	wr.sg_list = &sge;
@@ -241,9 +240,8 @@ static inline int t_post(struct t_ep *e, enum ibv_wr_opcode op, uint64_t wr_id, 
 
 static inline int t_post_recv(struct t_ep *e, uint64_t wr_id, size_t off, uint32_t len)
 {
-	struct ibv_sge sge = { .addr = (uintptr_t)e->buf + off, .length = len,
-			       .lkey = e->mr->lkey };
-	struct ibv_recv_wr wr = { .wr_id = wr_id, .sg_list = &sge, .num_sge = 1 }, *bad = NULL;
+	struct ibv_sge sge = {.addr = (uintptr_t)e->buf + off, .length = len, .lkey = e->mr->lkey};
+	struct ibv_recv_wr wr = {.wr_id = wr_id, .sg_list = &sge, .num_sge = 1}, *bad = NULL;
 
 	return ibv_post_recv(e->qp, &wr, &bad);
 }
@@ -261,7 +259,7 @@ static inline void t_fill(uint8_t *p, size_t n, unsigned int seed)
  */
 static inline int t_qp_init(struct ibv_qp *qp, int access)
 {
-	struct ibv_qp_attr a = { 0 };
+	struct ibv_qp_attr a = {0};
 	int mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT;
 
 	a.qp_state = IBV_QPS_INIT;
@@ -303,8 +301,8 @@ static inline int t_xfer(int fd, void *p, size_t n, bool out)
 	size_t done = 0;
 
 	while (done < n) {
-		ssize_t r = out ? write(fd, (char *)p + done, n - done)
-				: read(fd, (char *)p + done, n - done);
+		ssize_t r = out ? write(fd, (char *)p + done, n - done) :
+				  read(fd, (char *)p + done, n - done);
 
 		if (r <= 0)
 			return -1;

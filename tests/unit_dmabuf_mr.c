@@ -5,8 +5,8 @@
  * fd path: the MR's host pointer maps the fd at the registered offset
  * (bytes written through either side are seen by the other), it survives
  * the caller closing the fd, and deregistration returns only once an
- * in-flight lookup put its reference (the mapping stays until then). Address path: host == addr. Both: iova, length,
- * access without optional bits, the base PD, and rereg updates.
+ * in-flight lookup put its reference (the mapping stays until then). Address path: host == addr.
+ * Both: iova, length, access without optional bits, the base PD, and rereg updates.
  */
 #include "harness.h"
 
@@ -53,8 +53,9 @@ static void test_fd_data(void)
 		pattern[i] = (uint8_t)(i * 7 + 3);
 	CHECK_EQ_INT(pwrite(fd, pattern, 3 * page, 0), (long long)(3 * page));
 
-	mr = ibv_reg_dmabuf_mr(pd, off, 100, 0x5000 + 10, fd, IBV_ACCESS_LOCAL_WRITE |
-				       IBV_ACCESS_REMOTE_READ | IBV_ACCESS_RELAXED_ORDERING);
+	mr = ibv_reg_dmabuf_mr(pd, off, 100, 0x5000 + 10, fd,
+			       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ |
+				       IBV_ACCESS_RELAXED_ORDERING);
 	if (!CHECK(mr)) {
 		close(fd);
 		return;
@@ -100,7 +101,7 @@ static void test_fd_data(void)
 	CHECK_EQ_INT(sw_mr_check_range(m, 0x5000 + 10, 8, IBV_ACCESS_REMOTE_WRITE), -EACCES);
 	if (ref) {
 		pthread_t t;
-		struct timespec ts = { 0, 50 * 1000 * 1000 };
+		struct timespec ts = {0, 50 * 1000 * 1000};
 
 		atomic_store(&dereg_done, 0);
 		if (!CHECK(pthread_create(&t, NULL, dereg_thread, mr) == 0)) {
@@ -109,7 +110,7 @@ static void test_fd_data(void)
 		}
 		nanosleep(&ts, NULL);
 		CHECK_EQ_INT(atomic_load(&dereg_done), 0); /* still waiting for us */
-		CHECK(lookup(m->key) == NULL);           /* but the key is gone already */
+		CHECK(lookup(m->key) == NULL); /* but the key is gone already */
 		CHECK_EQ_INT(ref->host[0], 0xab); /* still mapped: ASan/valgrind would complain */
 		CHECK_EQ_INT(ref->host[99], 0x5a);
 		sw_mr_put(ref);
@@ -122,9 +123,9 @@ static void test_fd_data(void)
 
 static void test_va(void)
 {
-	uint8_t *buf = mmap(NULL, 4 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-			    -1, 0);
-	struct ibv_parent_domain_init_attr pa = { .pd = pd };
+	uint8_t *buf =
+		mmap(NULL, 4 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct ibv_parent_domain_init_attr pa = {.pd = pd};
 	struct ibv_pd *parent, *pd2;
 	struct ibv_mr *mr;
 	struct sw_mr *m;
@@ -147,12 +148,14 @@ static void test_va(void)
 		pd2 = ibv_alloc_pd(ctx);
 		key = mr->lkey;
 		if (CHECK(pd2)) {
-			CHECK_EQ_INT(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION |
-						      IBV_REREG_MR_CHANGE_PD |
-						      IBV_REREG_MR_CHANGE_ACCESS,
-						  pd2, buf + page, page,
-						  IBV_ACCESS_REMOTE_READ | IBV_ACCESS_RELAXED_ORDERING),
-				     0);
+			CHECK_EQ_INT(
+				ibv_rereg_mr(mr,
+					     IBV_REREG_MR_CHANGE_TRANSLATION |
+						     IBV_REREG_MR_CHANGE_PD |
+						     IBV_REREG_MR_CHANGE_ACCESS,
+					     pd2, buf + page, page,
+					     IBV_ACCESS_REMOTE_READ | IBV_ACCESS_RELAXED_ORDERING),
+				0);
 			CHECK(m->host == buf + page);
 			CHECK_EQ_INT(m->iova, (uintptr_t)(buf + page));
 			CHECK_EQ_INT(m->length, page);
@@ -165,9 +168,11 @@ static void test_va(void)
 			CHECK(lookup(key) == m);
 			sw_mr_put(m);
 			/* a failed rereg changes nothing */
-			CHECK_EQ_INT(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_PD | IBV_REREG_MR_CHANGE_ACCESS,
-						  pd, NULL, 0, IBV_ACCESS_REMOTE_WRITE),
-				     IBV_REREG_MR_ERR_CMD);
+			CHECK_EQ_INT(
+				ibv_rereg_mr(mr,
+					     IBV_REREG_MR_CHANGE_PD | IBV_REREG_MR_CHANGE_ACCESS,
+					     pd, NULL, 0, IBV_ACCESS_REMOTE_WRITE),
+				IBV_REREG_MR_ERR_CMD);
 			CHECK(m->pd == sw_pd(pd2));
 			CHECK_EQ_INT(m->access, IBV_ACCESS_REMOTE_READ);
 			CHECK(lookup(key) == m); /* not left blocked */
@@ -195,7 +200,9 @@ static void test_va(void)
 /* Closing a context without deregistering: its MRs go, other contexts' stay. */
 static void test_ctx_close(void)
 {
-	enum { N = 200 }; /* more than one batch */
+	enum {
+		N = 200
+	}; /* more than one batch */
 	static uint32_t keys[N];
 	struct ibv_context *ctx2 = ibv_open_device(ctx->device);
 	struct ibv_pd *pd2 = ctx2 ? ibv_alloc_pd(ctx2) : NULL;

@@ -114,7 +114,7 @@ static bool failed(const char *verb, int err, long n)
 /* RESET -> INIT -> RTR -> RTS towards `peer`; 0 or the first error. */
 static int to_rts(struct ibv_qp *qp, uint32_t peer, const union ibv_gid *gid)
 {
-	struct ibv_qp_attr a = { 0 };
+	struct ibv_qp_attr a = {0};
 	int ret;
 
 	a.qp_state = IBV_QPS_INIT;
@@ -134,7 +134,8 @@ static int to_rts(struct ibv_qp *qp, uint32_t peer, const union ibv_gid *gid)
 	a.ah_attr = t_ah_attr(gid);
 	ret = ibv_modify_qp(qp, &a,
 			    IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-				    IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+				    IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+				    IBV_QP_MIN_RNR_TIMER);
 	if (ret)
 		return ret;
 	memset(&a, 0, sizeof(a));
@@ -152,7 +153,7 @@ static int to_rts(struct ibv_qp *qp, uint32_t peer, const union ibv_gid *gid)
 /* The program, with allocation n failing; true if every verb succeeded. */
 static bool program(struct objs *o, long n)
 {
-	struct ibv_qp_init_attr ia = { 0 };
+	struct ibv_qp_init_attr ia = {0};
 	union ibv_gid gid;
 	int i, ret;
 
@@ -174,12 +175,12 @@ static bool program(struct objs *o, long n)
 	if (ret)
 		return failed("ibv_query_gid", ret, n);
 	{
-		struct ibv_srq_init_attr sa = { .attr = { .max_wr = 8, .max_sge = 1 } };
+		struct ibv_srq_init_attr sa = {.attr = {.max_wr = 8, .max_sge = 1}};
 		struct ibv_ah_attr ah = t_ah_attr(&gid);
-		struct ibv_td_init_attr ta = { 0 };
-		struct ibv_parent_domain_init_attr pa = { 0 };
-		struct ibv_dmah_init_attr da = { .comp_mask = IBV_DMAH_INIT_ATTR_MASK_PH, .ph = 1 };
-		struct ibv_mr_init_attr ma = { 0 };
+		struct ibv_td_init_attr ta = {0};
+		struct ibv_parent_domain_init_attr pa = {0};
+		struct ibv_dmah_init_attr da = {.comp_mask = IBV_DMAH_INIT_ATTR_MASK_PH, .ph = 1};
+		struct ibv_mr_init_attr ma = {0};
 
 		PTR_STEP(o->srq, ibv_create_srq(o->pd, &sa), n);
 		PTR_STEP(o->ah, ibv_create_ah(o->pd, &ah), n);
@@ -207,8 +208,8 @@ static bool program(struct objs *o, long n)
 /* A WRITE and a READ from QP 0 into QP 1's half of the buffer. */
 static void check_traffic(struct objs *o, long n)
 {
-	struct ibv_sge sge = { (uintptr_t)o->buf, LEN / 4, o->mr->lkey };
-	struct ibv_send_wr wr = { 0 }, *bad;
+	struct ibv_sge sge = {(uintptr_t)o->buf, LEN / 4, o->mr->lkey};
+	struct ibv_send_wr wr = {0}, *bad;
 	struct ibv_wc wc;
 	int i;
 

@@ -11,7 +11,7 @@
 
 int main(void)
 {
-	struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
+	struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
 	struct ibv_wc wc[3];
 	struct sw_qp *qp;
 	struct t_ep e;

@@ -29,7 +29,7 @@ enum {
 static struct h_env H, *h = &H;
 static struct h_arena all, ro, wo, noatomic; /* remote access: all, READ, WRITE, WRITE+READ */
 static struct ibv_pd *pd2;
-static struct h_arena other;                 /* all access, in another PD */
+static struct h_arena other; /* all access, in another PD */
 static uint8_t rbuf[4096];
 static struct ibv_mr *rmr;
 static uint8_t data[4096];
@@ -46,8 +46,8 @@ static bool arenas_intact(struct ibv_qp *qp)
 static struct ibv_qp *victim(void)
 {
 	struct ibv_qp *qp = h_rc_victim(h, PSN0);
-	struct ibv_sge s = { (uintptr_t)rbuf, sizeof(rbuf), 0 };
-	struct ibv_recv_wr w = { .wr_id = 77, .sg_list = &s, .num_sge = 1 }, *bad;
+	struct ibv_sge s = {(uintptr_t)rbuf, sizeof(rbuf), 0};
+	struct ibv_recv_wr w = {.wr_id = 77, .sg_list = &s, .num_sge = 1}, *bad;
 
 	if (!qp) {
 		printf("Bail out! victim QP: %s\n", t_errname(errno));
@@ -74,8 +74,8 @@ static void fatal_at(struct ibv_qp *qp, uint8_t syn, uint32_t psn, unsigned long
 	h_expect_ack_at(h, syn, psn, file, line);
 	t_check(q_state(qp) == IBV_QPS_ERR, file, line, "QP state %d, want ERR", q_state(qp));
 	h_expect_event_at(h, qp,
-			  syn == SW_AETH_NAK_REM_ACCESS ? IBV_EVENT_QP_ACCESS_ERR
-							: IBV_EVENT_QP_REQ_ERR,
+			  syn == SW_AETH_NAK_REM_ACCESS ? IBV_EVENT_QP_ACCESS_ERR :
+							  IBV_EVENT_QP_REQ_ERR,
 			  file, line);
 	h_expect_event_at(h, qp, 0, file, line);
 	h_wait_cnt_at(&h->eng->cnt.err_naks_tx, naks0 + 1, "err_naks_tx", file, line);
@@ -97,8 +97,8 @@ static void fatal_at(struct ibv_qp *qp, uint8_t syn, uint32_t psn, unsigned long
 	unsigned long long naks0 = H_CNT(h, err_naks_tx)
 #define FATAL_END(syn, psn) fatal_at(v, (syn), (psn), naks0, __FILE__, __LINE__)
 
-static void write_case(const char *name, uint64_t va, uint32_t rkey, uint32_t dma_len,
-		       uint32_t len, uint8_t syn)
+static void write_case(const char *name, uint64_t va, uint32_t rkey, uint32_t dma_len, uint32_t len,
+		       uint8_t syn)
 {
 	t_case(name);
 	FATAL_BEGIN();
@@ -201,8 +201,8 @@ static void access_rights(void)
 		   SW_AETH_NAK_REM_ACCESS);
 	read_case("READ from an MR without remote read", h_va(&wo, 0), wo.mr->rkey, 16,
 		  SW_AETH_NAK_REM_ACCESS);
-	atomic_case("FETCH_ADD on an MR without remote atomic", SW_OP_FETCH_ADD,
-		    h_va(&noatomic, 0), noatomic.mr->rkey, SW_AETH_NAK_REM_ACCESS);
+	atomic_case("FETCH_ADD on an MR without remote atomic", SW_OP_FETCH_ADD, h_va(&noatomic, 0),
+		    noatomic.mr->rkey, SW_AETH_NAK_REM_ACCESS);
 	atomic_case("CMP_SWAP on an MR without remote atomic", SW_OP_CMP_SWAP, h_va(&noatomic, 64),
 		    noatomic.mr->rkey, SW_AETH_NAK_REM_ACCESS);
 	atomic_case("FETCH_ADD misaligned by 4: invalid request", SW_OP_FETCH_ADD, h_va(&all, 4),
@@ -238,8 +238,8 @@ static void lengths_and_sequence(void)
 		   h_va(&all, 0), k, 64, 32, SW_AETH_NAK_INV_REQ);
 	write_case("WRITE ONLY, payload longer than the RETH length", h_va(&all, 0), k, 16, 32,
 		   SW_AETH_NAK_INV_REQ);
-	write_case("WRITE ONLY, payload over the path MTU", h_va(&all, 0), k, 2 * H_MTU,
-		   2 * H_MTU, SW_AETH_NAK_INV_REQ);
+	write_case("WRITE ONLY, payload over the path MTU", h_va(&all, 0), k, 2 * H_MTU, 2 * H_MTU,
+		   SW_AETH_NAK_INV_REQ);
 	{
 		t_case("SEND ONLY, payload over the path MTU: invalid request");
 		FATAL_BEGIN();
@@ -253,18 +253,20 @@ static void lengths_and_sequence(void)
 		FATAL_END(SW_AETH_NAK_INV_REQ, PSN0);
 	}
 	static const struct named_op orphans[] = {
-		{ "WRITE MIDDLE without FIRST: invalid request", SW_OP_WRITE_MIDDLE },
-		{ "WRITE LAST without FIRST", SW_OP_WRITE_LAST },
-		{ "WRITE LAST with immediate without FIRST", SW_OP_WRITE_LAST_IMM },
-		{ "SEND MIDDLE without FIRST", SW_OP_SEND_MIDDLE },
-		{ "SEND LAST without FIRST", SW_OP_SEND_LAST },
-		{ "SEND LAST with invalidate without FIRST", SW_OP_SEND_LAST_INV },
+		{"WRITE MIDDLE without FIRST: invalid request", SW_OP_WRITE_MIDDLE},
+		{"WRITE LAST without FIRST", SW_OP_WRITE_LAST},
+		{"WRITE LAST with immediate without FIRST", SW_OP_WRITE_LAST_IMM},
+		{"SEND MIDDLE without FIRST", SW_OP_SEND_MIDDLE},
+		{"SEND LAST without FIRST", SW_OP_SEND_LAST},
+		{"SEND LAST with invalidate without FIRST", SW_OP_SEND_LAST_INV},
 	};
 	for (size_t i = 0; i < Q_ARRAY(orphans); i++) {
 		t_case(orphans[i].name);
 		FATAL_BEGIN();
-		send_op(v, orphans[i].op, 0, orphans[i].op == SW_OP_WRITE_MIDDLE ||
-						     orphans[i].op == SW_OP_SEND_MIDDLE ? H_MTU : 8,
+		send_op(v, orphans[i].op, 0,
+			orphans[i].op == SW_OP_WRITE_MIDDLE || orphans[i].op == SW_OP_SEND_MIDDLE ?
+				H_MTU :
+				8,
 			true);
 		FATAL_END(SW_AETH_NAK_INV_REQ, PSN0);
 	}
@@ -290,11 +292,11 @@ static void lengths_and_sequence(void)
 		FATAL_END(SW_AETH_NAK_INV_REQ, PSN0);
 	}
 	static const struct named_op intruders[] = {
-		{ "SEND FIRST inside a WRITE: invalid request", SW_OP_SEND_FIRST },
-		{ "WRITE FIRST inside a WRITE", SW_OP_WRITE_FIRST },
-		{ "READ inside a WRITE", SW_OP_READ_REQ },
-		{ "FETCH_ADD inside a WRITE", SW_OP_FETCH_ADD },
-		{ "SEND MIDDLE inside a WRITE", SW_OP_SEND_MIDDLE },
+		{"SEND FIRST inside a WRITE: invalid request", SW_OP_SEND_FIRST},
+		{"WRITE FIRST inside a WRITE", SW_OP_WRITE_FIRST},
+		{"READ inside a WRITE", SW_OP_READ_REQ},
+		{"FETCH_ADD inside a WRITE", SW_OP_FETCH_ADD},
+		{"SEND MIDDLE inside a WRITE", SW_OP_SEND_MIDDLE},
 	};
 	for (size_t i = 0; i < Q_ARRAY(intruders); i++) {
 		uint8_t op = intruders[i].op;

@@ -8,8 +8,8 @@
  *   - bad hellos (magic, version, ring size, message length, no fd, two
  *     or five fds, an fd of the wrong size, read-only, not sealed against
  *     shrinking, a ring whose tail is not a multiple of 8, a hang-up before
- *     the hello, no hello within SHM_HELLO_NS): the device accepts the connection, then closes it (EOF
- *     here), never sets `accepted` and keeps no descriptor;
+ *     the hello, no hello within SHM_HELLO_NS): the device accepts the connection, then closes it
+ * (EOF here), never sets `accepted` and keeps no descriptor;
  *   - corrupt rings after a good hello (head - tail beyond the ring, head
  *     not a multiple of 8, record lengths 0 and > SW_PKT_MAX, a record
  *     past the ring's end or past head, a wrap marker skipping more than
@@ -45,12 +45,14 @@
 
 /* test: timeout=120 */
 
-enum { PSN0 = 0x2000 };
+enum {
+	PSN0 = 0x2000
+};
 
 static struct h_env H, *h = &H;
 static struct h_arena ar;
 static uint8_t data[1024];
-static struct ibv_qp *v;  /* the RC victim */
+static struct ibv_qp *v; /* the RC victim */
 static uint32_t e = PSN0; /* its expected PSN */
 
 /* A hostile producer: its connection and ring. */
@@ -147,8 +149,8 @@ static int send_hello(int fd, const void *msg, size_t len, const int *fds, int n
 		char buf[CMSG_SPACE(8 * sizeof(int))];
 		struct cmsghdr align;
 	} cm;
-	struct iovec iov = { .iov_base = (void *)(uintptr_t)msg, .iov_len = len };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	struct iovec iov = {.iov_base = (void *)(uintptr_t)msg, .iov_len = len};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
 
 	if (nfds) {
 		struct cmsghdr *c;
@@ -171,7 +173,7 @@ static int send_hello(int fd, const void *msg, size_t len, const int *fds, int n
  */
 static bool wait_eof(int fd)
 {
-	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+	struct pollfd pfd = {.fd = fd, .events = POLLIN};
 	ssize_t n;
 	char c;
 
@@ -184,7 +186,7 @@ static bool wait_eof(int fd)
 /* The connection is still open (no EOF, no hang-up) right now. */
 static bool still_open(int fd)
 {
-	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+	struct pollfd pfd = {.fd = fd, .events = POLLIN};
 
 	return poll(&pfd, 1, 0) == 0;
 }
@@ -256,8 +258,17 @@ static int link_up(struct prod *p, uint64_t start)
 
 /* ---- bad hellos ---- */
 
-enum fd_kind { FD_RING, FD_NONE, FD_TWO, FD_FIVE, FD_SMALL, FD_RDONLY, FD_UNSEALED, FD_HANGUP,
-	       FD_SILENT };
+enum fd_kind {
+	FD_RING,
+	FD_NONE,
+	FD_TWO,
+	FD_FIVE,
+	FD_SMALL,
+	FD_RDONLY,
+	FD_UNSEALED,
+	FD_HANGUP,
+	FD_SILENT
+};
 
 /*
  * Connect, send hello `m` (`len` bytes) with the descriptors of `kind`
@@ -268,8 +279,8 @@ static void bad_hello(const char *name, const struct shm_hello *m, size_t len, e
 		      uint64_t tail)
 {
 	unsigned long long links0 = H_CNT(h, shm_links), corrupt0 = H_CNT(h, shm_corrupt);
-	int n0 = t_count_fds(), fds[5] = { -1, -1, -1, -1, -1 }, nfds = 1;
-	uint8_t buf[sizeof(*m) + 16] = { 0 };
+	int n0 = t_count_fds(), fds[5] = {-1, -1, -1, -1, -1}, nfds = 1;
+	uint8_t buf[sizeof(*m) + 16] = {0};
 	struct prod p;
 
 	t_case(name);
@@ -552,13 +563,13 @@ out:
 /* A signaled zero-length RDMA WRITE (no key needed). */
 static int post_zero_write(struct ibv_qp *qp)
 {
-	struct ibv_send_wr w = { .wr_id = 1, .opcode = IBV_WR_RDMA_WRITE,
-				 .send_flags = IBV_SEND_SIGNALED },
+	struct ibv_send_wr w = {.wr_id = 1,
+				.opcode = IBV_WR_RDMA_WRITE,
+				.send_flags = IBV_SEND_SIGNALED},
 			   *bad;
 
 	return ibv_post_send(qp, &w, &bad);
 }
-
 
 /*
  * This process listens on the name of an address the device sends to:
@@ -577,9 +588,11 @@ static void hostile_consumer(void)
 		char buf[CMSG_SPACE(4 * sizeof(int))];
 		struct cmsghdr align;
 	} cm;
-	struct iovec iov = { .iov_base = &m, .iov_len = sizeof(m) };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf,
-			     .msg_controllen = sizeof(cm.buf) };
+	struct iovec iov = {.iov_base = &m, .iov_len = sizeof(m)};
+	struct msghdr mh = {.msg_iov = &iov,
+			    .msg_iovlen = 1,
+			    .msg_control = cm.buf,
+			    .msg_controllen = sizeof(cm.buf)};
 	struct cmsghdr *c;
 	struct pollfd pfd;
 	struct ibv_qp *v4 = NULL;
@@ -599,10 +612,10 @@ static void hostile_consumer(void)
 	if (!CHECK(v4) || !CHECK_RET(h_connect(&pe, v4, H_PEER_QPN, 0, 0x10, 31), 0) ||
 	    !CHECK_RET(post_zero_write(v4), 0))
 		goto out;
-	pfd = (struct pollfd){ .fd = lfd, .events = POLLIN };
+	pfd = (struct pollfd){.fd = lfd, .events = POLLIN};
 	if (!CHECK(poll(&pfd, 1, H_WAIT_MS) == 1) || !CHECK((fd = accept(lfd, NULL, NULL)) >= 0))
 		goto out;
-	pfd = (struct pollfd){ .fd = fd, .events = POLLIN };
+	pfd = (struct pollfd){.fd = fd, .events = POLLIN};
 	if (!CHECK(poll(&pfd, 1, H_WAIT_MS) == 1) ||
 	    !CHECK(recvmsg(fd, &mh, MSG_CMSG_CLOEXEC) == (ssize_t)sizeof(m)))
 		goto out;
@@ -614,8 +627,8 @@ static void hostile_consumer(void)
 	CHECK(m.addr == h->dev.sin_addr.s_addr && m.port == ntohs(h->dev.sin_port));
 	CHECK(fstat(mfd, &st) == 0 && st.st_size == SHM_MAP_BYTES);
 	seals = fcntl(mfd, F_GET_SEALS);
-	CHECK_MSG(seals >= 0 && (seals & F_SEAL_SHRINK) && (seals & F_SEAL_GROW),
-		  "seals %#x", seals);
+	CHECK_MSG(seals >= 0 && (seals & F_SEAL_SHRINK) && (seals & F_SEAL_GROW), "seals %#x",
+		  seals);
 	errno = 0;
 	CHECK_MSG(ftruncate(mfd, SHM_HDR_BYTES) != 0 && errno == EPERM,
 		  "the device's ring could be shrunk (%s)", t_errname(errno));
@@ -655,8 +668,8 @@ static int foreign_producer(void)
 	if (p.fd < 0)
 		return 3;
 	/* the device may hang up before the hello is even sent: EPIPE then */
-	eof = send_hello(p.fd, &m, sizeof(m), &p.mfd, 1) ? errno == EPIPE || errno == ECONNRESET
-							 : wait_eof(p.fd);
+	eof = send_hello(p.fd, &m, sizeof(m), &p.mfd, 1) ? errno == EPIPE || errno == ECONNRESET :
+							   wait_eof(p.fd);
 	return eof && !atomic_load(&p.hdr->accepted) ? 0 : 4;
 }
 
@@ -670,14 +683,16 @@ static int foreign_listener(const struct sockaddr_in *a, int ready)
 	socklen_t len = shm_name_of(&sun, 0, a);
 	struct pollfd pfd;
 	struct shm_hello m;
-	int lfd, fd, fdbuf[4] = { -1, -1, -1, -1 };
+	int lfd, fd, fdbuf[4] = {-1, -1, -1, -1};
 	union {
 		char buf[CMSG_SPACE(sizeof(fdbuf))];
 		struct cmsghdr align;
 	} cm;
-	struct iovec iov = { .iov_base = &m, .iov_len = sizeof(m) };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf,
-			     .msg_controllen = sizeof(cm.buf) };
+	struct iovec iov = {.iov_base = &m, .iov_len = sizeof(m)};
+	struct msghdr mh = {.msg_iov = &iov,
+			    .msg_iovlen = 1,
+			    .msg_control = cm.buf,
+			    .msg_controllen = sizeof(cm.buf)};
 	char c = 'r';
 
 	if (become_nobody())
@@ -686,10 +701,10 @@ static int foreign_listener(const struct sockaddr_in *a, int ready)
 	if (lfd < 0 || bind(lfd, (struct sockaddr *)&sun, len) || listen(lfd, 4) ||
 	    write(ready, &c, 1) != 1)
 		return 3;
-	pfd = (struct pollfd){ .fd = lfd, .events = POLLIN };
+	pfd = (struct pollfd){.fd = lfd, .events = POLLIN};
 	if (poll(&pfd, 1, H_WAIT_MS) != 1 || (fd = accept(lfd, NULL, NULL)) < 0)
 		return 4; /* the device never came */
-	pfd = (struct pollfd){ .fd = fd, .events = POLLIN };
+	pfd = (struct pollfd){.fd = fd, .events = POLLIN};
 	if (poll(&pfd, 1, H_WAIT_MS) != 1)
 		return 5;
 	return recvmsg(fd, &mh, 0) == 0 && mh.msg_controllen == 0 ? 0 : 6;
@@ -747,8 +762,7 @@ static void other_uid(void)
 		child_end(rp[1], foreign_producer());
 	close(rp[1]);
 	st = child_result(pid, rp[0]);
-	CHECK_MSG(st == 0, "foreign producer: %d (2 setup, 3 connect, 4 accepted or kept)",
-		  st);
+	CHECK_MSG(st == 0, "foreign producer: %d (2 setup, 3 connect, 4 accepted or kept)", st);
 	CHECK_EQ_INT(H_CNT(h, shm_links), links0); /* refused before it was a link */
 	wait_fds(n0);
 
@@ -826,7 +840,8 @@ int main(void)
 		CHECK_EQ_INT(q_state(v), IBV_QPS_RTS);
 		H_EXPECT_EVENT(h, NULL, 0);
 		h_honest_stop(&honest);
-		CHECK_MSG(H_CNT(h, shm_rx_pkts) > rx0, "the honest pair's last round not over the link");
+		CHECK_MSG(H_CNT(h, shm_rx_pkts) > rx0,
+			  "the honest pair's last round not over the link");
 	}
 	h_sync(v);
 	CHECK(h_arena_intact(&ar));

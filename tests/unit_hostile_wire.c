@@ -31,7 +31,7 @@ static uint8_t rbuf[8][SW_GRH_LEN + 512];
 static struct ibv_mr *rmr;
 static uint8_t data[1024];
 static struct ibv_qp *v, *u; /* the RC and UD victims */
-static uint32_t e = PSN0;    /* v's expected PSN */
+static uint32_t e = PSN0; /* v's expected PSN */
 
 static unsigned long long drops(void)
 {
@@ -43,8 +43,8 @@ static unsigned long long drops(void)
 
 static void post_ud_recv(unsigned int i)
 {
-	struct ibv_sge s = { (uintptr_t)rbuf[i], sizeof(rbuf[i]), rmr->lkey };
-	struct ibv_recv_wr w = { .wr_id = 100 + i, .sg_list = &s, .num_sge = 1 }, *bad;
+	struct ibv_sge s = {(uintptr_t)rbuf[i], sizeof(rbuf[i]), rmr->lkey};
+	struct ibv_recv_wr w = {.wr_id = 100 + i, .sg_list = &s, .num_sge = 1}, *bad;
 
 	CHECK_RET(ibv_post_recv(u, &w, &bad), 0);
 }
@@ -111,8 +111,8 @@ static void expect_write_taken(uint32_t off)
 static void truncations(void)
 {
 	static const uint8_t rc_ops[] = {
-		SW_OP_WRITE_ONLY, SW_OP_WRITE_ONLY_IMM, SW_OP_READ_REQ, SW_OP_CMP_SWAP,
-		SW_OP_FETCH_ADD,  SW_OP_SEND_ONLY_IMM,  SW_OP_SEND_ONLY_INV, SW_OP_WRITE_FIRST,
+		SW_OP_WRITE_ONLY, SW_OP_WRITE_ONLY_IMM, SW_OP_READ_REQ,	     SW_OP_CMP_SWAP,
+		SW_OP_FETCH_ADD,  SW_OP_SEND_ONLY_IMM,	SW_OP_SEND_ONLY_INV, SW_OP_WRITE_FIRST,
 	};
 	uint8_t buf[SW_PKT_MAX + 64];
 	unsigned long long d0 = drops(), sent = 0;
@@ -246,7 +246,7 @@ static void bad_icrc_and_fields(void)
 	t_case("P_Keys of other partitions: dropped; the limited-member default is taken");
 	m0 = H_CNT(h, drops_malformed);
 	for (unsigned int i = 0; i < 3; i++) {
-		static const uint16_t pkeys[] = { 0x0000, 0x1234, 0xfffe };
+		static const uint16_t pkeys[] = {0x0000, 0x1234, 0xfffe};
 
 		n = build_write(buf, 0);
 		buf[2] = (uint8_t)(pkeys[i] >> 8);
@@ -278,7 +278,7 @@ static void misdirected(void)
 {
 	uint8_t buf[SW_PKT_MAX + 64];
 	unsigned long long q0 = H_CNT(h, drops_no_qp), s0 = H_CNT(h, drops_state);
-	static const uint32_t bad_qpns[] = { 0, 1, 2, 0xffffff, 0xfffffe, H_PEER_QPN };
+	static const uint32_t bad_qpns[] = {0, 1, 2, 0xffffff, 0xfffffe, H_PEER_QPN};
 	struct ibv_qp *reset = q_create(&h->e, IBV_QPT_RC), *init = q_create(&h->e, IBV_QPT_RC);
 	size_t n;
 
@@ -300,7 +300,7 @@ static void misdirected(void)
 
 	t_case("packets for QPs in RESET and INIT: dropped");
 	if (CHECK(reset && init) && CHECK_RET(q_bring_up(&h->e, init, IBV_QPS_INIT, 0), 0)) {
-		struct ibv_qp *tgt[] = { reset, init };
+		struct ibv_qp *tgt[] = {reset, init};
 
 		for (size_t i = 0; i < 2; i++) {
 			struct sw_pkt p = h_req(tgt[i], SW_OP_WRITE_ONLY, 0);
@@ -371,10 +371,12 @@ static void other_sources(void)
 	t_case("a forged ACK from another address: dropped, the WQE waits for the real one");
 	r = h_rc_victim(h, PSN0);
 	if (CHECK(r)) {
-		struct ibv_sge s = { (uintptr_t)data, 16, rmr->lkey };
-		struct ibv_send_wr w = { .wr_id = 9, .sg_list = &s, .num_sge = 1,
-					 .opcode = IBV_WR_RDMA_WRITE,
-					 .send_flags = IBV_SEND_SIGNALED },
+		struct ibv_sge s = {(uintptr_t)data, 16, rmr->lkey};
+		struct ibv_send_wr w = {.wr_id = 9,
+					.sg_list = &s,
+					.num_sge = 1,
+					.opcode = IBV_WR_RDMA_WRITE,
+					.send_flags = IBV_SEND_SIGNALED},
 				   *bad;
 		struct sw_pkt req, ack;
 		struct ibv_wc wc;
@@ -422,7 +424,7 @@ static void opcodes(void)
 	static const uint8_t unknown[] = {
 		0x20, 0x24, 0x2a, 0x40, 0x44, 0x66, 0x70, 0x80, 0x81, 0xa0, 0xc0, 0xff,
 	};
-	static const uint8_t rc_unknown[] = { 0x15, 0x18, 0x1c, 0x1d, 0x1f };
+	static const uint8_t rc_unknown[] = {0x15, 0x18, 0x1c, 0x1d, 0x1f};
 	unsigned long long m0 = H_CNT(h, drops_malformed);
 	size_t n;
 
@@ -475,7 +477,7 @@ static void opcodes(void)
 
 static void qkeys(void)
 {
-	static const uint32_t bad[] = { 0, UD_QKEY ^ 1, ~(uint32_t)UD_QKEY, 0x80000000u };
+	static const uint32_t bad[] = {0, UD_QKEY ^ 1, ~(uint32_t)UD_QKEY, 0x80000000u};
 	uint8_t buf[SW_PKT_MAX + 64];
 	unsigned long long k0 = H_CNT(h, drops_qkey);
 	struct ibv_wc wc;

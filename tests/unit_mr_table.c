@@ -141,7 +141,9 @@ static void test_limit(void)
 	sw_mr_table_destroy(&t);
 }
 
-enum { MANY = 100000 };
+enum {
+	MANY = 100000
+};
 
 static void test_many(void)
 {
@@ -226,7 +228,7 @@ static void test_many(void)
 static void test_tombstones(void)
 {
 	struct sw_mr_table t;
-	struct sw_mr *live[8] = { 0 };
+	struct sw_mr *live[8] = {0};
 	struct sw_mr *keep;
 	uint32_t slots0;
 	unsigned int reused = 0, max_tombs = 0;
@@ -330,7 +332,7 @@ static void test_ref_keeps_alive(void)
 	ref = sw_mr_table_lookup(&t, key);
 	CHECK(ref == mr);
 	sw_mr_table_remove(&t, mr); /* deregistration: */
-	sw_mr_put(mr);              /* drop the registration reference */
+	sw_mr_put(mr); /* drop the registration reference */
 	CHECK(sw_mr_table_lookup(&t, key) == NULL);
 	if (ref) {
 		CHECK(fd_open(p[0]));
@@ -355,7 +357,7 @@ struct holder {
 static void *hold_then_put(void *arg)
 {
 	struct holder *h = arg;
-	struct timespec ts = { 0, 200 * 1000 * 1000 };
+	struct timespec ts = {0, 200 * 1000 * 1000};
 
 	nanosleep(&ts, NULL);
 	atomic_store(&h->released, 1);
@@ -388,7 +390,8 @@ static void test_block(void)
 	atomic_init(&h.released, 0);
 	if (m && CHECK_EQ_INT(pthread_create(&th, NULL, hold_then_put, &h), 0)) {
 		sw_mr_table_block(&t, mr);
-		CHECK_MSG(atomic_load(&h.released) == 1, "block returned while a reference was held");
+		CHECK_MSG(atomic_load(&h.released) == 1,
+			  "block returned while a reference was held");
 		CHECK_EQ_INT(atomic_load(&mr->refcnt), 1);
 		CHECK(sw_mr_table_lookup(&t, mr->key) == NULL);
 		pthread_join(th, NULL);
@@ -410,7 +413,9 @@ static bool length_is(const struct sw_mr *mr, const void *arg)
 
 static void test_remove_matching(void)
 {
-	enum { N = 300 };
+	enum {
+		N = 300
+	};
 	static struct sw_mr *mrs[N];
 	struct sw_mr *out[64];
 	struct sw_mr_table t;
@@ -489,7 +494,11 @@ static void test_keys_fork(void)
 
 /* ---- concurrency stress ------------------------------------------------ */
 
-enum { NPUB = 256, NREADERS = 4, NWRITERS = 2 };
+enum {
+	NPUB = 256,
+	NREADERS = 4,
+	NWRITERS = 2
+};
 
 struct stress {
 	struct sw_mr_table t;
@@ -521,7 +530,8 @@ static void *reader(void *arg)
 		if (!(r & 4095))
 			sched_yield(); /* let a serialising scheduler (valgrind) run main */
 		/* mostly published keys, sometimes a random one */
-		uint32_t key = (r & 15) ? atomic_load(&st->pub[(r >> 8) % NPUB]) : (uint32_t)(r >> 32);
+		uint32_t key =
+			(r & 15) ? atomic_load(&st->pub[(r >> 8) % NPUB]) : (uint32_t)(r >> 32);
 		struct sw_mr *mr = sw_mr_table_lookup(&st->t, key);
 
 		if (!mr) {
@@ -551,7 +561,7 @@ static void *writer(void *arg)
 {
 	struct writer_arg *w = arg;
 	struct stress *st = w->st;
-	struct sw_mr *mine[NPUB] = { 0 };
+	struct sw_mr *mine[NPUB] = {0};
 	uint64_t rnd = (uint64_t)(uintptr_t)&rnd | 1;
 	long regs = 0;
 	int i;
@@ -595,7 +605,7 @@ static void test_stress(void)
 	static struct stress st;
 	struct writer_arg wa[NWRITERS];
 	pthread_t rd[NREADERS], wr[NWRITERS];
-	struct timespec step = { 0, 100 * 1000 * 1000 };
+	struct timespec step = {0, 100 * 1000 * 1000};
 	int i, ms, nr = 0, nw = 0;
 
 	t_case("concurrent lookups vs register/deregister");

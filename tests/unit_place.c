@@ -25,8 +25,8 @@ static void fill(uint8_t *p, size_t n, unsigned seed)
 
 static void case_plain(void)
 {
-	size_t sizes[] = { 0, 1, 2, 15, 16, 17, 63, 64, 65, 4095, 4096, 100000 };
-	size_t offs[] = { 0, 1, 7, 16, 33 };
+	size_t sizes[] = {0, 1, 2, 15, 16, 17, 63, 64, 65, 4095, 4096, 100000};
+	size_t offs[] = {0, 1, 7, 16, 33};
 
 	t_case("plain copies are exact at every size and alignment");
 	for (size_t s = 0; s < SV_ARRAY_SIZE_T(sizes); s++)
@@ -42,7 +42,7 @@ static void case_plain(void)
 
 static void case_ph(void)
 {
-	struct sw_place_hint h = { 0 };
+	struct sw_place_hint h = {0};
 	size_t before;
 
 	t_case("ph 1 uses non-temporal stores, ph 0/2/3 do not");
@@ -56,7 +56,8 @@ static void case_ph(void)
 #if defined(__x86_64__)
 		if (ph == 1)
 			CHECK_MSG(atomic_load(&sw_place_stats.nt_bytes) - before >= 8192 - 32,
-				  "ph 1 streamed %zu bytes", atomic_load(&sw_place_stats.nt_bytes) - before);
+				  "ph 1 streamed %zu bytes",
+				  atomic_load(&sw_place_stats.nt_bytes) - before);
 		else
 			CHECK_EQ_INT(atomic_load(&sw_place_stats.nt_bytes), before);
 #endif
@@ -65,7 +66,7 @@ static void case_ph(void)
 
 static void case_pm(void)
 {
-	struct sw_place_hint h = { .mem_type = IBV_TPH_MEM_TYPE_PM };
+	struct sw_place_hint h = {.mem_type = IBV_TPH_MEM_TYPE_PM};
 	size_t before = atomic_load(&sw_place_stats.flushed_lines);
 
 	t_case("PM writes back every touched cache line");
@@ -94,7 +95,7 @@ static void case_cpu(void)
 	if (!CHECK(cpu >= 0))
 		return;
 	for (int round = 0; round < 2; round++) {
-		struct sw_place_hint h = { .has_cpu = true, .cpu_id = (uint32_t)cpu, .ph = 1 };
+		struct sw_place_hint h = {.has_cpu = true, .cpu_id = (uint32_t)cpu, .ph = 1};
 		size_t jobs;
 
 		CHECK(sw_place(&h, dst, src, 64) == -ENODEV); /* no worker reference */
@@ -143,7 +144,7 @@ static void case_last_byte(void)
 {
 	static uint8_t pattern[256 << 10];
 	size_t len = sizeof(pattern);
-	struct sw_place_hint nt = { .ph = 1 };
+	struct sw_place_hint nt = {.ph = 1};
 	pthread_t t;
 
 	t_case("the last byte becomes visible last");

@@ -26,7 +26,7 @@ static uint8_t buf[4096];
 
 static int move(struct ibv_qp *qp, enum ibv_qp_state st)
 {
-	struct ibv_qp_attr a = { .qp_state = st, .en_sqd_async_notify = 1 };
+	struct ibv_qp_attr a = {.qp_state = st, .en_sqd_async_notify = 1};
 
 	return ibv_modify_qp(qp, &a,
 			     IBV_QP_STATE | (st == IBV_QPS_SQD ? IBV_QP_EN_SQD_ASYNC_NOTIFY : 0));
@@ -35,7 +35,7 @@ static int move(struct ibv_qp *qp, enum ibv_qp_state st)
 /* The next async event is SQ_DRAINED for qp (0 ms: it is already there). */
 static void expect_drained(struct ibv_qp *qp)
 {
-	struct pollfd p = { .fd = env.ctx->async_fd, .events = POLLIN };
+	struct pollfd p = {.fd = env.ctx->async_fd, .events = POLLIN};
 	struct ibv_async_event ev;
 
 	if (!CHECK_MSG(poll(&p, 1, 0) == 1 && ibv_get_async_event(env.ctx, &ev) == 0,
@@ -89,8 +89,7 @@ static void drain_after(struct ibv_qp *a, const char *name, bool by_nak)
 	CHECK_EQ_INT(q->req->psn, sw_psn_add(first, 4)); /* RTS: the late one went out */
 	cu_aeth(q, sw_psn_add(first, 3), SW_AETH_ACK | 0x1f);
 	pthread_mutex_unlock(&q->lock);
-	CHECK(q_poll(env.scq, wc, 1, 1) == 1 && wc[0].wr_id == 3 &&
-	      wc[0].status == IBV_WC_SUCCESS);
+	CHECK(q_poll(env.scq, wc, 1, 1) == 1 && wc[0].wr_id == 3 && wc[0].status == IBV_WC_SUCCESS);
 }
 
 int main(void)

@@ -31,7 +31,9 @@
 /* test: no-valgrind */
 /* test: timeout=60 */
 
-enum { NWR = 64 };
+enum {
+	NWR = 64
+};
 
 static struct q_env env;
 static uint8_t src[4096], dst[4096];
@@ -46,7 +48,7 @@ static uint64_t now_ms(void)
 
 int main(void)
 {
-	struct sched_param sp = { .sched_priority = 1 };
+	struct sched_param sp = {.sched_priority = 1};
 	struct ibv_mr *smr, *dmr;
 	struct ibv_qp *a, *b;
 	struct ibv_qp_attr at;
@@ -76,23 +78,27 @@ int main(void)
 		a = ibv_create_qp(env.pd, &ia);
 		b = ibv_create_qp(env.pd, &ia);
 	}
-	if (!CHECK(smr && dmr && a && b) || !CHECK(q_bring_up(&env, b, IBV_QPS_RTR, a->qp_num) == 0) ||
+	if (!CHECK(smr && dmr && a && b) ||
+	    !CHECK(q_bring_up(&env, b, IBV_QPS_RTR, a->qp_num) == 0) ||
 	    !CHECK(q_bring_up(&env, a, IBV_QPS_RTR, b->qp_num) == 0))
 		return t_finish();
 	at = q_attr(&env, IBV_QPS_RTS, b->qp_num);
 	at.sq_psn = q_attr(&env, IBV_QPS_RTR, 0).rq_psn; /* what b expects */
 	at.timeout = 1; /* the shortest: 0.5 ms */
-	if (!CHECK(ibv_modify_qp(a, &at, IBV_QP_STATE | q_required(IBV_QPT_RC, IBV_QPS_RTR,
-								   IBV_QPS_RTS)) == 0))
+	if (!CHECK(ibv_modify_qp(a, &at,
+				 IBV_QP_STATE | q_required(IBV_QPT_RC, IBV_QPS_RTR, IBV_QPS_RTS)) ==
+		   0))
 		return t_finish();
 	eng = sw_dev_of(env.ctx)->eng;
 
 	t_case("64 WRITEs queued during a 20 ms stall complete without a retransmit timeout");
 	timeouts = atomic_load(&eng->cnt.timeouts);
 	for (i = 0; i < NWR; i++) {
-		struct ibv_sge sge = { (uintptr_t)src, 64, smr->lkey };
-		struct ibv_send_wr wr = { .wr_id = (uint64_t)i, .sg_list = &sge, .num_sge = 1,
-					  .opcode = IBV_WR_RDMA_WRITE },
+		struct ibv_sge sge = {(uintptr_t)src, 64, smr->lkey};
+		struct ibv_send_wr wr = {.wr_id = (uint64_t)i,
+					 .sg_list = &sge,
+					 .num_sge = 1,
+					 .opcode = IBV_WR_RDMA_WRITE},
 				   *bad;
 
 		wr.send_flags = IBV_SEND_SIGNALED;

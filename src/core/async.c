@@ -72,7 +72,8 @@ int sv_async_post(struct ibv_context *ctx, const struct ibv_async_event *event)
 		while (*pp != e)
 			pp = &(*pp)->next;
 		*pp = NULL;
-		sctx->async_tail = sctx->async_head ? sv_container_of(pp, struct sv_async_entry, next) : NULL;
+		sctx->async_tail =
+			sctx->async_head ? sv_container_of(pp, struct sv_async_entry, next) : NULL;
 		pthread_mutex_unlock(&sctx->async_lock);
 		free(e);
 		return ret;
@@ -197,12 +198,12 @@ void sv_async_wait_acked(struct ibv_context *ctx, const void *obj, pthread_mutex
 }
 
 /* Count an acknowledged event on its object and wake a waiting destroy. */
-#define ACK_ON(obj, field)                              \
-	do {                                            \
-		pthread_mutex_lock(&(obj)->mutex);      \
-		(obj)->field++;                         \
-		pthread_cond_signal(&(obj)->cond);      \
-		pthread_mutex_unlock(&(obj)->mutex);    \
+#define ACK_ON(obj, field)                                                                         \
+	do {                                                                                       \
+		pthread_mutex_lock(&(obj)->mutex);                                                 \
+		(obj)->field++;                                                                    \
+		pthread_cond_signal(&(obj)->cond);                                                 \
+		pthread_mutex_unlock(&(obj)->mutex);                                               \
 	} while (0)
 
 SV_EXPORT void ibv_ack_async_event(struct ibv_async_event *event)

@@ -15,10 +15,10 @@
 #include <infiniband/verbs.h>
 
 struct ibv_buf {
-	void *addr;        /* first byte of the buffer */
-	size_t size;       /* usable size (a device may round the request up) */
+	void *addr; /* first byte of the buffer */
+	size_t size; /* usable size (a device may round the request up) */
 	struct ibv_pd *pd; /* the PD (or parent domain) it was allocated on */
-	int dmabuf_fd;     /* backing DMA-buf fd, or -1 for plain memory */
+	int dmabuf_fd; /* backing DMA-buf fd, or -1 for plain memory */
 };
 
 /* Describe plain memory [addr, addr + size) allocated on `pd`. */

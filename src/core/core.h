@@ -31,8 +31,11 @@
 
 #define SV_EXPORT __attribute__((visibility("default")))
 
+/* clang-format 14 would glue the minus to the cast: */
+/* clang-format off */
 #define sv_container_of(ptr, type, member) \
 	((type *)(void *)((char *)(ptr) - offsetof(type, member)))
+/* clang-format on */
 
 #define SV_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -41,10 +44,10 @@
  * errno, or `obj`. A macro, so that `call` (which usually fills `obj`
  * through an out-parameter) is evaluated before `obj` is read.
  */
-#define SV_RET_PTR(call, obj)                         \
-	({                                            \
-		int sv_ret_ = (call);                 \
-		sv_ret_ ? (errno = -sv_ret_, NULL) : (obj); \
+#define SV_RET_PTR(call, obj)                                                                      \
+	({                                                                                         \
+		int sv_ret_ = (call);                                                              \
+		sv_ret_ ? (errno = -sv_ret_, NULL) : (obj);                                        \
 	})
 
 /* Hand an internal 0/-errno result to an int verb (positive errno). */
@@ -74,8 +77,7 @@ struct sv_ops {
 	int (*dealloc_pd)(struct ibv_pd *pd);
 	int (*alloc_parent_domain)(struct ibv_context *ctx,
 				   struct ibv_parent_domain_init_attr *attr, struct ibv_pd **pd);
-	int (*alloc_td)(struct ibv_context *ctx, struct ibv_td_init_attr *attr,
-			struct ibv_td **td);
+	int (*alloc_td)(struct ibv_context *ctx, struct ibv_td_init_attr *attr, struct ibv_td **td);
 	int (*dealloc_td)(struct ibv_td *td);
 
 	/*
@@ -89,8 +91,8 @@ struct sv_ops {
 	 */
 	int (*reg_mr)(struct ibv_pd *pd, const struct ibv_mr_init_attr *attr, bool legacy_dmabuf,
 		      struct ibv_mr **mr);
-	int (*rereg_mr)(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr,
-			size_t length, int access);
+	int (*rereg_mr)(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr, size_t length,
+			int access);
 	int (*dereg_mr)(struct ibv_mr *mr);
 	int (*alloc_null_mr)(struct ibv_pd *pd, struct ibv_mr **mr);
 	int (*advise_mr)(struct ibv_pd *pd, enum ibv_advise_mr_advice advice, uint32_t flags,
@@ -123,8 +125,7 @@ struct sv_ops {
 	/* queue pairs */
 	int (*create_qp_ex)(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *attr,
 			    struct ibv_qp **qp);
-	int (*open_qp)(struct ibv_context *ctx, struct ibv_qp_open_attr *attr,
-		       struct ibv_qp **qp);
+	int (*open_qp)(struct ibv_context *ctx, struct ibv_qp_open_attr *attr, struct ibv_qp **qp);
 	int (*modify_qp)(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask);
 	int (*query_qp)(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask,
 			struct ibv_qp_init_attr *init);
@@ -180,8 +181,7 @@ struct sv_ops {
 	int (*req_notify_cq)(struct ibv_cq *cq, int solicited_only);
 	int (*post_send)(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
 	int (*post_recv)(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
-	int (*post_srq_recv)(struct ibv_srq *srq, struct ibv_recv_wr *wr,
-			     struct ibv_recv_wr **bad);
+	int (*post_srq_recv)(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
 	int (*post_srq_ops)(struct ibv_srq *srq, struct ibv_ops_wr *op, struct ibv_ops_wr **bad);
 	int (*bind_mw)(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *bind);
 };
@@ -192,8 +192,8 @@ struct sv_ops {
  * the core, which sets them after a successful registration.
  */
 enum sv_mr_type {
-	SV_MR_TYPE_OTHER,  /* null MR, device-memory MR: not re-registrable */
-	SV_MR_TYPE_VA,     /* registered by address */
+	SV_MR_TYPE_OTHER, /* null MR, device-memory MR: not re-registrable */
+	SV_MR_TYPE_VA, /* registered by address */
 	SV_MR_TYPE_DMABUF, /* registered by fd and offset */
 };
 

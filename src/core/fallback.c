@@ -7,10 +7,10 @@
  */
 #include "core/core.h"
 
-#define FALLBACK(name, ...)                         \
-	static int fb_##name(__VA_ARGS__)           \
-	{                                           \
-		return -EOPNOTSUPP;                 \
+#define FALLBACK(name, ...)                                                                        \
+	static int fb_##name(__VA_ARGS__)                                                          \
+	{                                                                                          \
+		return -EOPNOTSUPP;                                                                \
 	}
 
 FALLBACK(query_device_ex, struct ibv_context *c, struct ibv_device_attr_ex *a)
@@ -28,8 +28,8 @@ FALLBACK(reg_mr, struct ibv_pd *pd, const struct ibv_mr_init_attr *a, bool l, st
 FALLBACK(rereg_mr, struct ibv_mr *mr, int f, struct ibv_pd *pd, void *a, size_t l, int acc)
 FALLBACK(dereg_mr, struct ibv_mr *mr)
 FALLBACK(alloc_null_mr, struct ibv_pd *pd, struct ibv_mr **mr)
-FALLBACK(advise_mr, struct ibv_pd *pd, enum ibv_advise_mr_advice a, uint32_t f,
-	 struct ibv_sge *s, uint32_t n)
+FALLBACK(advise_mr, struct ibv_pd *pd, enum ibv_advise_mr_advice a, uint32_t f, struct ibv_sge *s,
+	 uint32_t n)
 FALLBACK(alloc_buf, struct ibv_pd *pd, size_t s, struct ibv_buf **b, void **a)
 FALLBACK(alloc_dmah, struct ibv_context *c, struct ibv_dmah_init_attr *a, struct ibv_dmah **d)
 FALLBACK(dealloc_dmah, struct ibv_dmah *d)
@@ -82,21 +82,21 @@ static int fb_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
 	return -EOPNOTSUPP;
 }
 
-#define FALLBACK_ABI(name, ...)                     \
-	static int fb_##name(__VA_ARGS__)           \
-	{                                           \
-		return EOPNOTSUPP;                  \
+#define FALLBACK_ABI(name, ...)                                                                    \
+	static int fb_##name(__VA_ARGS__)                                                          \
+	{                                                                                          \
+		return EOPNOTSUPP;                                                                 \
 	}
 
 FALLBACK_ABI(req_notify_cq, struct ibv_cq *cq, int s)
 FALLBACK_ABI(bind_mw, struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *b)
 
 /* A post that fails names its first work request as the bad one. */
-#define FALLBACK_POST(name, obj_t, wr_t)                            \
-	static int fb_##name(obj_t *o, wr_t *wr, wr_t **bad)        \
-	{                                                           \
-		*bad = wr;                                          \
-		return EOPNOTSUPP;                                  \
+#define FALLBACK_POST(name, obj_t, wr_t)                                                           \
+	static int fb_##name(obj_t *o, wr_t *wr, wr_t **bad)                                       \
+	{                                                                                          \
+		*bad = wr;                                                                         \
+		return EOPNOTSUPP;                                                                 \
 	}
 
 FALLBACK_POST(post_send, struct ibv_qp, struct ibv_send_wr)
@@ -117,10 +117,10 @@ static void fb_close_context(struct ibv_context *ctx)
 {
 }
 
-#define FILL(slot)                           \
-	do {                                 \
-		if (!ops->slot)              \
-			ops->slot = fb_##slot; \
+#define FILL(slot)                                                                                 \
+	do {                                                                                       \
+		if (!ops->slot)                                                                    \
+			ops->slot = fb_##slot;                                                     \
 	} while (0)
 
 /* Contract: after this returns, every slot of `ops` is non-NULL. */

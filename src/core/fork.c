@@ -84,7 +84,7 @@ static void split_at(uintptr_t at)
 		struct range *r = &ranges[i];
 
 		if (r->start < at && at < r->end) {
-			struct range tail = { at, r->end, r->ref };
+			struct range tail = {at, r->end, r->ref};
 
 			r->end = at;
 			insert_at(i + 1, tail);
@@ -133,7 +133,8 @@ static int adjust(uintptr_t start, uintptr_t end, int delta)
 		/* give every uncovered page of [start, end) a zero-ref range */
 		for (i = 0; i < nranges && pos < end; i++) {
 			if (ranges[i].start > pos) {
-				struct range gap = { pos, ranges[i].start < end ? ranges[i].start : end, 0 };
+				struct range gap = {
+					pos, ranges[i].start < end ? ranges[i].start : end, 0};
 
 				insert_at(i, gap);
 				pos = gap.end;
@@ -142,7 +143,7 @@ static int adjust(uintptr_t start, uintptr_t end, int delta)
 			}
 		}
 		if (pos < end) {
-			struct range gap = { pos, end, 0 };
+			struct range gap = {pos, end, 0};
 
 			insert_at(nranges, gap);
 		}
@@ -161,7 +162,8 @@ static int adjust(uintptr_t start, uintptr_t end, int delta)
 					r = &ranges[i];
 					if (r->start < start || r->end > end)
 						continue;
-					if ((delta > 0 && r->ref == 1) || (delta < 0 && r->ref == 0))
+					if ((delta > 0 && r->ref == 1) ||
+					    (delta < 0 && r->ref == 0))
 						madvise((void *)r->start, r->end - r->start, undo);
 					r->ref -= (unsigned long)delta;
 				}

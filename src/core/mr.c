@@ -183,7 +183,7 @@ static int attr_from_buf(struct ibv_pd *pd, struct ibv_mr_init_attr *attr)
  */
 SV_EXPORT struct ibv_mr *ibv_reg_mr_ex(struct ibv_pd *pd, struct ibv_mr_init_attr *in)
 {
-	struct ibv_mr_init_attr attr = { 0 };
+	struct ibv_mr_init_attr attr = {0};
 	bool dontfork;
 	int ret;
 
@@ -248,8 +248,8 @@ SV_EXPORT int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void
 	bool old_dontfork;
 	int ret;
 
-	if (!mr || sv_mr_of(mr)->type != SV_MR_TYPE_VA ||
-	    (flags & ~IBV_REREG_MR_FLAGS_SUPPORTED) || (trans && (!length || !addr))) {
+	if (!mr || sv_mr_of(mr)->type != SV_MR_TYPE_VA || (flags & ~IBV_REREG_MR_FLAGS_SUPPORTED) ||
+	    (trans && (!length || !addr))) {
 		errno = EINVAL;
 		return IBV_REREG_MR_ERR_INPUT;
 	}

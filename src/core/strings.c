@@ -6,7 +6,7 @@
  */
 #include "core/core.h"
 
-#define NAME_OF(table, v, fallback) \
+#define NAME_OF(table, v, fallback)                                                                \
 	(((unsigned)(v) < SV_ARRAY_SIZE(table) && (table)[v]) ? (table)[v] : (fallback))
 
 SV_EXPORT const char *ibv_node_type_str(enum ibv_node_type t)
@@ -27,12 +27,9 @@ SV_EXPORT const char *ibv_node_type_str(enum ibv_node_type t)
 SV_EXPORT const char *ibv_port_state_str(enum ibv_port_state s)
 {
 	static const char *const names[] = {
-		[IBV_PORT_NOP] = "PORT_NOP",
-		[IBV_PORT_DOWN] = "PORT_DOWN",
-		[IBV_PORT_INIT] = "PORT_INIT",
-		[IBV_PORT_ARMED] = "PORT_ARMED",
-		[IBV_PORT_ACTIVE] = "PORT_ACTIVE",
-		[IBV_PORT_ACTIVE_DEFER] = "PORT_ACTIVE_DEFER",
+		[IBV_PORT_NOP] = "PORT_NOP",	   [IBV_PORT_DOWN] = "PORT_DOWN",
+		[IBV_PORT_INIT] = "PORT_INIT",	   [IBV_PORT_ARMED] = "PORT_ARMED",
+		[IBV_PORT_ACTIVE] = "PORT_ACTIVE", [IBV_PORT_ACTIVE_DEFER] = "PORT_ACTIVE_DEFER",
 	};
 
 	return NAME_OF(names, s, "unknown");
@@ -130,18 +127,18 @@ static const struct {
 	int mult;
 	int mbps;
 } rates[] = {
-	{ IBV_RATE_2_5_GBPS, 1, 2500 },      { IBV_RATE_5_GBPS, 2, 5000 },
-	{ IBV_RATE_10_GBPS, 4, 10000 },      { IBV_RATE_20_GBPS, 8, 20000 },
-	{ IBV_RATE_30_GBPS, 12, 30000 },     { IBV_RATE_40_GBPS, 16, 40000 },
-	{ IBV_RATE_60_GBPS, 24, 60000 },     { IBV_RATE_80_GBPS, 32, 80000 },
-	{ IBV_RATE_120_GBPS, 48, 120000 },   { IBV_RATE_14_GBPS, -1, 14062 },
-	{ IBV_RATE_56_GBPS, -1, 56250 },     { IBV_RATE_112_GBPS, -1, 112500 },
-	{ IBV_RATE_168_GBPS, -1, 168750 },   { IBV_RATE_25_GBPS, -1, 25781 },
-	{ IBV_RATE_100_GBPS, -1, 103125 },   { IBV_RATE_200_GBPS, -1, 206250 },
-	{ IBV_RATE_300_GBPS, -1, 309375 },   { IBV_RATE_28_GBPS, 11, 28125 },
-	{ IBV_RATE_50_GBPS, 20, 53125 },     { IBV_RATE_400_GBPS, 160, 425000 },
-	{ IBV_RATE_600_GBPS, 240, 637500 },  { IBV_RATE_800_GBPS, 320, 850000 },
-	{ IBV_RATE_1200_GBPS, 480, 1275000 },
+	{IBV_RATE_2_5_GBPS, 1, 2500},	    {IBV_RATE_5_GBPS, 2, 5000},
+	{IBV_RATE_10_GBPS, 4, 10000},	    {IBV_RATE_20_GBPS, 8, 20000},
+	{IBV_RATE_30_GBPS, 12, 30000},	    {IBV_RATE_40_GBPS, 16, 40000},
+	{IBV_RATE_60_GBPS, 24, 60000},	    {IBV_RATE_80_GBPS, 32, 80000},
+	{IBV_RATE_120_GBPS, 48, 120000},    {IBV_RATE_14_GBPS, -1, 14062},
+	{IBV_RATE_56_GBPS, -1, 56250},	    {IBV_RATE_112_GBPS, -1, 112500},
+	{IBV_RATE_168_GBPS, -1, 168750},    {IBV_RATE_25_GBPS, -1, 25781},
+	{IBV_RATE_100_GBPS, -1, 103125},    {IBV_RATE_200_GBPS, -1, 206250},
+	{IBV_RATE_300_GBPS, -1, 309375},    {IBV_RATE_28_GBPS, 11, 28125},
+	{IBV_RATE_50_GBPS, 20, 53125},	    {IBV_RATE_400_GBPS, 160, 425000},
+	{IBV_RATE_600_GBPS, 240, 637500},   {IBV_RATE_800_GBPS, 320, 850000},
+	{IBV_RATE_1200_GBPS, 480, 1275000},
 };
 
 SV_EXPORT int ibv_rate_to_mult(enum ibv_rate rate)

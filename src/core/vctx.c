@@ -100,8 +100,8 @@ static int vq_free_dm(struct ibv_dm *dm)
 	return sv_ret_int(sv_ops_of(dm->context)->free_dm(dm));
 }
 
-static struct ibv_mr *vq_reg_dm_mr(struct ibv_pd *pd, struct ibv_dm *dm, uint64_t off,
-				   size_t len, unsigned int access)
+static struct ibv_mr *vq_reg_dm_mr(struct ibv_pd *pd, struct ibv_dm *dm, uint64_t off, size_t len,
+				   unsigned int access)
 {
 	struct ibv_mr *mr = NULL;
 	int ret = sv_ops_of(pd->context)->reg_dm_mr(pd, dm, off, len, access, &mr);
@@ -254,8 +254,8 @@ static int vq_read_counters(struct ibv_counters *c, uint64_t *v, uint32_t n, uin
 	return EOPNOTSUPP;
 }
 
-static int vq_attach_counters_point_flow(struct ibv_counters *c,
-					 struct ibv_counter_attach_attr *a, struct ibv_flow *f)
+static int vq_attach_counters_point_flow(struct ibv_counters *c, struct ibv_counter_attach_attr *a,
+					 struct ibv_flow *f)
 {
 	return EOPNOTSUPP;
 }
@@ -267,8 +267,7 @@ static struct ibv_flow_action *vq_create_flow_action_esp(struct ibv_context *ctx
 	return NULL;
 }
 
-static int vq_modify_flow_action_esp(struct ibv_flow_action *fa,
-				     struct ibv_flow_action_esp_attr *a)
+static int vq_modify_flow_action_esp(struct ibv_flow_action *fa, struct ibv_flow_action_esp_attr *a)
 {
 	return EOPNOTSUPP;
 }

@@ -23,10 +23,10 @@ struct sw_place_hint {
 
 /* Process-wide counters, for diagnostics and tests. */
 struct sw_place_stats {
-	atomic_size_t nt_bytes;      /* bytes stored with non-temporal stores */
+	atomic_size_t nt_bytes; /* bytes stored with non-temporal stores */
 	atomic_size_t flushed_lines; /* cache lines written back for PM */
-	atomic_size_t pinned_jobs;   /* placements run on a pinned worker */
-	atomic_int last_cpu;         /* CPU the last pinned placement ran on */
+	atomic_size_t pinned_jobs; /* placements run on a pinned worker */
+	atomic_int last_cpu; /* CPU the last pinned placement ran on */
 };
 
 extern struct sw_place_stats sw_place_stats;

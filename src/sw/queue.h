@@ -34,10 +34,10 @@
 
 struct sw_ring {
 	uint8_t *buf;
-	size_t buf_len;     /* bytes mapped or allocated */
-	int shm_fd;         /* >= 0: shared memory (CC), else ordinary memory */
-	uint32_t nslots;    /* power of two */
-	uint32_t stride;    /* bytes per slot */
+	size_t buf_len; /* bytes mapped or allocated */
+	int shm_fd; /* >= 0: shared memory (CC), else ordinary memory */
+	uint32_t nslots; /* power of two */
+	uint32_t stride; /* bytes per slot */
 	uint32_t prod, cons; /* free-running; used = prod - cons */
 };
 
@@ -47,8 +47,8 @@ struct sw_ring {
  * bounce device only a CC parent domain gets memory (shared); anything
  * else is -EOPNOTSUPP, as the kernel refuses VA rings. 0 or -errno.
  */
-int sw_ring_alloc(struct sw_ring *r, struct ibv_context *ctx, struct sw_pd *pd,
-		  uint32_t nslots, uint32_t stride);
+int sw_ring_alloc(struct sw_ring *r, struct ibv_context *ctx, struct sw_pd *pd, uint32_t nslots,
+		  uint32_t stride);
 void sw_ring_free(struct sw_ring *r);
 
 static inline uint32_t sw_ring_used(const struct sw_ring *r)
@@ -65,7 +65,7 @@ static inline void *sw_ring_slot(const struct sw_ring *r, uint32_t idx)
 
 /* Where packets for a peer go: resolved from an ibv_ah_attr. */
 struct sw_av {
-	struct sockaddr_in dst;  /* peer's IPv4 address and UDP port */
+	struct sockaddr_in dst; /* peer's IPv4 address and UDP port */
 	union ibv_gid dgid;
 	uint32_t flow_label;
 	uint8_t sgid_index;
@@ -84,7 +84,7 @@ struct sw_ah {
 	struct ibv_ah ibv;
 	struct sw_av av;
 	struct ibv_ah_attr attr; /* as created, for ibv_query_ah-style use */
-	struct sw_pd *pd;        /* protection domain proper; holds a reference */
+	struct sw_pd *pd; /* protection domain proper; holds a reference */
 };
 
 static inline struct sw_ah *sw_ah(struct ibv_ah *ah)
@@ -100,8 +100,8 @@ int sw_destroy_ah(struct ibv_ah *ah);
 
 struct sw_cqe {
 	struct ibv_wc wc;
-	uint64_t ts_ns;          /* completion timestamp, CLOCK_MONOTONIC ns */
-	uint64_t wallclock_ns;   /* the same instant, CLOCK_REALTIME ns */
+	uint64_t ts_ns; /* completion timestamp, CLOCK_MONOTONIC ns */
+	uint64_t wallclock_ns; /* the same instant, CLOCK_REALTIME ns */
 };
 
 /*
@@ -116,21 +116,21 @@ struct sw_cqe {
 int sw_query_rt_values(struct ibv_context *ctx, struct ibv_values_ex *values);
 
 /* wc_flags a CQ may ask for (anything else is EOPNOTSUPP) */
-#define SW_CQ_WC_FLAGS                                                                            \
-	((uint64_t)IBV_WC_STANDARD_FLAGS | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP |                  \
+#define SW_CQ_WC_FLAGS                                                                             \
+	((uint64_t)IBV_WC_STANDARD_FLAGS | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP |                   \
 	 IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK)
 
 struct sw_cq {
-	struct ibv_cq_ex ibv;    /* ibv_cq is its prefix */
+	struct ibv_cq_ex ibv; /* ibv_cq is its prefix */
 	pthread_mutex_t lock;
-	struct sw_ring ring;     /* struct sw_cqe slots, nslots > cqe */
-	uint64_t wc_flags;       /* ibv_create_cq_wc_flags the CQ reports */
-	struct sw_pd *pd;        /* parent domain given at creation, or NULL */
-	atomic_int usecnt;       /* QPs and SRQs using it */
-	int armed;               /* 0, or 1 + solicited_only */
-	bool overflow;           /* an overflow was reported */
-	uint32_t events_reported;/* completion events delivered to the channel */
-	struct sw_cqe *cur;      /* cq_ex polling: current entry, or NULL */
+	struct sw_ring ring; /* struct sw_cqe slots, nslots > cqe */
+	uint64_t wc_flags; /* ibv_create_cq_wc_flags the CQ reports */
+	struct sw_pd *pd; /* parent domain given at creation, or NULL */
+	atomic_int usecnt; /* QPs and SRQs using it */
+	int armed; /* 0, or 1 + solicited_only */
+	bool overflow; /* an overflow was reported */
+	uint32_t events_reported; /* completion events delivered to the channel */
+	struct sw_cqe *cur; /* cq_ex polling: current entry, or NULL */
 };
 
 static inline struct sw_cq *sw_cq(struct ibv_cq *cq)
@@ -169,19 +169,19 @@ void sw_cq_ex_install(struct sw_cq *cq);
 struct sw_recv_wqe {
 	uint64_t wr_id;
 	uint32_t num_sge;
-	uint32_t length;         /* sum of the SGE lengths */
-	struct ibv_sge sge[];    /* num_sge entries */
+	uint32_t length; /* sum of the SGE lengths */
+	struct ibv_sge sge[]; /* num_sge entries */
 };
 
 struct sw_srq {
 	struct ibv_srq ibv;
 	pthread_mutex_t lock;
-	struct sw_ring ring;     /* struct sw_recv_wqe slots */
+	struct sw_ring ring; /* struct sw_recv_wqe slots */
 	uint32_t max_wr, max_sge;
-	uint32_t limit;          /* armed when nonzero */
+	uint32_t limit; /* armed when nonzero */
 	uint32_t srq_num;
-	atomic_int usecnt;       /* QPs attached */
-	struct sw_pd *pd;        /* protection domain proper; holds a reference */
+	atomic_int usecnt; /* QPs attached */
+	struct sw_pd *pd; /* protection domain proper; holds a reference */
 };
 
 static inline struct sw_srq *sw_srq(struct ibv_srq *srq)
@@ -217,12 +217,12 @@ int sw_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_rec
 
 struct sw_send_wqe {
 	uint64_t wr_id;
-	uint32_t opcode;         /* enum ibv_wr_opcode */
-	uint32_t send_flags;     /* enum ibv_send_flags; SIGNALED also under sq_sig_all,
-				    INLINE only when data[] holds the payload */
+	uint32_t opcode; /* enum ibv_wr_opcode */
+	uint32_t send_flags; /* enum ibv_send_flags; SIGNALED also under sq_sig_all,
+				INLINE only when data[] holds the payload */
 	__be32 imm_data;
-	uint32_t num_sge;        /* 0 when the payload is inline */
-	uint32_t length;         /* payload bytes */
+	uint32_t num_sge; /* 0 when the payload is inline */
+	uint32_t length; /* payload bytes */
 	union {
 		struct {
 			uint64_t remote_addr;
@@ -241,24 +241,24 @@ struct sw_send_wqe {
 		} ud;
 	} wr;
 	/* requester state */
-	uint32_t first_psn;      /* PSN of the first packet, once sent */
-	uint32_t npkts;          /* packets (PSNs) the message takes */
-	uint16_t state;          /* transport-private; 0 when posted */
-	uint16_t fail_status;    /* transport-private */
-	uint32_t rsvd;           /* keeps data[] 8-byte aligned for struct ibv_sge */
-	uint8_t data[];          /* struct ibv_sge[num_sge], or inline bytes */
+	uint32_t first_psn; /* PSN of the first packet, once sent */
+	uint32_t npkts; /* packets (PSNs) the message takes */
+	uint16_t state; /* transport-private; 0 when posted */
+	uint16_t fail_status; /* transport-private */
+	uint32_t rsvd; /* keeps data[] 8-byte aligned for struct ibv_sge */
+	uint8_t data[]; /* struct ibv_sge[num_sge], or inline bytes */
 };
 
 /* QP attributes kept after modify_qp (the transport reads them). */
 struct sw_qp_attr {
 	enum ibv_mtu path_mtu;
-	uint32_t mtu;            /* path MTU in bytes */
+	uint32_t mtu; /* path MTU in bytes */
 	uint32_t dest_qp_num;
 	uint32_t qkey;
 	uint32_t sq_psn, rq_psn;
-	unsigned int access;     /* qp_access_flags */
+	unsigned int access; /* qp_access_flags */
 	struct ibv_ah_attr ah_attr;
-	struct sw_av av;         /* resolved ah_attr (RC) */
+	struct sw_av av; /* resolved ah_attr (RC) */
 	uint8_t timeout, retry_cnt, rnr_retry, min_rnr_timer;
 	uint8_t max_rd_atomic, max_dest_rd_atomic;
 	/*
@@ -271,7 +271,7 @@ struct sw_qp_attr {
 	uint8_t sq_draining;
 	uint16_t pkey_index;
 	uint8_t port_num;
-	bool en_sqd_async_notify;  /* as given on the last RTS->SQD */
+	bool en_sqd_async_notify; /* as given on the last RTS->SQD */
 	/* alternate path: validated, stored and reported; never used (no APM) */
 	struct ibv_ah_attr alt_ah_attr;
 	uint16_t alt_pkey_index;
@@ -279,7 +279,7 @@ struct sw_qp_attr {
 	enum ibv_mig_state path_mig_state;
 };
 
-struct sw_req;  /* transport/req.c: requester and completer state */
+struct sw_req; /* transport/req.c: requester and completer state */
 struct sw_resp; /* transport/resp.c: responder state */
 
 /*
@@ -304,14 +304,14 @@ struct sw_qp_counters {
 	atomic_fetch_add_explicit(&(qp)->cnt.field, (n), memory_order_relaxed)
 
 struct sw_qp {
-	struct ibv_qp_ex ibv;    /* ibv_qp is its prefix */
+	struct ibv_qp_ex ibv; /* ibv_qp is its prefix */
 	pthread_mutex_t lock;
-	atomic_int refcnt;       /* 1 while it exists + transport lookups */
-	struct sw_pd *pd;        /* as given (may be a parent domain) */
+	atomic_int refcnt; /* 1 while it exists + transport lookups */
+	struct sw_pd *pd; /* as given (may be a parent domain) */
 	struct sw_cq *scq, *rcq;
 	struct sw_srq *srq;
 	bool sq_sig_all;
-	bool is_ex;              /* created with send_ops_flags: ibv_qp_to_qp_ex works */
+	bool is_ex; /* created with send_ops_flags: ibv_qp_to_qp_ex works */
 	uint64_t send_ops_flags;
 	/*
 	 * As granted. With an SRQ, max_recv_wr is 0 and max_recv_sge is the
@@ -320,16 +320,16 @@ struct sw_qp {
 	 */
 	struct ibv_qp_cap cap;
 	struct sw_qp_attr attr;
-	struct sw_ring sq;       /* struct sw_send_wqe slots */
-	struct sw_ring rq;       /* struct sw_recv_wqe slots (unused with an SRQ) */
+	struct sw_ring sq; /* struct sw_send_wqe slots */
+	struct sw_ring rq; /* struct sw_recv_wqe slots (unused with an SRQ) */
 	struct sw_req *req;
 	struct sw_resp *resp;
-	uint32_t qpn;            /* our copy of qp_num (the QPN table's key) */
+	uint32_t qpn; /* our copy of qp_num (the QPN table's key) */
 	/* ibv_wr_* session state */
 	struct sw_send_wqe *wr_cur;
-	uint32_t wr_prod;        /* producer index while a session is open */
+	uint32_t wr_prod; /* producer index while a session is open */
 	int wr_err;
-	uint32_t wr_cur_set;     /* setters the current WQE has had (qp_ex.c) */
+	uint32_t wr_cur_set; /* setters the current WQE has had (qp_ex.c) */
 	struct sw_qp_counters cnt; /* SOFTVERBS_STATS */
 };
 
@@ -413,8 +413,7 @@ void sw_qp_table_remove(struct sw_dev *dev, struct sw_qp *qp);
 struct sw_qp *sw_qp_table_lookup(struct sw_dev *dev, uint32_t qpn);
 
 /* queue/qp.c, queue/post.c, ctrl/qp_state.c: the sv_ops QP slots */
-int sw_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *attr,
-		    struct ibv_qp **qp);
+int sw_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *attr, struct ibv_qp **qp);
 int sw_destroy_qp(struct ibv_qp *qp);
 int sw_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask);
 int sw_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask,

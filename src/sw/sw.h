@@ -57,34 +57,34 @@ enum {
 #define SW_DEFAULT_PKEY 0xffff
 
 enum sw_cc_heap {
-	SW_CC_HEAP_AUTO,    /* the kernel heap if present, else the built-in pool */
-	SW_CC_HEAP_KERNEL,  /* the kernel heap only */
+	SW_CC_HEAP_AUTO, /* the kernel heap if present, else the built-in pool */
+	SW_CC_HEAP_KERNEL, /* the kernel heap only */
 	SW_CC_HEAP_BUILTIN, /* always the built-in pool */
 };
 
 /* Fault injection (SOFTVERBS_FAULT): packets per million affected. */
 struct sw_fault {
 	uint32_t drop_ppm, dup_ppm, reorder_ppm;
-	uint32_t again_ppm;          /* sends refused as if the socket were full (tx) */
+	uint32_t again_ppm; /* sends refused as if the socket were full (tx) */
 	bool on_tx, on_rx;
 	uint64_t seed;
 };
 
 /* ctrl/config.c: SOFTVERBS_* settings, read once per device probe. */
 struct sw_config {
-	char name[64];               /* SOFTVERBS_DEV_NAME, default "softverbs0" */
-	bool have_addr;              /* SOFTVERBS_ADDR given */
-	struct in_addr addr;         /* address to bind when have_addr */
-	uint16_t udp_port;           /* SOFTVERBS_UDP_PORT, default 4791 */
-	enum ibv_mtu mtu;            /* SOFTVERBS_MTU; 0 = by address (lo: 4096, else 1024) */
-	bool cc_dma_bounce;          /* SOFTVERBS_CC_DMA_BOUNCE */
-	enum sw_cc_heap cc_heap;     /* SOFTVERBS_CC_HEAP */
-	bool busy_poll;              /* SOFTVERBS_BUSY_POLL */
-	int progress_cpu;            /* SOFTVERBS_PROGRESS_CPU; -1 = not pinned */
-	bool stats;                  /* SOFTVERBS_STATS: counters at exit */
-	bool shm;                    /* SOFTVERBS_SHM: same-host link (default 1) */
-	struct sw_fault fault;       /* SOFTVERBS_FAULT */
-	char error[256];             /* non-empty: a malformed setting; open fails */
+	char name[64]; /* SOFTVERBS_DEV_NAME, default "softverbs0" */
+	bool have_addr; /* SOFTVERBS_ADDR given */
+	struct in_addr addr; /* address to bind when have_addr */
+	uint16_t udp_port; /* SOFTVERBS_UDP_PORT, default 4791 */
+	enum ibv_mtu mtu; /* SOFTVERBS_MTU; 0 = by address (lo: 4096, else 1024) */
+	bool cc_dma_bounce; /* SOFTVERBS_CC_DMA_BOUNCE */
+	enum sw_cc_heap cc_heap; /* SOFTVERBS_CC_HEAP */
+	bool busy_poll; /* SOFTVERBS_BUSY_POLL */
+	int progress_cpu; /* SOFTVERBS_PROGRESS_CPU; -1 = not pinned */
+	bool stats; /* SOFTVERBS_STATS: counters at exit */
+	bool shm; /* SOFTVERBS_SHM: same-host link (default 1) */
+	struct sw_fault fault; /* SOFTVERBS_FAULT */
+	char error[256]; /* non-empty: a malformed setting; open fails */
 };
 
 /*
@@ -96,11 +96,11 @@ void sw_config_load(struct sw_config *cfg);
 
 /* transport/udp.c: the device's UDP endpoint, shared by its contexts. */
 struct sw_port {
-	int fd;                      /* bound UDP socket, -1 when closed */
-	struct in_addr addr;         /* bound address */
+	int fd; /* bound UDP socket, -1 when closed */
+	struct in_addr addr; /* bound address */
 	uint16_t udp_port;
 	enum ibv_mtu active_mtu;
-	uint32_t ifindex;            /* interface owning addr, 0 if none */
+	uint32_t ifindex; /* interface owning addr, 0 if none */
 };
 
 /* Bind per config (explicit address, or the first free 127.0.0.N). */
@@ -120,10 +120,10 @@ struct sw_engine;
  */
 struct sw_mr_table {
 	pthread_rwlock_t lock;
-	struct sw_mr **slots;        /* power-of-two sized; NULL or a tombstone */
+	struct sw_mr **slots; /* power-of-two sized; NULL or a tombstone */
 	uint32_t nslots;
-	uint32_t used;               /* live entries */
-	uint32_t tombs;              /* deleted entries */
+	uint32_t used; /* live entries */
+	uint32_t tombs; /* deleted entries */
 	uint32_t max;
 };
 
@@ -160,21 +160,22 @@ void sw_mr_table_unblock(struct sw_mr_table *t, struct sw_mr *mr);
  */
 size_t sw_mr_table_remove_matching(struct sw_mr_table *t,
 				   bool (*match)(const struct sw_mr *mr, const void *arg),
-				   const void *arg, uint32_t *cursor, struct sw_mr **out, size_t max);
+				   const void *arg, uint32_t *cursor, struct sw_mr **out,
+				   size_t max);
 
 /* The device: one per process and configured name. */
 struct sw_dev {
 	struct sv_device core;
 	struct sw_config cfg;
-	pthread_mutex_t lock;        /* guards port and nctx */
-	int nctx;                    /* open contexts sharing `port` */
+	pthread_mutex_t lock; /* guards port and nctx */
+	int nctx; /* open contexts sharing `port` */
 	struct sw_port port;
 	struct sw_mr_table mrs;
-	struct sw_qp_table *qps;     /* QPN -> QP (queue/qp_table.c) */
-	struct sw_engine *eng;       /* transport engine while the port is open */
+	struct sw_qp_table *qps; /* QPN -> QP (queue/qp_table.c) */
+	struct sw_engine *eng; /* transport engine while the port is open */
 	atomic_uint npd, ntd, ndmah; /* counts against the limits */
-	atomic_ullong dm_bytes;      /* device memory allocated, against SW_MAX_DM_SIZE */
-	pid_t pid;                   /* creator: a forked child probes its own device */
+	atomic_ullong dm_bytes; /* device memory allocated, against SW_MAX_DM_SIZE */
+	pid_t pid; /* creator: a forked child probes its own device */
 	atomic_ullong wc_errors, wc_flushed; /* error completions of all its QPs */
 };
 
@@ -193,8 +194,8 @@ struct sw_dm;
 
 struct sw_context {
 	struct sv_context core;
-	pthread_mutex_t dm_lock;     /* guards dms */
-	struct sw_dm *dms;           /* device memory allocated through it (mem/dm.c) */
+	pthread_mutex_t dm_lock; /* guards dms */
+	struct sw_dm *dms; /* device memory allocated through it (mem/dm.c) */
 };
 
 extern const struct sv_ops sw_ops;
@@ -213,21 +214,21 @@ int sw_query_pkey(struct ibv_context *ctx, uint8_t port, int index, __be16 *pkey
 /* ctrl/pd.c: PDs and parent domains share one object. */
 struct sw_td {
 	struct ibv_td ibv;
-	atomic_int refcnt;           /* 1 + parent domains using it */
+	atomic_int refcnt; /* 1 + parent domains using it */
 };
 
 struct sw_pd {
 	struct ibv_pd ibv;
-	atomic_int usecnt;           /* objects that depend on this PD */
+	atomic_int usecnt; /* objects that depend on this PD */
 	bool is_parent;
-	struct sw_pd *base;          /* parent domain: its protection domain */
+	struct sw_pd *base; /* parent domain: its protection domain */
 	struct sw_td *td;
 	void *(*alloc)(struct ibv_pd *pd, void *pd_context, size_t size, size_t alignment,
 		       uint64_t resource_type);
 	void (*free)(struct ibv_pd *pd, void *pd_context, void *ptr, uint64_t resource_type);
 	void *pd_context;
-	bool cc_alloc;               /* ALLOW_CC_UNPROTECTED_ALLOC took effect (bounce device) */
-	int heap_fd;                 /* kernel DMA-buf heap, or -1 */
+	bool cc_alloc; /* ALLOW_CC_UNPROTECTED_ALLOC took effect (bounce device) */
+	int heap_fd; /* kernel DMA-buf heap, or -1 */
 };
 
 static inline struct sw_pd *sw_pd(struct ibv_pd *pd)
@@ -263,21 +264,21 @@ struct sw_mr {
 		struct ibv_mr ibv;
 		struct sv_mr core;
 	};
-	atomic_int refcnt;           /* table lookups in flight + 1 while registered */
-	uint32_t key;                /* lkey == rkey; our copy, the app may scribble on ibv */
-	bool blocked;                /* rereg in progress: lookups fail (table lock) */
-	struct sw_pd *pd;            /* the protection domain proper (never a parent) */
-	uint64_t iova;               /* first byte's address as peers name it */
+	atomic_int refcnt; /* table lookups in flight + 1 while registered */
+	uint32_t key; /* lkey == rkey; our copy, the app may scribble on ibv */
+	bool blocked; /* rereg in progress: lookups fail (table lock) */
+	struct sw_pd *pd; /* the protection domain proper (never a parent) */
+	uint64_t iova; /* first byte's address as peers name it */
 	uint64_t length;
-	uint8_t *host;               /* where iova maps in this process */
+	uint8_t *host; /* where iova maps in this process */
 	int access;
-	int fd;                      /* fd path: our dup of the caller's fd, else -1 */
-	void *map;                   /* fd path: our mapping */
+	int fd; /* fd path: our dup of the caller's fd, else -1 */
+	void *map; /* fd path: our mapping */
 	size_t map_len;
 	struct sw_dmah *dmah;
-	struct sw_place_hint hint;   /* copy of the DMA handle's hints */
+	struct sw_place_hint hint; /* copy of the DMA handle's hints */
 	bool has_hint;
-	struct sw_dm *dm;            /* device-memory MR: its DM (holds a use), else NULL */
+	struct sw_dm *dm; /* device-memory MR: its DM (holds a use), else NULL */
 };
 
 static inline struct sw_mr *sw_mr(struct ibv_mr *mr)
@@ -342,11 +343,11 @@ int sw_dereg_mr(struct ibv_mr *mr);
 /* mem/dm.c: device memory, emulated in host memory */
 struct sw_dm {
 	struct ibv_dm ibv;
-	uint8_t *buf;                /* page-aligned, zeroed */
-	uint64_t length;             /* as asked */
-	size_t alloc_len;            /* page-rounded, counted in dev->dm_bytes */
-	atomic_int usecnt;           /* MRs registered on it */
-	struct sw_dm *prev, *next;   /* in its context's list */
+	uint8_t *buf; /* page-aligned, zeroed */
+	uint64_t length; /* as asked */
+	size_t alloc_len; /* page-rounded, counted in dev->dm_bytes */
+	atomic_int usecnt; /* MRs registered on it */
+	struct sw_dm *prev, *next; /* in its context's list */
 };
 
 int sw_alloc_dm(struct ibv_context *ctx, struct ibv_alloc_dm_attr *attr, struct ibv_dm **dm);
@@ -363,8 +364,8 @@ int sw_advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice, uint32_t f
 /* mem/dmah.c: DMA handles (TPH hints) */
 struct sw_dmah {
 	struct ibv_dmah ibv;
-	atomic_int usecnt;           /* MRs registered with this handle */
-	struct sw_place_hint hint;   /* what placement into its MRs honours */
+	atomic_int usecnt; /* MRs registered with this handle */
+	struct sw_place_hint hint; /* what placement into its MRs honours */
 };
 
 static inline struct sw_dmah *sw_dmah(struct ibv_dmah *d)
@@ -372,8 +373,7 @@ static inline struct sw_dmah *sw_dmah(struct ibv_dmah *d)
 	return (struct sw_dmah *)d;
 }
 
-int sw_alloc_dmah(struct ibv_context *ctx, struct ibv_dmah_init_attr *attr,
-		  struct ibv_dmah **dmah);
+int sw_alloc_dmah(struct ibv_context *ctx, struct ibv_dmah_init_attr *attr, struct ibv_dmah **dmah);
 int sw_dealloc_dmah(struct ibv_dmah *dmah);
 
 /* mem/buf.c: provider-aware buffers; mem/shmem.c: CC shared memory */

@@ -78,11 +78,11 @@ enum sw_op_flag {
 	SW_F_AETH = 1 << 5,
 	SW_F_ATMACK = 1 << 6,
 	SW_F_PAYLOAD = 1 << 7, /* may carry payload */
-	SW_F_REQ = 1 << 8,     /* a request (to the responder) */
-	SW_F_RESP = 1 << 9,    /* a response (to the completer) */
-	SW_F_FIRST = 1 << 10,  /* first packet of a message */
+	SW_F_REQ = 1 << 8, /* a request (to the responder) */
+	SW_F_RESP = 1 << 9, /* a response (to the completer) */
+	SW_F_FIRST = 1 << 10, /* first packet of a message */
 	SW_F_MIDDLE = 1 << 11,
-	SW_F_LAST = 1 << 12,   /* last packet of a message */
+	SW_F_LAST = 1 << 12, /* last packet of a message */
 	SW_F_ONLY = SW_F_FIRST | SW_F_LAST,
 	SW_F_SEND = 1 << 13,
 	SW_F_WRITE = 1 << 14,
@@ -91,9 +91,9 @@ enum sw_op_flag {
 };
 
 struct sw_opinfo {
-	const char *name;       /* NULL: opcode not valid on the wire here */
-	uint32_t flags;         /* enum sw_op_flag */
-	uint8_t hdr_len;        /* BTH + extension headers */
+	const char *name; /* NULL: opcode not valid on the wire here */
+	uint32_t flags; /* enum sw_op_flag */
+	uint8_t hdr_len; /* BTH + extension headers */
 };
 
 /* Table lookup; NULL for opcodes the device does not accept. */
@@ -101,8 +101,8 @@ const struct sw_opinfo *sw_opinfo(uint8_t opcode);
 
 /* AETH syndromes (top 3 bits: 0 ACK, 1 RNR NAK, 3 NAK). */
 enum {
-	SW_AETH_ACK = 0x00,       /* low 5 bits: credit count (0x1f: invalid) */
-	SW_AETH_RNR_NAK = 0x20,   /* low 5 bits: RNR timer code */
+	SW_AETH_ACK = 0x00, /* low 5 bits: credit count (0x1f: invalid) */
+	SW_AETH_RNR_NAK = 0x20, /* low 5 bits: RNR timer code */
 	SW_AETH_NAK_PSN_SEQ = 0x60,
 	SW_AETH_NAK_INV_REQ = 0x61,
 	SW_AETH_NAK_REM_ACCESS = 0x62,
@@ -117,7 +117,7 @@ enum {
 struct sw_pkt {
 	/* BTH */
 	uint8_t opcode;
-	bool se;                /* solicited event */
+	bool se; /* solicited event */
 	bool mig;
 	uint8_t padcnt;
 	uint16_t pkey;
@@ -153,7 +153,7 @@ struct sw_pkt {
 /* Addresses the ICRC covers (the IPv4 and UDP headers, masked). */
 struct sw_icrc_ctx {
 	struct in_addr src, dst;
-	uint16_t sport, dport;  /* host order */
+	uint16_t sport, dport; /* host order */
 };
 
 /* zlib-compatible CRC-32 (start with 0; chain by passing the last result). */

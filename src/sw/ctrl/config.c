@@ -302,7 +302,8 @@ static void cfg_load_fault(struct sw_config *cfg)
 		ok = false;
 	else {
 		strcpy(buf, v);
-		for (item = strtok_r(buf, ",", &save); item && ok; item = strtok_r(NULL, ",", &save))
+		for (item = strtok_r(buf, ",", &save); item && ok;
+		     item = strtok_r(NULL, ",", &save))
 			ok = cfg_fault_item(item, f);
 	}
 	if (!ok || !v[0]) {

@@ -128,7 +128,7 @@ void sw_close_context(struct ibv_context *ctx)
 	struct sw_dev *dev = sw_dev_of(ctx);
 
 	sw_mem_ctx_close(ctx); /* MRs left registered stop resolving now */
-	sw_dm_ctx_close(ctx);  /* then the device memory they used goes */
+	sw_dm_ctx_close(ctx); /* then the device memory they used goes */
 	pthread_mutex_lock(&dev->lock);
 	if (--dev->nctx == 0) {
 		sw_engine_stop(dev);

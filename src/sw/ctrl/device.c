@@ -87,9 +87,8 @@ static bool config_equal(const struct sw_config *a, const struct sw_config *b)
 	       (!a->have_addr || a->addr.s_addr == b->addr.s_addr) && a->udp_port == b->udp_port &&
 	       a->mtu == b->mtu && a->cc_dma_bounce == b->cc_dma_bounce &&
 	       a->cc_heap == b->cc_heap && a->busy_poll == b->busy_poll &&
-	       a->progress_cpu == b->progress_cpu &&
-	       a->stats == b->stats && a->shm == b->shm && !memcmp(&a->fault, &b->fault, sizeof(a->fault)) &&
-	       !strcmp(a->error, b->error);
+	       a->progress_cpu == b->progress_cpu && a->stats == b->stats && a->shm == b->shm &&
+	       !memcmp(&a->fault, &b->fault, sizeof(a->fault)) && !strcmp(a->error, b->error);
 }
 
 /* Contract: sv_device.release: free a device nobody refers to any more. */

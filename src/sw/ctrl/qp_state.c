@@ -43,10 +43,10 @@
  * EOPNOTSUPP, as the kernel's classic modify-QP command does for rxe.
  *
  * Effects: RESET empties both rings without completions, drops the QP's
- * unread completions from its CQs (as mlx5) and forgets the attributes; ERR flushes (sw_qp_error_locked); RTS->SQD stops new sends
- * and raises IBV_EVENT_SQ_DRAINED (when asked) at once if nothing is
- * outstanding, else leaves attr.sq_draining for the transport. Each
- * change of state is shown to the transport (qp->lock held).
+ * unread completions from its CQs (as mlx5) and forgets the attributes; ERR flushes
+ * (sw_qp_error_locked); RTS->SQD stops new sends and raises IBV_EVENT_SQ_DRAINED (when asked) at
+ * once if nothing is outstanding, else leaves attr.sq_draining for the transport. Each change of
+ * state is shown to the transport (qp->lock held).
  */
 #include <string.h>
 

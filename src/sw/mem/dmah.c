@@ -23,8 +23,8 @@
 
 #include "sw/sw.h"
 
-#define DMAH_KNOWN_MASK \
-	(IBV_DMAH_INIT_ATTR_MASK_CPU_ID | IBV_DMAH_INIT_ATTR_MASK_PH | \
+#define DMAH_KNOWN_MASK                                                                            \
+	(IBV_DMAH_INIT_ATTR_MASK_CPU_ID | IBV_DMAH_INIT_ATTR_MASK_PH |                             \
 	 IBV_DMAH_INIT_ATTR_MASK_TPH_MEM_TYPE)
 
 /* Possible CPUs, as the kernel's nr_cpu_ids: highest id in "possible" + 1. */
@@ -82,8 +82,7 @@ static int cpu_allowed(uint32_t cpu)
 }
 
 /* Contract: see sw.h; the order of checks is the one above. */
-int sw_alloc_dmah(struct ibv_context *ctx, struct ibv_dmah_init_attr *attr,
-		  struct ibv_dmah **out)
+int sw_alloc_dmah(struct ibv_context *ctx, struct ibv_dmah_init_attr *attr, struct ibv_dmah **out)
 {
 	struct sw_dev *dev = sw_dev_of(ctx);
 	bool has_cpu = attr->comp_mask & IBV_DMAH_INIT_ATTR_MASK_CPU_ID;

@@ -19,7 +19,9 @@
 
 #include "sw/sw.h"
 
-enum { POOL_WORDS = 64 };
+enum {
+	POOL_WORDS = 64
+};
 
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint32_t pool[POOL_WORDS];

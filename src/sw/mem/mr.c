@@ -88,8 +88,7 @@ void sw_mem_dev_fini(struct sw_dev *dev)
  * ON_DEMAND with a handle was refused earlier (EOPNOTSUPP), as mlx5
  * refuses it.
  */
-static int mr_attach_dmah(struct sw_mr *mr, struct ibv_pd *pd,
-			  const struct ibv_mr_init_attr *attr)
+static int mr_attach_dmah(struct sw_mr *mr, struct ibv_pd *pd, const struct ibv_mr_init_attr *attr)
 {
 	struct sw_dmah *d;
 
@@ -151,8 +150,7 @@ static int setup_va(struct sw_mr *mr, void *addr, uint64_t len, uint64_t iova, i
  * the fd is read-only and nothing may write), and keep a duplicate of
  * the fd. 0, -EINVAL (span), -EBADF, or the errno of fstat/mmap/fcntl.
  */
-static int setup_fd(struct sw_mr *mr, int fd, uint64_t off, uint64_t len, uint64_t iova,
-		    int access)
+static int setup_fd(struct sw_mr *mr, int fd, uint64_t off, uint64_t len, uint64_t iova, int access)
 {
 	uint64_t page = page_size();
 	uint64_t start = off & ~(page - 1);
@@ -314,7 +312,8 @@ int sw_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd, void *addr, s
 			return -EOPNOTSUPP;
 		ret = check_va_span((uintptr_t)addr, length, (uintptr_t)addr);
 		if (!ret)
-			ret = sw_mem_check_mapped((uintptr_t)addr, length, new_access & SW_ACCESS_WRITABLE);
+			ret = sw_mem_check_mapped((uintptr_t)addr, length,
+						  new_access & SW_ACCESS_WRITABLE);
 		if (ret)
 			return ret;
 	} else if ((new_access & SW_ACCESS_WRITABLE) && !(mr->access & SW_ACCESS_WRITABLE)) {

@@ -19,7 +19,9 @@
 
 #include "sw/sw.h"
 
-enum { TABLE_MIN_SLOTS = 64 };
+enum {
+	TABLE_MIN_SLOTS = 64
+};
 
 /* The tombstone: a unique address that is never a live MR. */
 static struct sw_mr tombstone;
@@ -220,7 +222,7 @@ void sw_mr_wait_idle(struct sw_mr *mr)
 		if (++spins < 100) {
 			sched_yield();
 		} else {
-			struct timespec ts = { 0, 100000 }; /* 100 us */
+			struct timespec ts = {0, 100000}; /* 100 us */
 
 			nanosleep(&ts, NULL);
 		}
@@ -248,7 +250,8 @@ void sw_mr_table_unblock(struct sw_mr_table *t, struct sw_mr *mr)
 /* Contract: see sw.h. */
 size_t sw_mr_table_remove_matching(struct sw_mr_table *t,
 				   bool (*match)(const struct sw_mr *mr, const void *arg),
-				   const void *arg, uint32_t *cursor, struct sw_mr **out, size_t max)
+				   const void *arg, uint32_t *cursor, struct sw_mr **out,
+				   size_t max)
 {
 	size_t n = 0;
 	uint32_t i;

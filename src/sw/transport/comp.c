@@ -136,7 +136,8 @@ static bool ack_upto(struct sw_qp *qp, uint32_t psn)
 				/* resending it from an earlier packet: skip what is acknowledged */
 				if (req->send_idx == qp->sq.cons &&
 				    sw_psn_diff(req->psn, req->una_psn) < 0) {
-					req->send_off = (uint32_t)sw_psn_diff(req->una_psn, w->first_psn);
+					req->send_off =
+						(uint32_t)sw_psn_diff(req->una_psn, w->first_psn);
 					req->psn = req->una_psn;
 				}
 			}

@@ -18,7 +18,9 @@
 
 #include "sw/transport/transport.h"
 
-enum { SOCK_BUF_BYTES = 8 << 20 };
+enum {
+	SOCK_BUF_BYTES = 8 << 20
+};
 
 /* Set one buffer size, forcing past the sysctl cap where we may. */
 static void set_buf(int fd, int opt, int force_opt, int bytes)
@@ -116,7 +118,8 @@ int sw_net_send(struct sw_engine *eng, const uint8_t *pkt, size_t len,
 			memcpy(eng->held, pkt, len);
 			eng->held_len = len;
 			eng->held_dst = *dst;
-			atomic_fetch_add_explicit(&eng->cnt.fault_reorders, 1, memory_order_relaxed);
+			atomic_fetch_add_explicit(&eng->cnt.fault_reorders, 1,
+						  memory_order_relaxed);
 			pthread_mutex_unlock(&eng->active_lock);
 			return 0; /* goes out after the next packet */
 		}
@@ -237,7 +240,7 @@ int sw_net_send_wait(struct sw_engine *eng, const uint8_t *pkt, size_t len,
 	int tries = 20, ret;
 
 	while ((ret = sw_net_send(eng, pkt, len, dst)) == -EAGAIN && tries--) {
-		struct pollfd pfd = { .fd = eng->dev->port.fd, .events = POLLOUT };
+		struct pollfd pfd = {.fd = eng->dev->port.fd, .events = POLLOUT};
 
 		if (writable)
 			usleep(200);

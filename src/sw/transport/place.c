@@ -37,7 +37,9 @@
 
 struct sw_place_stats sw_place_stats;
 
-enum { CACHE_LINE = 64 };
+enum {
+	CACHE_LINE = 64
+};
 
 /* Copy all but the last byte; the caller stores the last one. */
 static void copy_body_nt(uint8_t *dst, const uint8_t *src, size_t len)
@@ -271,7 +273,7 @@ void sw_place_worker_put(uint32_t cpu)
 static int place_pinned(const struct sw_place_hint *hint, uint8_t *dst, const uint8_t *src,
 			size_t len)
 {
-	struct job j = { .hint = hint, .dst = dst, .src = src, .len = len };
+	struct job j = {.hint = hint, .dst = dst, .src = src, .len = len};
 	struct worker *w;
 
 	pthread_mutex_lock(&workers_lock);

@@ -141,8 +141,8 @@ static void rx_one(struct sw_engine *eng, struct rx_batch *b, struct rx_slot *s,
 	if (!ret && (pkt.pkey & 0x7fff) != (SW_DEFAULT_PKEY & 0x7fff))
 		ret = -EACCES; /* another partition: the P_Key table holds only the default */
 	if (ret) {
-		atomic_fetch_add_explicit(ret == -EILSEQ ? &eng->cnt.drops_icrc
-							 : &eng->cnt.drops_malformed,
+		atomic_fetch_add_explicit(ret == -EILSEQ ? &eng->cnt.drops_icrc :
+							   &eng->cnt.drops_malformed,
 					  1, memory_order_relaxed);
 		return;
 	}
@@ -369,8 +369,8 @@ void *sw_progress_main(void *arg)
 		}
 
 		struct pollfd pfd[2 + SW_SHM_POLL_MAX] = {
-			{ .fd = eng->dev->port.fd, .events = POLLIN },
-			{ .fd = eng->wake_fd, .events = POLLIN },
+			{.fd = eng->dev->port.fd, .events = POLLIN},
+			{.fd = eng->wake_fd, .events = POLLIN},
 		};
 		uint64_t wait_ns = next_timer > now ? next_timer - now : 0;
 		int ms = (int)((wait_ns + 999999) / 1000000), ready;

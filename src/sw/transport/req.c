@@ -102,7 +102,7 @@ static int build(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t k, uint8_t *b
 {
 	bool ud = qp->ibv.qp_base.qp_type == IBV_QPT_UD;
 	uint32_t mtu = qp->attr.mtu ? qp->attr.mtu : 1024;
-	struct sw_pkt p = { 0 };
+	struct sw_pkt p = {0};
 	struct sw_icrc_ctx ic;
 	uint32_t off = k * mtu, len = 0;
 	size_t hl;
@@ -121,11 +121,12 @@ static int build(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t k, uint8_t *b
 		break;
 	case IBV_WR_ATOMIC_CMP_AND_SWP:
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
-		p.opcode = w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? SW_OP_CMP_SWAP : SW_OP_FETCH_ADD;
+		p.opcode =
+			w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? SW_OP_CMP_SWAP : SW_OP_FETCH_ADD;
 		p.va = w->wr.atomic.remote_addr;
 		p.rkey = w->wr.atomic.rkey;
-		p.swap_add = w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? w->wr.atomic.swap
-								     : w->wr.atomic.compare_add;
+		p.swap_add = w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? w->wr.atomic.swap :
+								      w->wr.atomic.compare_add;
 		p.compare = w->wr.atomic.compare_add;
 		p.ack_req = true;
 		break;
@@ -143,8 +144,8 @@ static int build(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t k, uint8_t *b
 			p.ack_req = !ud;
 		}
 		if (ud) {
-			p.qkey = (w->wr.ud.remote_qkey & 0x80000000u) ? qp->attr.qkey
-								       : w->wr.ud.remote_qkey;
+			p.qkey = (w->wr.ud.remote_qkey & 0x80000000u) ? qp->attr.qkey :
+									w->wr.ud.remote_qkey;
 			p.sqpn = qp->ibv.qp_base.qp_num;
 		}
 		break;

@@ -53,7 +53,7 @@ static void send_resp(struct sw_qp *qp, struct sw_pkt *p, const uint8_t *payload
 
 static void send_ack(struct sw_qp *qp, uint8_t syndrome, uint32_t psn)
 {
-	struct sw_pkt p = { .opcode = SW_OP_ACK, .psn = psn, .syndrome = syndrome };
+	struct sw_pkt p = {.opcode = SW_OP_ACK, .psn = psn, .syndrome = syndrome};
 
 	p.msn = qp->resp->msn;
 	send_resp(qp, &p, NULL, 0);
@@ -77,8 +77,8 @@ static void fatal_nak(struct sw_qp *qp, uint8_t syndrome, uint32_t psn)
 {
 	SW_COUNT(eng_of(qp), qp, err_naks_tx);
 	send_ack(qp, syndrome, psn);
-	post_qp_event(qp, syndrome == SW_AETH_NAK_REM_ACCESS ? IBV_EVENT_QP_ACCESS_ERR
-							     : IBV_EVENT_QP_REQ_ERR);
+	post_qp_event(qp, syndrome == SW_AETH_NAK_REM_ACCESS ? IBV_EVENT_QP_ACCESS_ERR :
+							       IBV_EVENT_QP_REQ_ERR);
 	sw_qp_error_locked(qp);
 }
 
@@ -132,8 +132,7 @@ static void complete_recv(struct sw_qp *qp, enum ibv_wc_status status, enum ibv_
 	wc.src_qp = src_qp;
 	if (grh)
 		wc.wc_flags |= IBV_WC_GRH;
-	if (status == IBV_WC_SUCCESS &&
-	    (pkt->info->flags & SW_F_IMMDT)) {
+	if (status == IBV_WC_SUCCESS && (pkt->info->flags & SW_F_IMMDT)) {
 		wc.wc_flags |= IBV_WC_WITH_IMM;
 		wc.imm_data = pkt->imm_be;
 	}
@@ -242,8 +241,8 @@ static int handle_send(struct sw_qp *qp, const struct sw_pkt *pkt)
 		return -1;
 	}
 	ret = pkt->paylen ? sw_sge_scatter(qp, resp->wqe->sge, resp->wqe->num_sge, resp->offset,
-					   pkt->payload, pkt->paylen)
-			  : 0;
+					   pkt->payload, pkt->paylen) :
+			    0;
 	if (ret) {
 		complete_recv(qp, IBV_WC_LOC_PROT_ERR, IBV_WC_RECV, 0, pkt, qp->attr.dest_qp_num,
 			      false);
@@ -284,7 +283,8 @@ static int handle_write(struct sw_qp *qp, const struct sw_pkt *pkt)
 		resp->wr_rkey = pkt->rkey;
 		resp->wr_left = pkt->dma_len;
 		resp->wr_total = pkt->dma_len;
-		mr = rkey_resolve(qp, pkt->rkey, pkt->va, pkt->dma_len, IBV_ACCESS_REMOTE_WRITE, &ok);
+		mr = rkey_resolve(qp, pkt->rkey, pkt->va, pkt->dma_len, IBV_ACCESS_REMOTE_WRITE,
+				  &ok);
 		if (!ok || pkt->va + pkt->dma_len < pkt->va) {
 			if (mr)
 				sw_mr_put(mr);
@@ -366,7 +366,7 @@ static int send_read_resp(struct sw_qp *qp, const struct sw_rd_res *res, uint32_
 			return -EACCES;
 	}
 	for (uint32_t k = from; k < res->npkts; k++) {
-		struct sw_pkt p = { 0 };
+		struct sw_pkt p = {0};
 		uint32_t off = k * mtu;
 		uint32_t n = res->len - off < mtu ? res->len - off : mtu;
 
@@ -438,7 +438,7 @@ static int handle_read(struct sw_qp *qp, const struct sw_pkt *pkt)
 
 static void send_atomic_ack(struct sw_qp *qp, uint32_t psn, uint64_t orig)
 {
-	struct sw_pkt p = { .opcode = SW_OP_ATOMIC_ACK, .psn = psn, .orig = orig };
+	struct sw_pkt p = {.opcode = SW_OP_ATOMIC_ACK, .psn = psn, .orig = orig};
 
 	p.syndrome = SW_AETH_ACK | 0x1f;
 	p.msn = qp->resp->msn;
@@ -528,8 +528,8 @@ void sw_resp_handle(struct sw_qp *qp, const struct sw_pkt *pkt, const struct soc
 	int32_t d;
 	int ret;
 
-	if (!resp || (st != IBV_QPS_RTR && st != IBV_QPS_RTS && st != IBV_QPS_SQD &&
-		      st != IBV_QPS_SQE)) {
+	if (!resp ||
+	    (st != IBV_QPS_RTR && st != IBV_QPS_RTS && st != IBV_QPS_SQD && st != IBV_QPS_SQE)) {
 		SW_COUNT(eng, qp, drops_state);
 		return;
 	}

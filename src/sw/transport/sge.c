@@ -101,7 +101,7 @@ static int scatter_piece(struct sw_mr *mr, uint8_t *host, uint32_t n, void *arg)
 int sw_sge_gather(struct sw_qp *qp, const struct ibv_sge *sge, uint32_t nsge, uint32_t off,
 		  uint8_t *dst, uint32_t len)
 {
-	struct cursor c = { .p = dst };
+	struct cursor c = {.p = dst};
 
 	return sge_walk(qp, sge, nsge, off, len, 0, gather_piece, &c);
 }
@@ -110,7 +110,7 @@ int sw_sge_gather(struct sw_qp *qp, const struct ibv_sge *sge, uint32_t nsge, ui
 int sw_sge_scatter(struct sw_qp *qp, const struct ibv_sge *sge, uint32_t nsge, uint32_t off,
 		   const uint8_t *src, uint32_t len)
 {
-	struct cursor c = { .cp = src };
+	struct cursor c = {.cp = src};
 
 	return sge_walk(qp, sge, nsge, off, len, IBV_ACCESS_LOCAL_WRITE, scatter_piece, &c);
 }
@@ -120,8 +120,8 @@ uint64_t sw_rnr_ns(uint8_t code)
 {
 	static const uint32_t us100[32] = {
 		/* hundredths of a millisecond, i.e. units of 10 us */
-		65536, 1,   2,   3,   4,   6,   8,    12,   16,   24,   32,
-		48,    64,  96,  128, 192, 256, 384,  512,  768,  1024, 1536,
+		65536, 1,    2,	   3,	 4,    6,     8,     12,    16,	   24,	  32,
+		48,    64,   96,   128,	 192,  256,   384,   512,   768,   1024,  1536,
 		2048,  3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768, 49152,
 	};
 

@@ -21,8 +21,8 @@
  * buffer before it parses it (the producer could change it meanwhile).
  * A consumer about to sleep sets `sleeping` in its rings; the first
  * producer that sees it after publishing clears it and writes one byte
- * on the connection, which the consumer polls. A busy-polling consumer never sleeps, so its producers
- * make no system call at all.
+ * on the connection, which the consumer polls. A busy-polling consumer never sleeps, so its
+ * producers make no system call at all.
  *
  * Trust: both ends check that the other end of the connection runs as
  * our uid (SO_PEERCRED); a ring's indices and record lengths are checked
@@ -45,34 +45,34 @@
 #include "sw/transport/shm_format.h"
 #include "sw/transport/transport.h"
 
-struct shm_out {                       /* a destination we send to */
-	pthread_mutex_t lock;          /* serialises producers */
+struct shm_out { /* a destination we send to */
+	pthread_mutex_t lock; /* serialises producers */
 	struct sockaddr_in dst;
 	bool used;
-	int fd;                        /* the connection; -1: no link */
-	struct shm_hdr *hdr;           /* the ring, NULL when no link */
-	uint64_t head;                 /* our copy of hdr->head */
-	uint64_t retry_at;             /* no link: look again from then on */
+	int fd; /* the connection; -1: no link */
+	struct shm_hdr *hdr; /* the ring, NULL when no link */
+	uint64_t head; /* our copy of hdr->head */
+	uint64_t retry_at; /* no link: look again from then on */
 };
 
-struct shm_in {                        /* a link into this device */
+struct shm_in { /* a link into this device */
 	int fd;
-	struct shm_hdr *hdr;           /* NULL until the hello came */
-	uint64_t tail;                 /* our copy of hdr->tail */
-	struct sockaddr_in src;        /* the address the hello named */
-	bool hup;                      /* the sender is gone: close once the ring is empty */
-	uint64_t hello_by;             /* no hello by then: the connection is closed */
+	struct shm_hdr *hdr; /* NULL until the hello came */
+	uint64_t tail; /* our copy of hdr->tail */
+	struct sockaddr_in src; /* the address the hello named */
+	bool hup; /* the sender is gone: close once the ring is empty */
+	uint64_t hello_by; /* no hello by then: the connection is closed */
 };
 
 struct sw_shm {
-	int lfd;                       /* listening socket, -1 if the name was taken */
+	int lfd; /* listening socket, -1 if the name was taken */
 	uid_t uid;
-	pthread_mutex_t lock;          /* the out table */
+	pthread_mutex_t lock; /* the out table */
 	struct shm_out out[SHM_MAX_OUT];
-	struct shm_in in[SHM_MAX_IN];  /* the progress thread's alone */
-	uint32_t nin, rr;              /* links in use; next to look at */
+	struct shm_in in[SHM_MAX_IN]; /* the progress thread's alone */
+	uint32_t nin, rr; /* links in use; next to look at */
 	uint64_t sweep_at;
-	uint64_t accept_at;            /* out of descriptors: the listener rests until then */
+	uint64_t accept_at; /* out of descriptors: the listener rests until then */
 };
 
 /* The ring's data, after its header. */
@@ -194,8 +194,10 @@ static int out_connect(struct sw_engine *eng, struct shm_out *o)
 		struct cmsghdr align;
 	} cm;
 	struct iovec iov = {.iov_base = &hello, .iov_len = sizeof(hello)};
-	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1,
-			    .msg_control = cm.buf, .msg_controllen = sizeof(cm.buf)};
+	struct msghdr mh = {.msg_iov = &iov,
+			    .msg_iovlen = 1,
+			    .msg_control = cm.buf,
+			    .msg_controllen = sizeof(cm.buf)};
 	struct sockaddr_un sun;
 	socklen_t len = shm_name(&sun, s->uid, o->dst.sin_addr, ntohs(o->dst.sin_port));
 	struct shm_hdr *h;
@@ -220,9 +222,9 @@ static int out_connect(struct sw_engine *eng, struct shm_out *o)
 	}
 	/* sealed at its size: the receiver cannot shrink it under our feet (SIGBUS) */
 	h = ftruncate(mfd, (off_t)SHM_MAP_BYTES) ||
-	    fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
-		? MAP_FAILED
-		: mmap(NULL, SHM_MAP_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+			    fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) ?
+		    MAP_FAILED :
+		    mmap(NULL, SHM_MAP_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
 	if (h == MAP_FAILED) {
 		ret = -errno;
 		close(mfd);
@@ -394,7 +396,8 @@ static int ring_take(struct shm_in *l, uint8_t *buf, size_t cap)
 			return 0;
 		if (avail > SHM_RING_BYTES || avail % 8)
 			return -EPROTO;
-		len = __atomic_load_n((uint32_t *)(void *)(ring_data(l->hdr) + pos), __ATOMIC_RELAXED);
+		len = __atomic_load_n((uint32_t *)(void *)(ring_data(l->hdr) + pos),
+				      __ATOMIC_RELAXED);
 		if (len == SHM_REC_WRAP) {
 			if (SHM_RING_BYTES - pos > avail)
 				return -EPROTO;
@@ -503,8 +506,10 @@ static int in_hello(struct shm_in *l)
 	} cm;
 	struct shm_hello hello;
 	struct iovec iov = {.iov_base = &hello, .iov_len = sizeof(hello)};
-	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1,
-			    .msg_control = cm.buf, .msg_controllen = sizeof(cm.buf)};
+	struct msghdr mh = {.msg_iov = &iov,
+			    .msg_iovlen = 1,
+			    .msg_control = cm.buf,
+			    .msg_controllen = sizeof(cm.buf)};
 	struct cmsghdr *c;
 	struct stat st;
 	ssize_t n = recvmsg(l->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
@@ -619,7 +624,8 @@ static void shm_sweep(struct sw_shm *s, uint64_t now)
 				continue;
 			pthread_mutex_lock(&o->lock);
 			/* an accepted link's peer may be back already: look again at once */
-			out_close(o, o->hdr && atomic_load(&o->hdr->accepted) ? 0 : now + SHM_RETRY_NS);
+			out_close(o, o->hdr && atomic_load(&o->hdr->accepted) ? 0 :
+										now + SHM_RETRY_NS);
 			pthread_mutex_unlock(&o->lock);
 		}
 	pthread_mutex_unlock(&s->lock);

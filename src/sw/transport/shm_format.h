@@ -24,20 +24,22 @@
 #include <stdint.h>
 
 enum {
-	SHM_MAGIC = 0x53564c4b,        /* "SVLK" */
+	SHM_MAGIC = 0x53564c4b, /* "SVLK" */
 	SHM_VERSION = 1,
-	SHM_HDR_BYTES = 256,           /* the ring's data starts here */
-	SHM_RING_BYTES = 8 << 20,      /* as much as the UDP socket buffer */
+	SHM_HDR_BYTES = 256, /* the ring's data starts here */
+	SHM_RING_BYTES = 8 << 20, /* as much as the UDP socket buffer */
 	SHM_MAP_BYTES = SHM_HDR_BYTES + SHM_RING_BYTES, /* the memfd: header, then ring */
-	SHM_MAX_OUT = 64,              /* destinations with a link (or a failed try) */
-	SHM_MAX_IN = 64,               /* links into this device */
-	SHM_REC_HDR = 8,               /* u32 length, u32 reserved */
-	SHM_REC_WRAP = 0xffffffffu,    /* length of a record that says "go to 0" */
+	SHM_MAX_OUT = 64, /* destinations with a link (or a failed try) */
+	SHM_MAX_IN = 64, /* links into this device */
+	SHM_REC_HDR = 8, /* u32 length, u32 reserved */
+	SHM_REC_WRAP = 0xffffffffu, /* length of a record that says "go to 0" */
 };
 
 #define SHM_RETRY_NS (1000ull * 1000 * 1000) /* a failed look-up is tried again after 1 s */
-#define SHM_HELLO_NS (1000ull * 1000 * 1000) /* a connection without a hello is closed after 1 s */
-#define SHM_SWEEP_NS (100ull * 1000 * 1000)  /* hung-up outgoing links are looked for every 100 ms */
+/* a connection without a hello is closed after 1 s */
+#define SHM_HELLO_NS (1000ull * 1000 * 1000)
+/* hung-up outgoing links are looked for every 100 ms */
+#define SHM_SWEEP_NS (100ull * 1000 * 1000)
 
 /* The shared header; the consumer trusts none of it but what it checks. */
 struct shm_hdr {
@@ -45,8 +47,8 @@ struct shm_hdr {
 	uint32_t ring_bytes;
 	_Alignas(64) _Atomic uint64_t head; /* bytes produced; written by the producer */
 	_Alignas(64) _Atomic uint64_t tail; /* bytes consumed; written by the consumer */
-	_Alignas(64) atomic_uint sleeping;  /* the consumer may be in poll(2): ring */
-	atomic_uint accepted;               /* the consumer has the ring */
+	_Alignas(64) atomic_uint sleeping; /* the consumer may be in poll(2): ring */
+	atomic_uint accepted; /* the consumer has the ring */
 };
 
 _Static_assert(sizeof(struct shm_hdr) <= SHM_HDR_BYTES, "ring header too large");
@@ -55,8 +57,8 @@ _Static_assert(sizeof(struct shm_hdr) <= SHM_HDR_BYTES, "ring header too large")
 struct shm_hello {
 	uint32_t magic, version;
 	uint32_t ring_bytes;
-	uint32_t addr;                 /* the sender's RoCE address, network order */
-	uint16_t port;                 /* and UDP port, host order */
+	uint32_t addr; /* the sender's RoCE address, network order */
+	uint16_t port; /* and UDP port, host order */
 	uint16_t pad;
 };
 

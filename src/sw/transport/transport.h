@@ -29,14 +29,14 @@
 #include "sw/wire.h"
 
 enum {
-	SW_PKT_MAX = 4096 + 256,   /* largest packet: MTU payload + headers */
+	SW_PKT_MAX = 4096 + 256, /* largest packet: MTU payload + headers */
 	SW_RX_BATCH = 32,
-	SW_WINDOW_MIN = 8,         /* congestion window bounds, in packets */
+	SW_WINDOW_MIN = 8, /* congestion window bounds, in packets */
 	SW_WINDOW_INIT = 128,
 	SW_WINDOW_MAX = 1024,
-	SW_ACK_EVERY = 16,         /* request an ACK at least this often */
-	SW_TICK_NS = 1000 * 1000,  /* timer granularity when idle: 1 ms */
-	SW_BACKOFF_MAX = 3,        /* retransmit timeout back-off: at most 8x */
+	SW_ACK_EVERY = 16, /* request an ACK at least this often */
+	SW_TICK_NS = 1000 * 1000, /* timer granularity when idle: 1 ms */
+	SW_BACKOFF_MAX = 3, /* retransmit timeout back-off: at most 8x */
 };
 
 /* ---- counters (per device; printed by the diagnostics view) ---- */
@@ -47,7 +47,7 @@ struct sw_counters {
 	atomic_ullong seq_naks_rx, seq_naks_tx, err_naks_rx, err_naks_tx;
 	atomic_ullong duplicates, drops_malformed, drops_icrc, drops_no_qp;
 	atomic_ullong drops_state, drops_qkey, drops_no_recv, drops_out_of_window;
-	atomic_ullong tx_again;        /* sends that found the socket full */
+	atomic_ullong tx_again; /* sends that found the socket full */
 	/* packets fault injection (SOFTVERBS_FAULT) dropped, sent twice, held back */
 	atomic_ullong fault_drops, fault_dups, fault_reorders;
 	/* the same-host link (shm.c): packets each way, links accepted, corrupt rings closed */
@@ -70,26 +70,26 @@ struct sw_engine {
 	pthread_t thread;
 	bool running;
 	atomic_bool stop;
-	int wake_fd;                   /* eventfd: post_send asks for attention */
-	atomic_bool wake_pending;      /* sw_engine_wake() since the thread last looked */
-	atomic_bool sleeping;          /* the thread is in (or about to enter) poll(2) */
+	int wake_fd; /* eventfd: post_send asks for attention */
+	atomic_bool wake_pending; /* sw_engine_wake() since the thread last looked */
+	atomic_bool sleeping; /* the thread is in (or about to enter) poll(2) */
 	/*
 	 * When the thread next runs the timers (ns, CLOCK_MONOTONIC);
 	 * UINT64_MAX while it scans them. A timer armed for later needs no
 	 * wake-up (sw_engine_wake_for).
 	 */
 	atomic_ullong timers_at;
-	bool busy_poll;                /* SOFTVERBS_BUSY_POLL: spin instead of sleeping */
-	pthread_mutex_t active_lock;   /* guards the active list */
-	struct sw_qp **active;         /* QPs with timers or deferred work */
+	bool busy_poll; /* SOFTVERBS_BUSY_POLL: spin instead of sleeping */
+	pthread_mutex_t active_lock; /* guards the active list */
+	struct sw_qp **active; /* QPs with timers or deferred work */
 	uint32_t nactive, cap_active;
 	struct sw_counters cnt;
 	struct sw_fault fault;
-	uint64_t rng;                  /* fault injection PRNG state */
-	uint8_t *held;                 /* a packet held back for reordering */
+	uint64_t rng; /* fault injection PRNG state */
+	uint8_t *held; /* a packet held back for reordering */
 	size_t held_len;
 	struct sockaddr_in held_dst;
-	struct sw_shm *shm;            /* the same-host link, NULL when off (SOFTVERBS_SHM=0) */
+	struct sw_shm *shm; /* the same-host link, NULL when off (SOFTVERBS_SHM=0) */
 };
 
 /* engine.c: start/stop with the device's port (first/last context). */
@@ -141,10 +141,12 @@ int sw_net_send(struct sw_engine *eng, const uint8_t *pkt, size_t len,
 		const struct sockaddr_in *dst);
 
 /* Packets built and sent together with sw_net_send_batch(). */
-enum { SW_TX_BATCH = 16 };
+enum {
+	SW_TX_BATCH = 16
+};
 struct sw_tx_batch {
-	uint32_t n;                        /* packets built so far */
-	uint32_t psn[SW_TX_BATCH];         /* each packet's PSN */
+	uint32_t n; /* packets built so far */
+	uint32_t psn[SW_TX_BATCH]; /* each packet's PSN */
 	size_t len[SW_TX_BATCH];
 	uint8_t buf[SW_TX_BATCH][SW_PKT_MAX];
 };
@@ -198,7 +200,9 @@ bool sw_shm_sleep_begin(struct sw_engine *eng);
 /* After poll(2) returned. */
 void sw_shm_sleep_end(struct sw_engine *eng);
 /* The descriptors the progress thread polls for the links (at most `max`); their count. */
-enum { SW_SHM_POLL_MAX = 72 };
+enum {
+	SW_SHM_POLL_MAX = 72
+};
 int sw_shm_pollfds(struct sw_engine *eng, struct pollfd *p, int max);
 /*
  * Progress thread: accept links, take their rings, drain doorbells,
@@ -210,24 +214,24 @@ void sw_shm_service(struct sw_engine *eng, uint64_t now);
 /* ---- requester / completer (req.c, comp.c) ---- */
 
 struct sw_req {
-	uint32_t psn;             /* next PSN to send */
-	uint32_t una_psn;         /* oldest PSN not yet acknowledged */
-	uint32_t send_idx;        /* SQ index of the next WQE (or part) to send */
-	uint32_t send_off;        /* packets of that WQE already sent */
-	uint32_t una_idx;         /* SQ index of the oldest unretired WQE (== sq.cons) */
-	uint32_t started_idx;     /* SQ index past the last WQE that ever started: a
-				     draining QP (SQD) still resends those before it */
-	uint32_t window;          /* packets allowed in flight */
-	uint32_t since_ackreq;    /* packets sent since the last AckReq */
-	uint32_t rd_atomic;       /* READs and atomics in flight */
-	uint64_t deadline_ns;     /* retransmit timer, 0 when off */
-	uint64_t rnr_until_ns;    /* RNR back-off: send nothing before this */
+	uint32_t psn; /* next PSN to send */
+	uint32_t una_psn; /* oldest PSN not yet acknowledged */
+	uint32_t send_idx; /* SQ index of the next WQE (or part) to send */
+	uint32_t send_off; /* packets of that WQE already sent */
+	uint32_t una_idx; /* SQ index of the oldest unretired WQE (== sq.cons) */
+	uint32_t started_idx; /* SQ index past the last WQE that ever started: a
+				 draining QP (SQD) still resends those before it */
+	uint32_t window; /* packets allowed in flight */
+	uint32_t since_ackreq; /* packets sent since the last AckReq */
+	uint32_t rd_atomic; /* READs and atomics in flight */
+	uint64_t deadline_ns; /* retransmit timer, 0 when off */
+	uint64_t rnr_until_ns; /* RNR back-off: send nothing before this */
 	uint8_t retries, rnr_retries;
-	uint8_t backoff;          /* consecutive timeouts: the timeout is doubled this often */
-	bool wait_writable;       /* the socket was full */
-	bool need_flush;          /* a completion-side error moved the QP to ERR */
-	uint32_t read_rx_pkts;    /* READ response packets received for the head READ */
-	bool resp_asked;          /* the head READ/atomic's missing response was asked for again */
+	uint8_t backoff; /* consecutive timeouts: the timeout is doubled this often */
+	bool wait_writable; /* the socket was full */
+	bool need_flush; /* a completion-side error moved the QP to ERR */
+	uint32_t read_rx_pkts; /* READ response packets received for the head READ */
+	bool resp_asked; /* the head READ/atomic's missing response was asked for again */
 };
 
 /*
@@ -241,8 +245,8 @@ int sw_net_send_wait(struct sw_engine *eng, const uint8_t *pkt, size_t len,
 /* sw_send_wqe.state, owned by the requester (post zeroes it: NEW). */
 enum {
 	SW_WQE_NEW = 0,
-	SW_WQE_STARTED = 1,       /* its first packet went out */
-	SW_WQE_FAILED = 2,        /* a local error; completes with fail_status */
+	SW_WQE_STARTED = 1, /* its first packet went out */
+	SW_WQE_FAILED = 2, /* a local error; completes with fail_status */
 };
 
 /* Send what the window, fences and RNR back-off allow. */
@@ -277,28 +281,28 @@ void sw_comp_retire(struct sw_qp *qp, enum ibv_wc_status status);
 
 /* ---- responder (resp.c) ---- */
 
-struct sw_rd_res {               /* a READ or atomic the responder answered */
+struct sw_rd_res { /* a READ or atomic the responder answered */
 	bool used;
 	bool atomic;
-	uint32_t psn, npkts;      /* PSNs the request covered */
+	uint32_t psn, npkts; /* PSNs the request covered */
 	uint64_t va;
 	uint32_t rkey, len;
-	uint64_t orig;            /* atomic: the value returned */
+	uint64_t orig; /* atomic: the value returned */
 };
 
 struct sw_resp {
-	uint32_t epsn;            /* expected PSN */
-	uint32_t msn;             /* completed requests, mod 2^24 */
-	bool nak_seq_sent;        /* one sequence NAK per gap */
-	bool ack_pending;         /* an ACK is owed at the end of the batch */
-	uint32_t ack_psn;         /* PSN that ACK acknowledges */
-	uint32_t unacked;         /* packets since the last ACK */
+	uint32_t epsn; /* expected PSN */
+	uint32_t msn; /* completed requests, mod 2^24 */
+	bool nak_seq_sent; /* one sequence NAK per gap */
+	bool ack_pending; /* an ACK is owed at the end of the batch */
+	uint32_t ack_psn; /* PSN that ACK acknowledges */
+	uint32_t unacked; /* packets since the last ACK */
 	/* the message in progress */
 	bool in_send, in_write;
-	struct sw_recv_wqe *wqe;  /* receive WQE of the SEND in progress (room for max_sge) */
+	struct sw_recv_wqe *wqe; /* receive WQE of the SEND in progress (room for max_sge) */
 	bool have_wqe;
-	uint32_t offset;          /* bytes placed so far */
-	uint64_t wr_va;           /* WRITE: next address, key, bytes left */
+	uint32_t offset; /* bytes placed so far */
+	uint64_t wr_va; /* WRITE: next address, key, bytes left */
 	uint32_t wr_rkey;
 	uint64_t wr_left;
 	uint32_t wr_total;
