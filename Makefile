@@ -1,6 +1,6 @@
 # Thin wrapper over CMake. Targets:
 #   all (default)  configure + build build/ (gcc, RelWithDebInfo, -Werror)
-#   check          gcc + valgrind, clang, ASan/UBSan, TSan (label mt), fuzz stages
+#   check          format, gcc + valgrind, clang, ASan/UBSan, TSan (label mt), fuzz stages
 #                  (scripts/check.sh)
 #   demo           build, then two processes on the software device: RC ping-pong,
 #                  RDMA WRITE/READ, atomics, CC bounce (-U) vs DMA handles (scripts/demo.sh)
@@ -21,7 +21,7 @@ PREFIX ?= /usr/local
 BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE ?= cmake
-CHECK_STAGES ?= gcc clang asan tsan fuzz
+CHECK_STAGES ?= format gcc clang asan tsan fuzz
 FUZZ_SECONDS ?= 600
 BENCH_ARGS ?=
 BENCH_PY ?= /usr/bin/python3

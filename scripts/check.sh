@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# scripts/check.sh [STAGE ...]    (make check; default stages: gcc clang asan tsan fuzz)
+# scripts/check.sh [STAGE ...]    (make check; default stages: format gcc clang asan tsan fuzz)
 #
+#   format (no build) clang-format --dry-run over our sources (make format-check);
+#                        one check, failed by any violation (make format fixes it)
 #   gcc    build/        gcc, RelWithDebInfo, -Werror; all tests (memcheck too)
 #   clang  build-clang/  clang, RelWithDebInfo, -Werror; tests without memcheck,
 #                        with the same-host link off (SOFTVERBS_SHM=0): every
@@ -22,7 +24,7 @@ JOBS=${JOBS:-$(nproc)}
 CTEST_JOBS=${CTEST_JOBS:-2}
 read -r -a extra_ctest <<<"${CTEST_ARGS:-}"
 stages=("$@")
-[ ${#stages[@]} -gt 0 ] || stages=(gcc clang asan tsan fuzz)
+[ ${#stages[@]} -gt 0 ] || stages=(format gcc clang asan tsan fuzz)
 
 passed=0 failed=0 skipped=0
 pyverbs_lines= # closing lines of tests/pyverbs_suite.sh, shown again by finish
@@ -41,7 +43,31 @@ junit_attr() {
 	tr '\n' ' ' <"$1" | sed -n "s/.*<testsuite [^>]*[[:space:]]$2=\"\\([0-9]*\\)\".*/\\1/p"
 }
 
+# format: the sources as `make format` leaves them (counted as one check)
+stage_format() {
+	local out
+	if ! command -v "${CLANG_FORMAT:-clang-format}" >/dev/null; then
+		echo "check: stage format: clang-format is missing (apt-get install clang-format)"
+		failed=$((failed + 1))
+		finish 1
+	fi
+	if out=$(make -s --no-print-directory format-check 2>&1); then
+		echo "== format: clean"
+		passed=$((passed + 1))
+		return
+	fi
+	printf '%s\n' "$out" | grep 'error:' | head -n 40
+	echo "check: stage format: $(printf '%s\n' "$out" | grep -c 'error:') violations" \
+		"in $(printf '%s\n' "$out" | grep 'error:' | cut -d: -f1 | sort -u | wc -l) files (make format fixes them)"
+	failed=$((failed + 1))
+	finish 1
+}
+
 for stage in "${stages[@]}"; do
+	if [ "$stage" = format ]; then
+		stage_format
+		continue
+	fi
 	off=(-DSV_SANITIZE=OFF -DSV_TSAN=OFF)
 	ctest_sel=(-LE memcheck)
 	targets=()
@@ -61,7 +87,7 @@ for stage in "${stages[@]}"; do
 	fuzz) dir=build-fuzz cc=clang
 		args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DSV_WERROR=ON -DSV_FUZZ=ON "${off[@]}")
 		targets=(--target fuzz_all) ctest_sel=(-L fuzz) ;;
-	*) echo "check: unknown stage '$stage' (gcc, clang, asan, tsan, fuzz)" >&2
+	*) echo "check: unknown stage '$stage' (format, gcc, clang, asan, tsan, fuzz)" >&2
 		finish 2 ;;
 	esac
 
