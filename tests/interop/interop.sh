@@ -1,0 +1,174 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+# tests/interop/interop.sh [--quick] [--only REGEX] [--capture PCAP]   (make interop)
+#
+# softverbs against the Linux kernel's own RoCE v2 driver. Builds a guest
+# image from installed Debian packages (mkimage.sh: linux-image-amd64 with
+# rdma_rxe, busybox-static, libibverbs1 + ibverbs-providers, ibverbs-utils,
+# perftest, iproute2), boots it with QEMU on a tap device in a network
+# namespace of its own (vm.sh), and runs Debian's unmodified tools with
+# softverbs on the host side and rxe in the guest, in both directions
+# (runs.sh checks each run and both sides' counters):
+#   ibv_rc_pingpong 1 B to 64 KiB with -c, ibv_ud_pingpong, ibv_srq_pingpong,
+#   ib_write_bw, ib_read_bw, ib_send_bw (RC and UD), ib_atomic_bw
+#   (FETCH_AND_ADD, CMP_AND_SWAP), ib_write_lat; the same over the IPv6
+#   GIDs when softverbs takes an IPv6 SOFTVERBS_ADDR; and runs with
+#   softverbs' fault injection (SOFTVERBS_FAULT, drops on its send side and
+#   on its receive side), each required to cross a recovery path of one
+#   side or the other (NAKs, retransmissions).
+# --quick       the CI subset: one boot, a few runs in each direction
+# --only REGEX  only the runs whose name matches
+# --capture F   also record the guest's RoCE packets (tcpdump on the tap)
+#               into the pcap F
+# Needs root (namespaces, tap), qemu-system-x86_64, the packages above and
+# a built softverbs (make; SV_LIB=DIR overrides build/lib). Files of the
+# last run: build/interop/last/. Last line: "interop: N passed, N failed";
+# the exit status is 1 if anything failed, 77 (skipped) with the reason
+# when something it needs is missing.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/../.." && pwd)
+. "$here/vm.sh"
+. "$here/runs.sh"
+
+quick=0 ONLY='' capture=''
+while [ $# -gt 0 ]; do
+	case $1 in
+	--quick) quick=1 ;;
+	--only) ONLY=$2; shift ;;
+	--capture) capture=$2; shift ;;
+	*) echo "usage: interop.sh [--quick] [--only REGEX] [--capture PCAP]" >&2; exit 2 ;;
+	esac
+	shift
+done
+
+skip() {
+	echo "interop: skipped: $*"
+	exit 77
+}
+[ "$(id -u)" = 0 ] || skip "needs root (network namespace, tap device)"
+for b in qemu-system-x86_64 ip timeout ibv_rc_pingpong ib_write_bw cpio; do
+	command -v "$b" >/dev/null || skip "$b is missing (apt-get install qemu-system-x86 iproute2 ibverbs-utils perftest cpio)"
+done
+[ -z "$capture" ] || command -v tcpdump >/dev/null || skip "tcpdump is missing (apt-get install tcpdump)"
+[ -c /dev/net/tun ] || skip "no /dev/net/tun"
+SV_LIB=$(cd "${SV_LIB:-$top/build/lib}" 2>/dev/null && pwd) || skip "no build/lib (make first)"
+[ -e "$SV_LIB/libibverbs.so.1" ] || skip "no $SV_LIB/libibverbs.so.1 (make first)"
+
+out=$top/build/interop
+RUNS=$out/last
+rm -rf "$RUNS"
+mkdir -p "$RUNS"
+mapfile -t image < <(bash "$here/mkimage.sh" "$out") && [ ${#image[@]} -eq 2 ] ||
+	skip "cannot build the guest image (see above)"
+t_start=$SECONDS
+cap_pid=''
+cleanup() {
+	if [ -n "$cap_pid" ]; then
+		kill -INT "$cap_pid" 2>/dev/null
+		wait "$cap_pid" 2>/dev/null
+	fi
+	vm_down
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM HUP
+
+echo "interop: kernel ${image[0]}, image ${image[1]}"
+vm_up "$RUNS/vm" "${image[0]}" "${image[1]}" || { echo "interop: 0 passed, 1 failed"; exit 1; }
+echo "interop: guest up after $((SECONDS - t_start)) s ($VM_ACCEL): $(grep -m1 'interop-guest: kernel' "$RUNS/vm/console.log" | sed 's/.*: //')"
+H_TO_G=$G4 G_TO_H=$H4
+
+# GID indexes: of each side's IPv4-mapped address, and the IPv6 ones
+g_run 30 "$RUNS/rxe.devinfo" "ibv_devinfo -v -d rxe0"
+GGID4=$(gid_index "$RUNS/rxe.devinfo" "::ffff:$G4")
+GGID6=$(gid_index "$RUNS/rxe.devinfo" "$G6")
+GID_FAMILY=4
+mapfile -t env < <(host_env)
+h_exec env -i "${env[@]}" ibv_devinfo -v -d softverbs0 >"$RUNS/sv.devinfo" 2>&1
+HGID4=$(gid_index "$RUNS/sv.devinfo" "::ffff:$H4")
+if [ -z "$GGID4" ] || [ -z "$HGID4" ]; then
+	echo "interop: no IPv4 GID (rxe: '${GGID4}', softverbs: '${HGID4}'); devinfo in $RUNS"
+	echo "interop: 0 passed, 1 failed"
+	exit 1
+fi
+GID_FAMILY=6
+mapfile -t env < <(host_env)
+h_exec env -i "${env[@]}" ibv_devinfo -v -d softverbs0 >"$RUNS/sv6.devinfo" 2>&1
+HGID6=$(gid_index "$RUNS/sv6.devinfo" "$H6")
+GID_FAMILY=4
+echo "interop: GID index rxe ${GGID4} (::ffff:$G4), softverbs ${HGID4} (::ffff:$H4);" \
+	"IPv6: rxe ${GGID6:-none} ($G6), softverbs ${HGID6:-none} ($H6)"
+
+if [ -n "$capture" ]; then
+	h_exec tcpdump -i "$TAP" -U -Z root -s 0 -w "$capture" udp port 4791 2>"$RUNS/tcpdump.log" &
+	cap_pid=$!
+	sleep 2
+fi
+
+both() { # both KIND TOOL SIZE ITERS ARGS...: the run in each direction
+	local k=$1 t=$2
+	shift 2
+	one_run "$k" sv-client "$t" "$@"
+	one_run "$k" sv-server "$t" "$@"
+}
+
+if [ $quick = 1 ]; then
+	both pp ibv_rc_pingpong 4096 50 -c
+	both bw ib_write_bw 65536 100
+	both bw ib_read_bw 4096 100
+	both bw ib_atomic_bw 8 100 -A FETCH_AND_ADD
+	one_run pp sv-server ibv_ud_pingpong 1024 50 -c
+	FAULT=drop=0.02,side=rx,seed=7 EXPECT=sv_nak_tx one_run bw sv-server ib_write_bw 4096 200
+else
+	for s in 1 64 1024 1025 4096 16384 65536; do
+		it=100
+		[ "$s" -ge 16384 ] && it=30
+		both pp ibv_rc_pingpong "$s" "$it" -c
+	done
+	both pp ibv_rc_pingpong 4096 100 -c -e
+	both pp ibv_ud_pingpong 1 100 -c
+	both pp ibv_ud_pingpong 1024 100 -c
+	both pp ibv_srq_pingpong 4096 50 -c -q 4
+	both pp ibv_srq_pingpong 65536 10 -c
+	both bw ib_write_bw 64 1000
+	both bw ib_write_bw 65536 200
+	both bw ib_write_bw 65536 100 -q 2
+	both bw ib_read_bw 64 1000
+	both bw ib_read_bw 65536 200
+	both bw ib_send_bw 64 1000
+	both bw ib_send_bw 65536 200
+	both bw ib_send_bw 1024 500 -c UD
+	both bw ib_atomic_bw 8 500 -A FETCH_AND_ADD
+	both bw ib_atomic_bw 8 500 -A CMP_AND_SWAP
+	both lat ib_write_lat 64 200
+	both lat ib_write_lat 65536 50
+	# fault injection: which side loses packets decides whose recovery runs
+	for f in "drop=0.02,side=tx,seed=3" "drop=0.02,side=rx,seed=5"; do
+		FAULT=$f
+		case $f in
+		*side=tx*) cl=sv_nak_rx sv=rxe_retry ;;
+		*) cl=sv_retry sv=sv_nak_tx ;;
+		esac
+		EXPECT=$cl one_run bw sv-client ib_write_bw 4096 300
+		EXPECT=$sv one_run bw sv-server ib_write_bw 4096 300
+		EXPECT=$cl one_run bw sv-client ib_send_bw 4096 300
+		EXPECT=$sv one_run bw sv-server ib_send_bw 4096 300
+		EXPECT=sv_retry one_run bw sv-client ib_read_bw 4096 300
+		EXPECT=sv_retry one_run bw sv-client ib_atomic_bw 8 300
+		EXPECT='' both pp ibv_rc_pingpong 4096 100 -c
+		FAULT=''
+	done
+	if [ -n "${HGID6:-}" ] && [ -n "${GGID6:-}" ]; then
+		GID_FAMILY=6
+		both pp ibv_rc_pingpong 4096 100 -c
+		both pp ibv_ud_pingpong 1024 100 -c
+		both bw ib_write_bw 65536 100
+		both bw ib_read_bw 4096 100
+		GID_FAMILY=4
+	else
+		echo "# IPv6 GID runs not done: softverbs takes no IPv6 SOFTVERBS_ADDR ($(grep -m1 SOFTVERBS_ADDR "$RUNS/sv6.devinfo"))"
+	fi
+fi
+echo "interop: matrix took $((SECONDS - t_start)) s ($VM_ACCEL)"
+echo "interop: $RUN_PASSED passed, $RUN_FAILED failed"
+[ "$RUN_FAILED" -eq 0 ] && [ "$RUN_N" -gt 0 ]
