@@ -18,8 +18,11 @@
 #   side or the other (NAKs, retransmissions).
 # --quick       the CI subset: one boot, a few runs in each direction
 # --only REGEX  only the runs whose name matches
-# --capture F   also record the guest's RoCE packets (tcpdump on the tap)
-#               into the pcap F
+# --capture F   instead of the matrix, a few short runs of each kind of
+#               packet rxe sends (RC SEND, WRITE and READ responses of three
+#               packets each, READ requests, atomics and their ACKs, ACKs,
+#               UD SEND) and the packets rxe sent to softverbs, whole, into
+#               the pcap F (how tests/data/rxe_roce.pcap was made)
 # Needs root (namespaces, tap), qemu-system-x86_64, the packages above and
 # a built softverbs (make; SV_LIB=DIR overrides build/lib). Files of the
 # last run: build/interop/last/. Last line: "interop: N passed, N failed";
@@ -50,7 +53,8 @@ skip() {
 for b in qemu-system-x86_64 ip timeout ibv_rc_pingpong ib_write_bw cpio; do
 	command -v "$b" >/dev/null || skip "$b is missing (apt-get install qemu-system-x86 iproute2 ibverbs-utils perftest cpio)"
 done
-[ -z "$capture" ] || command -v tcpdump >/dev/null || skip "tcpdump is missing (apt-get install tcpdump)"
+command -v tcpdump >/dev/null || skip "tcpdump is missing (apt-get install tcpdump)"
+command -v python3 >/dev/null || skip "python3 is missing"
 [ -c /dev/net/tun ] || skip "no /dev/net/tun"
 SV_LIB=$(cd "${SV_LIB:-$top/build/lib}" 2>/dev/null && pwd) || skip "no build/lib (make first)"
 [ -e "$SV_LIB/libibverbs.so.1" ] || skip "no $SV_LIB/libibverbs.so.1 (make first)"
@@ -99,11 +103,22 @@ GID_FAMILY=4
 echo "interop: GID index rxe ${GGID4} (::ffff:$G4), softverbs ${HGID4} (::ffff:$H4);" \
 	"IPv6: rxe ${GGID6:-none} ($G6), softverbs ${HGID6:-none} ($H6)"
 
-if [ -n "$capture" ]; then
-	h_exec tcpdump -i "$TAP" -U -Z root -s 0 -w "$capture" udp port 4791 2>"$RUNS/tcpdump.log" &
-	cap_pid=$!
-	sleep 2
-fi
+# The session's capture: headers for retrans.py (whole packets with --capture)
+CAP=$RUNS/session.pcap
+snap=128
+[ -z "$capture" ] || snap=0
+ip netns exec "$NS" tcpdump -i "$TAP" -U -Z root -s $snap -w "$CAP" udp port 4791 2>"$RUNS/tcpdump.log" &
+cap_pid=$!
+for ((i = 0; i < 50; i++)); do
+	grep -q listening "$RUNS/tcpdump.log" && break
+	sleep 0.1
+done
+# rxe's retransmit timer runs at least its timeout (4.096 us x 2^14 for
+# both tools) in whole jiffies, truncated, less one jiffy
+kver=${image[0]#*/vmlinuz-}
+hz=$(sed -n 's/^CONFIG_HZ=//p' "/boot/config-$kver" 2>/dev/null)
+hz=${hz:-250}
+MIN_TIMER_MS=$(awk -v hz="$hz" 'BEGIN { j = 1000 / hz; printf "%d", (int(67.108864 / j) - 1) * j }')
 
 both() { # both KIND TOOL SIZE ITERS ARGS...: the run in each direction
 	local k=$1 t=$2
@@ -112,7 +127,16 @@ both() { # both KIND TOOL SIZE ITERS ARGS...: the run in each direction
 	one_run "$k" sv-server "$t" "$@"
 }
 
-if [ $quick = 1 ]; then
+if [ -n "$capture" ]; then
+	one_run pp sv-server ibv_rc_pingpong 2500 2 -c
+	one_run bw sv-server ib_write_bw 2500 5
+	one_run bw sv-client ib_read_bw 2500 5
+	one_run bw sv-server ib_read_bw 100 5
+	one_run bw sv-client ib_atomic_bw 8 5 -A CMP_AND_SWAP
+	one_run bw sv-server ib_atomic_bw 8 5 -A FETCH_AND_ADD
+	one_run bw sv-server ib_atomic_bw 8 5 -A CMP_AND_SWAP
+	one_run pp sv-server ibv_ud_pingpong 500 2 -c
+elif [ $quick = 1 ]; then
 	both pp ibv_rc_pingpong 4096 50 -c
 	both bw ib_write_bw 65536 100
 	both bw ib_read_bw 4096 100
@@ -170,5 +194,12 @@ else
 	fi
 fi
 echo "interop: matrix took $((SECONDS - t_start)) s ($VM_ACCEL)"
+if [ -n "$capture" ]; then # only what rxe sent to softverbs
+	kill -INT "$cap_pid" 2>/dev/null
+	wait "$cap_pid" 2>/dev/null
+	cap_pid=''
+	tcpdump -Z root -r "$CAP" -w "$capture" "src host $G4 and udp dst port 4791" 2>/dev/null &&
+		echo "interop: rxe's packets in $capture: $(tcpdump -r "$capture" 2>/dev/null | wc -l)"
+fi
 echo "interop: $RUN_PASSED passed, $RUN_FAILED failed"
 [ "$RUN_FAILED" -eq 0 ] && [ "$RUN_N" -gt 0 ]
