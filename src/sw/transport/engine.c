@@ -73,6 +73,7 @@ int sw_engine_start(struct sw_dev *dev)
 		}
 	}
 	eng->running = true;
+	sw_engine_report_track(eng);
 	return 0;
 err_wake:
 	pthread_mutex_destroy(&eng->active_lock);
@@ -82,8 +83,11 @@ err_free:
 	return ret;
 }
 
-/* SOFTVERBS_STATS=1: the device's counters on stderr when it stops. */
-static void engine_report(const struct sw_engine *eng)
+/*
+ * Contract: see transport.h (SOFTVERBS_STATS=1: the device's counters on
+ * stderr; exit_report.c calls it once, at stop or at exit).
+ */
+void sw_engine_report(const struct sw_engine *eng)
 {
 	const struct sw_counters *c = &eng->cnt;
 	if (!eng->dev->cfg.stats)
@@ -129,7 +133,7 @@ void sw_engine_stop(struct sw_dev *dev)
 	sw_engine_wake(eng);
 	pthread_join(eng->thread, NULL);
 	sw_shm_stop(eng);
-	engine_report(eng);
+	sw_engine_report_final(eng);
 	dev->eng = NULL;
 	close(eng->wake_fd);
 	pthread_mutex_destroy(&eng->active_lock);

@@ -131,6 +131,15 @@ struct sw_engine {
 /* engine.c: start/stop with the device's port (first/last context). */
 int sw_engine_start(struct sw_dev *dev);
 void sw_engine_stop(struct sw_dev *dev);
+/* engine.c: print the device's totals on stderr if SOFTVERBS_STATS=1. */
+void sw_engine_report(const struct sw_engine *eng);
+/*
+ * exit_report.c: note a started engine (stats on) so that its totals are
+ * printed at exit if it is never stopped; at stop, print them unless the
+ * exit-time report did already, and forget the engine.
+ */
+void sw_engine_report_track(struct sw_engine *eng);
+void sw_engine_report_final(struct sw_engine *eng);
 
 static inline struct sw_engine *sw_engine_of(struct sw_qp *qp)
 {
