@@ -162,7 +162,8 @@ static uint32_t stored_icrc(const struct cap_pkt *c)
 
 static struct sw_icrc_ctx ctx_of(const struct cap_pkt *c)
 {
-	return (struct sw_icrc_ctx){c->src, c->dst, c->sport, c->dport};
+	return (struct sw_icrc_ctx){
+		.src = c->src, .dst = c->dst, .sport = c->sport, .dport = c->dport};
 }
 
 static void capture(void)
@@ -242,15 +243,18 @@ static void parse(void)
 static void inject_all(struct sw_engine *eng, bool flip)
 {
 	for (unsigned int i = 0; i < npkts; i++) {
-		struct sockaddr_in src = {.sin_family = AF_INET,
+		union sw_sa src = {.v4 = {.sin_family = AF_INET,
 					  .sin_port = htons(pkts[i].sport),
-					  .sin_addr = pkts[i].src};
+					  .sin_addr = pkts[i].src}};
+		union sw_sa dst = {.v4 = {.sin_family = AF_INET,
+					  .sin_port = htons(pkts[i].dport),
+					  .sin_addr = pkts[i].dst}};
 		uint8_t b[SW_PKT_MAX];
 
 		memcpy(b, pkts[i].buf, pkts[i].len);
 		if (flip) /* a payload bit, or a BTH one for packets without payload */
 			b[pkts[i].len > 40 ? pkts[i].len / 2 : 9] ^= 0x10;
-		CHECK_RET(sw_rx_inject(eng, b, pkts[i].len, &src, pkts[i].dst), 0);
+		CHECK_RET(sw_rx_inject(eng, b, pkts[i].len, &src, &dst), 0);
 	}
 }
 
