@@ -82,26 +82,37 @@ vm_up "$RUNS/vm" "${image[0]}" "${image[1]}" || { echo "interop: 0 passed, 1 fai
 echo "interop: guest up after $((SECONDS - t_start)) s ($VM_ACCEL): $(grep -m1 'interop-guest: kernel' "$RUNS/vm/console.log" | sed 's/.*: //')"
 H_TO_G=$G4 G_TO_H=$H4
 
-# GID indexes: of each side's IPv4-mapped address, and the IPv6 ones
+# GID indexes, per GID mode (runs.sh), of the address each side uses
 g_run 30 "$RUNS/rxe.devinfo" "ibv_devinfo -v -d rxe0"
-GGID4=$(gid_index "$RUNS/rxe.devinfo" "::ffff:$G4")
-GGID6=$(gid_index "$RUNS/rxe.devinfo" "$G6")
-GID_FAMILY=4
-mapfile -t env < <(host_env)
-h_exec env -i "${env[@]}" ibv_devinfo -v -d softverbs0 >"$RUNS/sv.devinfo" 2>&1
-HGID4=$(gid_index "$RUNS/sv.devinfo" "::ffff:$H4")
-if [ -z "$GGID4" ] || [ -z "$HGID4" ]; then
-	echo "interop: no IPv4 GID (rxe: '${GGID4}', softverbs: '${HGID4}'); devinfo in $RUNS"
+g_run 10 "$RUNS/rxe.ll" "ip -6 -o addr show dev eth0 scope link"
+GLL=$(awk '{ sub(/\/.*/, "", $4); print $4; exit }' "$RUNS/rxe.ll")
+HLL=$(h_exec ip -6 -o addr show dev "$TAP" scope link | awk '{ sub(/\/.*/, "", $4); print $4; exit }')
+GADDR=([v4]=$G4 [v6]=$G6 [rxe-v4]=$G4 [rxe-ll]=$GLL)
+HADDR=([v4]=$H4 [v6]=$H6 [rxe-v4]=$H4 [rxe-ll]=$HLL)
+declare -A hgid_of=([v4]="::ffff:$H4" [v6]=$H6 [rxe-v4]="::ffff:$H4" [rxe-ll]=$HLL)
+declare -A ggid_of=([v4]="::ffff:$G4" [v6]=$G6 [rxe-v4]="::ffff:$G4" [rxe-ll]=$GLL)
+for m in v4 v6 rxe-v4 rxe-ll; do
+	GID_MODE=$m
+	mapfile -t env < <(host_env)
+	h_exec env -i "${env[@]}" ibv_devinfo -v -d softverbs0 >"$RUNS/sv.$m.devinfo" 2>&1
+	HGID[$m]=$(gid_index "$RUNS/sv.$m.devinfo" "${hgid_of[$m]}")
+	GGID[$m]=$(gid_index "$RUNS/rxe.devinfo" "${ggid_of[$m]}")
+	echo "interop: GIDs $m: softverbs ${HGID[$m]:-none} (${hgid_of[$m]}), rxe ${GGID[$m]:-none} (${ggid_of[$m]})"
+done
+GID_MODE=v4
+if [ -z "${HGID[v4]}" ] || [ -z "${GGID[v4]}" ]; then
+	echo "interop: no IPv4 GID on one side; devinfo in $RUNS"
 	echo "interop: 0 passed, 1 failed"
 	exit 1
 fi
-GID_FAMILY=6
-mapfile -t env < <(host_env)
-h_exec env -i "${env[@]}" ibv_devinfo -v -d softverbs0 >"$RUNS/sv6.devinfo" 2>&1
-HGID6=$(gid_index "$RUNS/sv6.devinfo" "$H6")
-GID_FAMILY=4
-echo "interop: GID index rxe ${GGID4} (::ffff:$G4), softverbs ${HGID4} (::ffff:$H4);" \
-	"IPv6: rxe ${GGID6:-none} ($G6), softverbs ${HGID6:-none} ($H6)"
+# gid_mode MODE: the runs that follow use MODE, if both sides have its GIDs
+gid_mode() {
+	GID_MODE=$1
+	[ -n "${HGID[$1]}" ] && [ -n "${GGID[$1]}" ] && return 0
+	echo "# GID mode $1 not run: no such GID on softverbs ($(grep -m1 -i 'softverbs:' "$RUNS/sv.$1.devinfo"))"
+	GID_MODE=v4
+	return 1
+}
 
 # The session's capture: headers for retrans.py (whole packets with --capture)
 CAP=$RUNS/session.pcap
@@ -182,15 +193,29 @@ else
 		EXPECT='' both pp ibv_rc_pingpong 4096 100 -c
 		FAULT=''
 	done
-	if [ -n "${HGID6:-}" ] && [ -n "${GGID6:-}" ]; then
-		GID_FAMILY=6
+	if gid_mode v6; then
 		both pp ibv_rc_pingpong 4096 100 -c
 		both pp ibv_ud_pingpong 1024 100 -c
+		both pp ibv_srq_pingpong 4096 50 -c -q 4
 		both bw ib_write_bw 65536 100
 		both bw ib_read_bw 4096 100
-		GID_FAMILY=4
-	else
-		echo "# IPv6 GID runs not done: softverbs takes no IPv6 SOFTVERBS_ADDR ($(grep -m1 SOFTVERBS_ADDR "$RUNS/sv6.devinfo"))"
+		both bw ib_send_bw 1024 500 -c UD
+		both bw ib_atomic_bw 8 500 -A FETCH_AND_ADD
+		both lat ib_write_lat 64 200
+		FAULT=drop=0.02,side=rx,seed=9 EXPECT=sv_nak_tx one_run bw sv-server ib_write_bw 4096 300
+		FAULT=drop=0.02,side=tx,seed=11 EXPECT=sv_nak_rx one_run bw sv-client ib_write_bw 4096 300
+		GID_MODE=v4
+	fi
+	if gid_mode rxe-v4; then
+		both pp ibv_rc_pingpong 4096 100 -c
+		both bw ib_write_bw 65536 100
+		GID_MODE=v4
+	fi
+	if gid_mode rxe-ll; then
+		both pp ibv_rc_pingpong 4096 100 -c
+		both pp ibv_ud_pingpong 1024 100 -c
+		both bw ib_read_bw 4096 100
+		GID_MODE=v4
 	fi
 fi
 echo "interop: matrix took $((SECONDS - t_start)) s ($VM_ACCEL)"

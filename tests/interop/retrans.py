@@ -1,37 +1,48 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""tests/interop/retrans.py PCAP START END MIN_TIMER_MS RXE_ADDR
+"""tests/interop/retrans.py PCAP START END MIN_TIMER_MS RXE_ADDR SV_ADDR
 
-Explains the kernel rxe's retransmissions in one interop run from the
-session's capture (tcpdump on the tap, headers are enough): the RoCE v2
-request packets RXE_ADDR sent between the times START and END (seconds,
-as in the pcap), per request stream (the softverbs QPN they go to).
+Explains the retransmissions of one interop run without fault injection
+from the session's capture (tcpdump on the tap; headers are enough): the
+RoCE v2 packets between the times START and END (seconds, as in the
+pcap). For each side, per request stream (the QPN its requests go to):
+a request packet whose PSN the stream had sent before is a
+retransmission; one that follows a packet that was not, or goes back
+again, starts a retransmission event. An answer of the other side
+(ACK, READ response, atomic ACK with a PSN at or past the packet's, or a
+NAK with a PSN past it) "covers" the packet.
 
-A packet whose PSN the stream had sent before is a retransmission; one
-that follows a packet that was not, or goes back again, starts a
-retransmission event (rxe's completer_retry_err counts one per event).
-A retransmitted packet is *early* when it came less than MIN_TIMER_MS
-after its own first transmission, MIN_TIMER_MS being the shortest time
-the QP's retransmit timer can run (its timeout rounded to jiffies, less
-one jiffy): no timer armed by this packet can have run out, so rxe
-retransmitted because its one timer per QP, armed by an earlier packet,
-ran out while this one was still unacknowledged. That is rxe 6.1's
-timer, armed only when not already pending (it runs out a timeout after
-the first packet of a busy period, however much was acknowledged since),
-and no fault of the peer: every packet before this one had been
-acknowledged (rxe resends from the oldest unacknowledged one). Any other
-retransmitted packet is unexplained: the peer lost it, or acknowledged
-it late or in a way rxe did not take.
+rxe (RXE_ADDR): a retransmitted packet is *early* when it came less than
+MIN_TIMER_MS after its own first transmission, MIN_TIMER_MS being the
+shortest time the QP's retransmit timer can run (its timeout in whole
+jiffies, truncated as rxe does, less one jiffy): no timer armed for this
+packet can have run out. rxe 6.1 arms its one timer per QP only when it
+is not pending, so it runs out a timeout after the first packet of a
+busy period however much was acknowledged since, and resends from the
+oldest unacknowledged packet: every packet before this one had been
+acknowledged. Any other retransmitted rxe packet is unexplained.
 
-Prints "events N early N unexplained N", then one line per unexplained
-packet (whether softverbs had acknowledged its PSN before: an ACK, READ
-response or atomic ACK at or past it). Exit 0; 2 on a usage or file error.
+softverbs (SV_ADDR): a retransmitted packet is *late peer* when no answer
+of rxe's covering it was on the wire more than 1 ms before the
+retransmission (rxe, a guest under emulation on a busy host, had not
+answered within the timeout). A packet resent although rxe had answered
+for it is unexplained.
+
+Prints "rxe events N early N unexplained N" and "softverbs events N
+late_peer N unexplained N", then one line per unexplained packet. Exit 0;
+2 on a usage or file error.
 """
+import ipaddress
 import struct
 import sys
 
 ACK, ATOMIC_ACK = 17, 18
 READ_RESP = (13, 14, 15, 16)
+SLACK = 0.001
+
+
+def addr_text(raw):
+    return str(ipaddress.ip_address(raw))
 
 
 def packets(path):
@@ -57,16 +68,11 @@ def packets(path):
         if len(frame) < 14:
             continue
         eth = struct.unpack("!H", frame[12:14])[0]
-        if eth == 0x0800:
-            ihl = (frame[14] & 0x0F) * 4
-            if frame[23] != 17:
-                continue
-            src = ".".join(str(b) for b in frame[26:30])
-            udp = 14 + ihl
-        elif eth == 0x86DD:
-            if frame[20] != 17:
-                continue
-            src = ":".join("%x" % v for v in struct.unpack("!8H", frame[22:38]))
+        if eth == 0x0800 and len(frame) >= 34 and frame[23] == 17:
+            src = addr_text(frame[26:30])
+            udp = 14 + (frame[14] & 0x0F) * 4
+        elif eth == 0x86DD and len(frame) >= 54 and frame[20] == 17:
+            src = addr_text(frame[22:38])
             udp = 54
         else:
             continue
@@ -82,39 +88,39 @@ def packets(path):
         yield t, src, qpn, op, psn, syn
 
 
-def ge(a, b):
-    """a at or after b in 24-bit PSN order."""
-    return ((a - b) & 0xFFFFFF) < 0x800000
+def after(a, b):
+    """a after b in 24-bit PSN order."""
+    return 0 < ((a - b) & 0xFFFFFF) < 0x800000
 
 
-def main(argv):
-    if len(argv) != 6:
-        print(__doc__.strip().splitlines()[0], file=sys.stderr)
-        return 2
-    path, start, stop, tmo, rxe = argv[1], float(argv[2]), float(argv[3]), float(argv[4]), argv[5]
-    tmo /= 1000.0
-    if ":" in rxe:  # the form packets() prints
-        import ipaddress
-        rxe = ":".join("%x" % v for v in struct.unpack("!8H", ipaddress.ip_address(rxe).packed))
-    try:
-        pkts = [p for p in packets(path) if start <= p[0] <= stop]
-    except (OSError, ValueError) as e:
-        print("retrans.py: %s: %s" % (path, e), file=sys.stderr)
-        return 2
-    first = {}  # (stream, psn) -> first time
-    last_retx = {}  # stream -> PSN of its last packet if it was a retransmission
-    acks = {}  # softverbs' QPN-less view: rxe QPN -> list of (time, psn)
-    streams = {}  # stream -> set of PSNs, to pair ACKs with streams
-    events = early = 0
+def is_request(op):
+    return op >> 5 == 0 and op not in READ_RESP and op not in (ACK, ATOMIC_ACK)
+
+
+def covers(op, syn, apsn, psn):
+    """Does this answer (opcode, AETH syndrome, its PSN) cover request PSN psn?"""
+    if op in READ_RESP or op == ATOMIC_ACK:
+        return apsn == psn or after(apsn, psn)
+    if op == ACK and syn is not None:
+        if syn >> 5 == 0:  # ACK
+            return apsn == psn or after(apsn, psn)
+        return after(apsn, psn)  # NAK: everything before its PSN arrived
+    return False
+
+
+def analyze(pkts, sender, classify):
+    """Retransmissions of `sender`: (events, explained, [unexplained text])."""
+    first, last_retx, streams = {}, {}, {}
+    answers = {}  # the other side's answers, by the QPN they go to
+    events = explained = 0
     unexplained = []
     for t, src, qpn, op, psn, syn in pkts:
-        if src != rxe:
-            # softverbs' acknowledgements, to the rxe QPN: keep them
-            if op in READ_RESP or op == ATOMIC_ACK or (op == ACK and syn is not None and syn >> 5 == 0):
-                acks.setdefault(qpn, []).append((t, psn))
+        if src != sender:
+            if not is_request(op):
+                answers.setdefault(qpn, []).append((t, op, syn, psn))
             continue
-        if op >> 5 not in (0,) or op in READ_RESP or op in (ACK, ATOMIC_ACK):
-            continue  # not an RC request
+        if not is_request(op):
+            continue
         key = (qpn, psn)
         s = streams.setdefault(qpn, set())
         if key not in first:
@@ -123,24 +129,53 @@ def main(argv):
             last_retx.pop(qpn, None)
             continue
         prev = last_retx.get(qpn)
-        if prev is None or not ge(psn, (prev + 1) & 0xFFFFFF):
+        if prev is None or not after(psn, prev):
             events += 1
         last_retx[qpn] = psn
-        covered = False
-        for rq, lst in acks.items():
-            if not any(p in s for _, p in lst):
-                continue  # acknowledgements of another stream
-            if any(at < t and ge(ap, psn) for at, ap in lst):
-                covered = True
-                break
-        if t - first[key] < tmo:
-            early += 1
+        covered = None
+        for lst in answers.values():
+            if not any(p in s for _, _, _, p in lst):
+                continue  # another stream's answers
+            for at, aop, asyn, ap in lst:
+                if at < t - SLACK and covers(aop, asyn, ap, psn):
+                    covered = at
+                    break
+        ok, why = classify(t, first[key], covered)
+        if ok:
+            explained += 1
         else:
-            unexplained.append("%.6f psn %d to QP 0x%06x: first sent %.1f ms before, %s" % (
-                t, psn, qpn, (t - first[key]) * 1000,
-                "acknowledged before" if covered else "not acknowledged before"))
-    print("events %d early %d unexplained %d" % (events, early, len(unexplained)))
-    for u in unexplained:
+            unexplained.append("%s %.6f psn %d to QP 0x%06x: first sent %.1f ms before; %s" % (
+                sender, t, psn, qpn, (t - first[key]) * 1000, why))
+    return events, explained, unexplained
+
+
+def main(argv):
+    if len(argv) != 7:
+        print(__doc__.strip().splitlines()[0], file=sys.stderr)
+        return 2
+    path, start, stop, tmo = argv[1], float(argv[2]), float(argv[3]), float(argv[4]) / 1000.0
+    rxe, sv = addr_text(ipaddress.ip_address(argv[5]).packed), addr_text(ipaddress.ip_address(argv[6]).packed)
+    try:
+        pkts = [p for p in packets(path) if start <= p[0] <= stop]
+    except (OSError, ValueError) as e:
+        print("retrans.py: %s: %s" % (path, e), file=sys.stderr)
+        return 2
+
+    def rxe_early(t, t0, covered):
+        if t - t0 < tmo:
+            return True, ""
+        return False, "not early (%s)" % ("answered before" if covered else "not answered before")
+
+    def sv_late_peer(t, t0, covered):
+        if covered is None:
+            return True, ""
+        return False, "rxe had answered %.1f ms before" % ((t - covered) * 1000)
+
+    ev, ok, bad = analyze(pkts, rxe, rxe_early)
+    sev, sok, sbad = analyze(pkts, sv, sv_late_peer)
+    print("rxe events %d early %d unexplained %d" % (ev, ok, len(bad)))
+    print("softverbs events %d late_peer %d unexplained %d" % (sev, sok, len(sbad)))
+    for u in bad + sbad:
         print(u)
     return 0
 
