@@ -4,6 +4,11 @@
 #                  (scripts/check.sh)
 #   demo           build, then two processes on the software device: RC ping-pong,
 #                  RDMA WRITE/READ, atomics, CC bounce (-U) vs DMA handles (scripts/demo.sh)
+#   interop        build, then softverbs against the Linux kernel's rxe in a QEMU guest
+#                  booted from Debian's packages: the full matrix of Debian's tools in
+#                  both directions (tests/interop/interop.sh; INTEROP_ARGS=--quick for
+#                  the CI subset; needs root, qemu-system-x86, linux-image-amd64,
+#                  busybox-static, tcpdump)
 #   bench          build, run build/bench/sv_bench (never part of check): tables,
 #                  build/bench/results.json, and build/bench/bench.png (bench/plot.py,
 #                  needs python3-matplotlib)
@@ -15,7 +20,8 @@
 # Variables: PREFIX, CHECK_STAGES (e.g. "gcc" or "gcc clang asan fuzz tsan"),
 # CTEST_ARGS (passed to ctest in check), JOBS, BENCH_ARGS (sv_bench options),
 # BENCH_PY (the python3 with matplotlib that draws the plot),
-# FUZZ_SECONDS (per target, default 600), FUZZ_TARGETS (default: all).
+# FUZZ_SECONDS (per target, default 600), FUZZ_TARGETS (default: all),
+# INTEROP_ARGS (tests/interop/interop.sh options).
 
 PREFIX ?= /usr/local
 BUILD ?= build
@@ -37,7 +43,7 @@ FORMAT_DIRS = src tools tests bench examples include/softverbs
 # tests/layout holds a generated probe and rdma-core's own code: left alone.
 FORMAT_FIND = find $(FORMAT_DIRS) -path tests/layout -prune -o -name '*.[ch]' -print 2>/dev/null
 
-.PHONY: all check demo bench fuzz install format format-check clean
+.PHONY: all check demo interop bench fuzz install format format-check clean
 
 all:
 	@$(CMAKE) -S . -B $(BUILD) $(GENERATOR) --log-level=WARNING $(CONFIG_ARGS) >/dev/null
@@ -49,6 +55,10 @@ check:
 # scripts/demo.sh builds through `all` itself, quietly.
 demo:
 	@BUILD=$(BUILD) MAKE="$(MAKE)" bash scripts/demo.sh
+
+# The kernel's rxe as the peer: on request only (and its --quick subset in .ci/run).
+interop: all
+	@bash tests/interop/interop.sh $(INTEROP_ARGS)
 
 # Benchmarks are slow and noisy: run on request only, never by check.
 # The plot is drawn even when a point failed (its figures are empty); the status is sv_bench's.

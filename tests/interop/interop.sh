@@ -154,6 +154,10 @@ elif [ $quick = 1 ]; then
 	both bw ib_atomic_bw 8 100 -A FETCH_AND_ADD
 	one_run pp sv-server ibv_ud_pingpong 1024 50 -c
 	FAULT=drop=0.02,side=rx,seed=7 EXPECT=sv_nak_tx one_run bw sv-server ib_write_bw 4096 200
+	if gid_mode v6; then
+		both pp ibv_rc_pingpong 4096 50 -c
+		GID_MODE=v4
+	fi
 else
 	for s in 1 64 1024 1025 4096 16384 65536; do
 		it=100
