@@ -20,7 +20,14 @@ packet can have run out. rxe 6.1 arms its one timer per QP only when it
 is not pending, so it runs out a timeout after the first packet of a
 busy period however much was acknowledged since, and resends from the
 oldest unacknowledged packet: every packet before this one had been
-acknowledged. Any other retransmitted rxe packet is unexplained.
+acknowledged. Two more cases are rxe's own: none of the unacknowledged
+packets it had sent from this one on asked for an ACK (AckReq clear: rxe
+stalled in the middle of a message, and the responder owed nothing), or
+it first sent the packet at most 2 ms before softverbs' last packet of
+the run or after it, and softverbs never answered for it (softverbs'
+side of the tool had finished: srq_pingpong's client has a message in
+flight on each QP when the server has counted its iterations). Any other
+retransmitted rxe packet is unexplained.
 
 softverbs (SV_ADDR): a retransmitted packet is *late peer* when no answer
 of rxe's covering it was on the wire more than 1 ms before the
@@ -39,6 +46,7 @@ import sys
 ACK, ATOMIC_ACK = 17, 18
 READ_RESP = (13, 14, 15, 16)
 SLACK = 0.001
+PEER_DONE = 0.002  # in flight when the other side sent its last packet
 
 
 def addr_text(raw):
@@ -85,7 +93,7 @@ def packets(path):
         qpn = struct.unpack("!I", frame[bth + 4:bth + 8])[0] & 0xFFFFFF
         psn = struct.unpack("!I", frame[bth + 8:bth + 12])[0] & 0xFFFFFF
         syn = frame[bth + 12] if len(frame) > bth + 12 else None
-        yield t, src, qpn, op, psn, syn
+        yield t, src, qpn, op, psn, syn, bool(frame[bth + 8] & 0x80)
 
 
 def after(a, b):
@@ -110,11 +118,13 @@ def covers(op, syn, apsn, psn):
 
 def analyze(pkts, sender, classify):
     """Retransmissions of `sender`: (events, explained, [unexplained text])."""
-    first, last_retx, streams = {}, {}, {}
+    first, last_retx, streams, areq = {}, {}, {}, {}
     answers = {}  # the other side's answers, by the QPN they go to
     events = explained = 0
     unexplained = []
-    for t, src, qpn, op, psn, syn in pkts:
+    others = [p[0] for p in pkts if p[1] != sender]
+    last_other = max(others) if others else 0.0
+    for t, src, qpn, op, psn, syn, ackreq in pkts:
         if src != sender:
             if not is_request(op):
                 answers.setdefault(qpn, []).append((t, op, syn, psn))
@@ -125,6 +135,7 @@ def analyze(pkts, sender, classify):
         s = streams.setdefault(qpn, set())
         if key not in first:
             first[key] = t
+            areq[key] = ackreq
             s.add(psn)
             last_retx.pop(qpn, None)
             continue
@@ -140,7 +151,14 @@ def analyze(pkts, sender, classify):
                 if at < t - SLACK and covers(aop, asyn, ap, psn):
                     covered = at
                     break
-        ok, why = classify(t, first[key], covered)
+        # the packets of this stream at or after this one, sent before now
+        # and not covered: did any ask for an ACK?
+        owed = any(areq[(q, p)] for (q, p), ft in first.items()
+                   if q == qpn and ft < t and (p == psn or after(p, psn)))
+        answered = any(covers(aop, asyn, ap, psn) for lst in answers.values()
+                       if any(p in s for _, _, _, p in lst) for _, aop, asyn, ap in lst)
+        peer_done = first[key] > last_other - PEER_DONE and not answered
+        ok, why = classify(t, first[key], covered, owed, peer_done)
         if ok:
             explained += 1
         else:
@@ -161,12 +179,12 @@ def main(argv):
         print("retrans.py: %s: %s" % (path, e), file=sys.stderr)
         return 2
 
-    def rxe_early(t, t0, covered):
-        if t - t0 < tmo:
+    def rxe_early(t, t0, covered, owed, peer_done):
+        if t - t0 < tmo or not owed or peer_done:
             return True, ""
         return False, "not early (%s)" % ("answered before" if covered else "not answered before")
 
-    def sv_late_peer(t, t0, covered):
+    def sv_late_peer(t, t0, covered, owed, peer_done):
         if covered is None:
             return True, ""
         return False, "rxe had answered %.1f ms before" % ((t - covered) * 1000)

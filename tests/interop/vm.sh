@@ -51,8 +51,10 @@ vm_boot() {
 	local accel=$1 cpu=max
 	[ "$accel" = kvm ] && cpu=host
 	rm -f "$VM_DIR/console.log"
-	# not through h_exec: $! must be QEMU's own PID
-	ip netns exec "$NS" qemu-system-x86_64 -accel "$accel" -cpu "$cpu" -smp "${INTEROP_SMP:-2}" -m 1024 \
+	# not through h_exec: $! must be QEMU's own PID. Niced: an emulated
+	# guest that is slow only makes rxe slow, while a starved host side
+	# would make softverbs late (its progress thread) for no reason of its own
+	ip netns exec "$NS" nice -n "${INTEROP_QEMU_NICE:-10}" qemu-system-x86_64 -accel "$accel" -cpu "$cpu" -smp "${INTEROP_SMP:-2}" -m 1024 \
 		-nodefaults -no-reboot -display none -monitor none \
 		-kernel "$2" -initrd "$3" \
 		-append "console=ttyS0 panic=-1 interop.ip4=$G4/24 interop.ip6=$G6/64" \
