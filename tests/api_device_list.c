@@ -80,6 +80,7 @@ static void case_list(void)
 		CHECK_EQ_INT(d->node_type, IBV_NODE_CA);
 		CHECK_EQ_INT(d->transport_type, IBV_TRANSPORT_IB);
 		CHECK(!strncmp(d->dev_name, "uverbs", 6));
+		/* under ibv_get_sysfs_path(), "/sys" here (run_test.sh sets no SYSFS_PATH) */
 		snprintf(want, sizeof(want), "/sys/class/infiniband/%s", d->name);
 		CHECK(!strcmp(d->ibdev_path, want));
 		snprintf(want, sizeof(want), "/sys/class/infiniband_verbs/%s", d->dev_name);

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/compat.h"
 #include "sw/queue.h"
 #include "sw/sw.h"
 
@@ -103,19 +104,30 @@ static void sw_device_release(struct sv_device *core)
 	free(dev);
 }
 
-/* Contract: fill the struct ibv_device names and paths of `dev`. */
+/*
+ * Contract: fill the struct ibv_device names and paths of `dev`. The
+ * paths are under ibv_get_sysfs_path() ($SYSFS_PATH or /sys), as
+ * rdma-core makes them; softverbs-run mounts its tree there. A path that
+ * would not fit is left empty.
+ */
 static void device_fill_ibv(struct sw_dev *dev)
 {
 	struct ibv_device *ibv = &dev->core.ibv;
+	const char *sysfs = ibv_get_sysfs_path();
+	int n;
 
 	ibv->node_type = IBV_NODE_CA;
 	ibv->transport_type = IBV_TRANSPORT_IB;
 	snprintf(ibv->name, sizeof(ibv->name), "%s", dev->cfg.name);
 	snprintf(ibv->dev_name, sizeof(ibv->dev_name), "uverbs%u", dev->core.index);
-	snprintf(ibv->dev_path, sizeof(ibv->dev_path), "/sys/class/infiniband_verbs/uverbs%u",
-		 dev->core.index);
-	snprintf(ibv->ibdev_path, sizeof(ibv->ibdev_path), "/sys/class/infiniband/%s",
-		 dev->cfg.name);
+	n = snprintf(ibv->dev_path, sizeof(ibv->dev_path), "%s/class/infiniband_verbs/%s", sysfs,
+		     ibv->dev_name);
+	if (n < 0 || (size_t)n >= sizeof(ibv->dev_path))
+		ibv->dev_path[0] = '\0';
+	n = snprintf(ibv->ibdev_path, sizeof(ibv->ibdev_path), "%s/class/infiniband/%s", sysfs,
+		     ibv->name);
+	if (n < 0 || (size_t)n >= sizeof(ibv->ibdev_path))
+		ibv->ibdev_path[0] = '\0';
 }
 
 /*
