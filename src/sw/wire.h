@@ -110,6 +110,13 @@ enum {
 	SW_AETH_NAK_INV_RD_REQ = 0x64,
 };
 
+/* What a received packet's ICRC says of the IPv4 header bytes a socket does not show. */
+struct sw_icrc_var {
+	bool recovered; /* false: ID 0 and DF, as sw_icrc() assumes */
+	bool df; /* the sender's Don't Fragment bit */
+	uint16_t ip_id; /* the sender's IPv4 Identification */
+};
+
 /*
  * A packet, parsed or to be built. Only the fields of the headers the
  * opcode carries are meaningful.
@@ -148,6 +155,7 @@ struct sw_pkt {
 	const uint8_t *payload;
 	uint32_t paylen;
 	const struct sw_opinfo *info; /* NULL after sw_pkt_parse_bth() */
+	struct sw_icrc_var ipv; /* parse: the sender's IPv4 header as the ICRC shows it */
 };
 
 /* Addresses the ICRC covers (the IPv4 and UDP headers, masked). */
@@ -176,11 +184,23 @@ bool sw_crc32_have_clmul(void);
 uint32_t sw_icrc(const struct sw_icrc_ctx *c, const uint8_t *pkt, size_t len);
 
 /*
+ * Check the ICRC stored in the last 4 bytes of a received UDP payload of
+ * `len` bytes (a multiple of 4, BTH + ICRC at least). 0 if it is the
+ * ICRC of the packet as sent with some legal IPv4 header: *var tells
+ * which (ID 0 with DF: all 32 bits checked; otherwise the ID and DF
+ * recovered from the difference, 15 bits checked, and the caller should
+ * judge the ID: transport/ipid.c). -EILSEQ otherwise. See icrc.c.
+ */
+int sw_icrc_check(const struct sw_icrc_ctx *c, const uint8_t *pkt, size_t len,
+		  struct sw_icrc_var *var);
+
+/*
  * Validate and decode a UDP payload of `len` bytes. Checks, in order:
  * BTH + ICRC <= length <= SW_MAX_UDP_PAYLOAD; opcode known; BTH
  * transport version 0; length covers the opcode's headers, pad and ICRC;
  * length a multiple of 4; pad and payload only on opcodes that carry
- * payload; ICRC (when `icrc` is non-NULL). Returns 0, or -EBADMSG
+ * payload; ICRC (when `icrc` is non-NULL: sw_icrc_check(), its findings
+ * in p->ipv; without it p->ipv says ID 0 and DF). Returns 0, or -EBADMSG
  * (malformed), -EPROTO (unknown opcode / version) or -EILSEQ (ICRC).
  * Reserved BTH bits are ignored. On success p->payload points into `buf`
  * and p->info is the opcode's row; on failure `p` is unspecified.

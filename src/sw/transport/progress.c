@@ -119,6 +119,23 @@ static bool from_peer(const struct sw_qp *qp, const struct sockaddr_in *src)
 	return src->sin_addr.s_addr == qp->attr.av.dst.sin_addr.s_addr;
 }
 
+/*
+ * A packet whose ICRC matched only with a sender's own IPv4 ID or DF bit
+ * (icrc.c): is the ID plausible for its sender (ipid.c)? Counted.
+ */
+static bool ip_id_ok(struct sw_engine *eng, const struct sockaddr_in *src, const struct sw_pkt *pkt)
+{
+	bool gave_up, ok;
+
+	ok = sw_ipid_plausible(&eng->ipid, src->sin_addr.s_addr, pkt->ipv.ip_id, pkt->ipv.df,
+			       sw_now_ns(), &gave_up);
+	if (gave_up)
+		atomic_fetch_add_explicit(&eng->cnt.ip_id_random, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(ok ? &eng->cnt.rx_ip_id : &eng->cnt.drops_ip_id, 1,
+				  memory_order_relaxed);
+	return ok;
+}
+
 /* Validate, find the QP, dispatch. Every drop is counted. */
 static void rx_one(struct sw_engine *eng, struct rx_batch *b, struct rx_slot *s, size_t len,
 		   struct in_addr dst)
@@ -138,6 +155,10 @@ static void rx_one(struct sw_engine *eng, struct rx_batch *b, struct rx_slot *s,
 	ret = sw_pkt_parse(&pkt, s->buf, len, &ic);
 	if (ret == -EPROTO && (s->buf[0] & 0xe0) == SW_OP_RC) /* unsupported: the responder NAKs */
 		ret = sw_pkt_parse_bth(&pkt, s->buf, len, &ic);
+	if (!ret && !pkt.ipv.recovered)
+		sw_ipid_zero(&eng->ipid, s->src.sin_addr.s_addr);
+	else if (!ret && !ip_id_ok(eng, &s->src, &pkt))
+		ret = -EILSEQ;
 	if (!ret && (pkt.pkey & 0x7fff) != (SW_DEFAULT_PKEY & 0x7fff))
 		ret = -EACCES; /* another partition: the P_Key table holds only the default */
 	if (ret) {

@@ -142,9 +142,13 @@ static void complete_recv(struct sw_qp *qp, enum ibv_wc_status status, enum ibv_
 
 /* ---- UD ---- */
 
-/* The 40-byte GRH area of a RoCE v2 UD receive: IPv4 header in the last 20. */
+/*
+ * The 40-byte GRH area of a RoCE v2 UD receive: IPv4 header in the last
+ * 20, with the sender's ID and DF bit as its ICRC showed them (icrc.c);
+ * TOS 0 and TTL 64, which the socket does not show.
+ */
 static void build_grh(uint8_t grh[SW_GRH_LEN], const struct sockaddr_in *src, struct in_addr dst,
-		      uint32_t udp_len)
+		      uint32_t udp_len, const struct sw_icrc_var *ipv)
 {
 	uint8_t *ip = grh + 20;
 	uint32_t sum = 0;
@@ -154,7 +158,9 @@ static void build_grh(uint8_t grh[SW_GRH_LEN], const struct sockaddr_in *src, st
 	ip[0] = 0x45;
 	ip[2] = (uint8_t)(tot >> 8);
 	ip[3] = (uint8_t)tot;
-	ip[6] = 0x40; /* DF */
+	ip[4] = (uint8_t)(ipv->ip_id >> 8);
+	ip[5] = (uint8_t)ipv->ip_id;
+	ip[6] = ipv->df ? 0x40 : 0;
 	ip[8] = 64;
 	ip[9] = 17;
 	memcpy(ip + 12, &src->sin_addr, 4);
@@ -188,7 +194,7 @@ static void handle_ud(struct sw_qp *qp, const struct sw_pkt *pkt, const struct s
 		return;
 	}
 	build_grh(grh, src, sw_dev_of(qp->ibv.qp_base.context)->port.addr,
-		  pkt->paylen + sw_pkt_hdr_len(pkt) + pkt->padcnt + SW_ICRC_LEN);
+		  pkt->paylen + sw_pkt_hdr_len(pkt) + pkt->padcnt + SW_ICRC_LEN, &pkt->ipv);
 	ret = sw_sge_scatter(qp, resp->wqe->sge, resp->wqe->num_sge, 0, grh, SW_GRH_LEN);
 	if (!ret && pkt->paylen)
 		ret = sw_sge_scatter(qp, resp->wqe->sge, resp->wqe->num_sge, SW_GRH_LEN,

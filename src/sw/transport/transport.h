@@ -52,6 +52,12 @@ struct sw_counters {
 	atomic_ullong fault_drops, fault_dups, fault_reorders;
 	/* the same-host link (shm.c): packets each way, links accepted, corrupt rings closed */
 	atomic_ullong shm_tx_pkts, shm_rx_pkts, shm_links, shm_corrupt;
+	/*
+	 * IPv4 IDs (ipid.c): packets whose ICRC matched a non-zero ID or a
+	 * clear DF, those whose ID the sender's window refused (also counted
+	 * in drops_icrc), senders found to use random IDs
+	 */
+	atomic_ullong rx_ip_id, drops_ip_id, ip_id_random;
 };
 
 /* Count one event on the device's counter `field` and on the QP's (queue.h). */
@@ -64,6 +70,35 @@ struct sw_counters {
 /* ---- the device's engine ---- */
 
 struct sw_shm;
+
+/* ipid.c: the IPv4 ID windows of the senders seen; progress thread only. */
+enum {
+	SW_IPID_PEERS_LOG2 = 6
+};
+struct sw_ipid_peer {
+	bool used, random;
+	bool zero; /* seen with ID 0 and DF only */
+	bool df, cand_df; /* the DF bit of `last`, of `cand` */
+	uint8_t strikes; /* refused in a row */
+	uint16_t last, cand; /* newest ID accepted; the last one refused */
+	uint32_t addr; /* IPv4 source, network order */
+	uint64_t last_ns; /* when `last` was accepted */
+};
+struct sw_ipid_tab {
+	struct sw_ipid_peer peer[1u << SW_IPID_PEERS_LOG2];
+};
+
+/*
+ * ipid.c: are `id` and `df`, recovered from the ICRC of a packet from IPv4
+ * source `addr` (network order), plausible for that sender at `now_ns`? Updates
+ * the sender's window. *gave_up: this packet made the table stop judging
+ * the sender (random IDs; count it).
+ */
+bool sw_ipid_plausible(struct sw_ipid_tab *t, uint32_t addr, uint16_t id, bool df, uint64_t now_ns,
+		       bool *gave_up);
+/* ipid.c: a packet from `addr` matched with ID 0 and DF (the hot path: one load, rarely a store).
+ */
+void sw_ipid_zero(struct sw_ipid_tab *t, uint32_t addr);
 
 struct sw_engine {
 	struct sw_dev *dev;
@@ -90,6 +125,7 @@ struct sw_engine {
 	size_t held_len;
 	struct sockaddr_in held_dst;
 	struct sw_shm *shm; /* the same-host link, NULL when off (SOFTVERBS_SHM=0) */
+	struct sw_ipid_tab ipid; /* the receive path's (progress thread) */
 };
 
 /* engine.c: start/stop with the device's port (first/last context). */
