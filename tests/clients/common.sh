@@ -1,0 +1,115 @@
+# tests/clients/common.sh: sourced by the tests/clients/*.sh scripts, after
+# they set `run` (softverbs-run) and `sanitized`:
+#   skip REASON          exit 77 with "1..0 # SKIP REASON"
+#   need PKG CMD...      skip unless every CMD is installed (apt-get install PKG)
+#   ok / not_ok TEXT     TAP lines; finish prints the plan and exits 0 or 1
+#   show FILE...         the files as TAP comments (60 lines each)
+#   free_port [SALT]     a TCP port nothing listens on
+#   listening PORT       a TCP socket listens on PORT
+#   wait_listen PORT PID until PORT listens or PID died (30 s)
+#   sv CMD...            CMD under softverbs-run with a timeout ($limit s)
+#   start_server OUT CMD...  sv CMD in the background, stdout+stderr in OUT;
+#                        its pid in $spid (stopped by the cleanup on exit)
+#   loader_clean FILE    no dynamic-loader complaint in FILE
+# A scratch directory is in $tmp. Every SOFTVERBS_* variable of the caller
+# is unset (clean_env.sh); SOFTVERBS_STATS=1 so that failures show counters.
+set -u
+
+skip() {
+	echo "1..0 # SKIP $*"
+	exit 77
+}
+
+[ "$sanitized" = sanitized ] &&
+	skip "sanitized build: Debian's binaries cannot load an instrumented libibverbs.so.1"
+[ -x "$run" ] || { echo "not ok - no $run"; exit 1; }
+command -v timeout >/dev/null || skip "no timeout(1)"
+
+. "$(dirname "$0")/../clean_env.sh"
+export SOFTVERBS_STATS=1
+limit=${CLIENTS_TIMEOUT:-120}
+
+tmp=$(mktemp -d)
+spid=''
+cleanup() {
+	# only the processes this script started, by pid
+	[ -z "$spid" ] || kill "$spid" 2>/dev/null
+	[ -z "$spid" ] || wait "$spid" 2>/dev/null
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM HUP
+
+n=0 failed=0
+ok() {
+	n=$((n + 1))
+	echo "ok $n - $*"
+}
+not_ok() {
+	n=$((n + 1))
+	failed=$((failed + 1))
+	echo "not ok $n - $*"
+}
+finish() {
+	echo "1..$n"
+	[ "$failed" -eq 0 ]
+	exit $?
+}
+show() {
+	for f in "$@"; do
+		echo "#   == $(basename "$f")"
+		head -n 60 "$f" | sed 's/^/#   /'
+	done
+}
+need() {
+	pkg=$1
+	shift
+	for b in "$@"; do
+		command -v "$b" >/dev/null || skip "$b is not installed (apt-get install $pkg)"
+	done
+}
+loader_clean() {
+	! grep -Eq 'no version information|symbol lookup error|undefined symbol|cannot open shared object' "$@"
+}
+listening() {
+	hex=$(printf ':%04X ' "$1")
+	cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | awk -v p="$hex" '
+		index($2 " ", p) && $4 == "0A" { found = 1 } END { exit !found }'
+}
+free_port() {
+	p=$((20000 + ($$ * 7 + n * 13 + ${1:-0} * 101) % 40000))
+	while listening "$p"; do
+		p=$((p + 1))
+	done
+	echo "$p"
+}
+wait_listen() {
+	i=0
+	while ! listening "$1" && kill -0 "$2" 2>/dev/null && [ $i -lt 300 ]; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+	listening "$1"
+}
+sv() {
+	timeout -k 5 "$limit" "$run" -- "$@"
+}
+start_server() {
+	out=$1
+	shift
+	sv "$@" >"$out" 2>&1 &
+	spid=$!
+}
+# stop_server: wait for the server (at most 20 s once the client is done); its status
+stop_server() {
+	i=0
+	while kill -0 "$spid" 2>/dev/null && [ $i -lt 200 ]; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+	kill "$spid" 2>/dev/null
+	wait "$spid"
+	src=$?
+	spid=''
+	return $src
+}
