@@ -179,6 +179,7 @@ struct sw_dev {
 	atomic_ullong dm_bytes; /* device memory allocated, against SW_MAX_DM_SIZE */
 	pid_t pid; /* creator: a forked child probes its own device */
 	atomic_ullong wc_errors, wc_flushed; /* error completions of all its QPs */
+	struct sw_dev *next_live, **pprev_live; /* every device not yet freed (ctrl/unload.c) */
 };
 
 static inline struct sw_dev *sw_dev_of(struct ibv_context *ctx)
@@ -201,6 +202,13 @@ static inline bool sw_dev_is_ib(const struct sw_dev *dev)
 {
 	return dev->cfg.link_layer == IBV_LINK_LAYER_INFINIBAND;
 }
+
+/*
+ * ctrl/unload.c: the list of live devices, which sv_sw_unload() walks.
+ * A device is added when created and removed when freed.
+ */
+void sw_live_add(struct sw_dev *dev);
+void sw_live_remove(struct sw_dev *dev);
 
 /* ctrl/device.c */
 int sw_device_create(struct sw_dev **dev);

@@ -105,6 +105,7 @@ static void sw_device_release(struct sv_device *core)
 {
 	struct sw_dev *dev = sv_container_of(core, struct sw_dev, core);
 
+	sw_live_remove(dev);
 	sw_port_close(&dev->port);
 	sw_queue_dev_fini(dev);
 	sw_mem_dev_fini(dev);
@@ -162,6 +163,7 @@ static int device_new(const struct sw_config *cfg, uint32_t index, struct sw_dev
 	atomic_init(&dev->ntd, 0);
 	atomic_init(&dev->ndmah, 0);
 	device_fill_ibv(dev);
+	sw_live_add(dev);
 	*out = dev;
 	return 0;
 }
