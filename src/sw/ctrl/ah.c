@@ -4,7 +4,10 @@
  *
  * The port is RoCE v2 over IPv4: every destination is global, its GID is
  * an IPv4-mapped IPv6 address (::ffff:a.b.c.d) and packets go to that
- * address at the device's configured UDP port. An AH holds a reference
+ * address at the device's configured UDP port. On the InfiniBand link
+ * layer (SOFTVERBS_LINK_LAYER=ib) the GRH is optional: without one
+ * (is_global 0) the DLID names the peer, whose address follows from it
+ * (lid.c); the packets are RoCE v2 over UDP all the same. An AH holds a reference
  * on its protection domain proper (a parent domain's base). max_ah is
  * counted per process (the device is one per process).
  */
@@ -29,9 +32,25 @@ static bool gid_is_v4mapped(const union ibv_gid *gid)
 int sw_av_from_attr(struct ibv_context *ctx, const struct ibv_ah_attr *attr, struct sw_av *av)
 {
 	const struct sw_dev *dev = sw_dev_of(ctx);
+	struct in_addr peer;
 
-	if (attr->port_num != 1 || !attr->is_global)
+	if (attr->port_num != 1)
 		return -EINVAL;
+	if (!attr->is_global) {
+		/* RoCE needs the GRH; InfiniBand routes by DLID within the subnet */
+		if (!sw_dev_is_ib(dev) || sw_addr_of_lid(dev->port.addr, attr->dlid, &peer))
+			return -EINVAL;
+		memset(av, 0, sizeof(*av));
+		av->dst.sin_family = AF_INET;
+		av->dst.sin_port = htons(dev->cfg.udp_port);
+		av->dst.sin_addr = peer;
+		av->dgid.raw[10] = 0xff;
+		av->dgid.raw[11] = 0xff;
+		memcpy(&av->dgid.raw[12], &peer.s_addr, 4);
+		av->hop_limit = 0xff;
+		av->sl = attr->sl;
+		return 0;
+	}
 	if (attr->grh.sgid_index >= SW_GID_TBL_LEN)
 		return -EINVAL;
 	if (!gid_is_v4mapped(&attr->grh.dgid))
