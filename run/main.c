@@ -280,7 +280,15 @@ int main(int argc, char **argv)
 		in_ns = !ret;
 	}
 	if (o.tree || in_ns) {
+		/* the launcher's own open and close are no traffic of the program's */
+		char *stats = getenv("SOFTVERBS_STATS");
+
+		stats = stats ? strdup(stats) : NULL;
+		unsetenv("SOFTVERBS_STATS");
 		ret = run_query(&devs, &ndevs, err, sizeof(err));
+		if (stats)
+			setenv("SOFTVERBS_STATS", stats, 1);
+		free(stats);
 		if (!ret && o.tree)
 			ret = write_tree_dir(o.tree, devs, ndevs, err, sizeof(err));
 		else if (!ret)

@@ -55,10 +55,11 @@ finish() {
 	[ "$failed" -eq 0 ]
 	exit $?
 }
+# (the QPs' own counter lines left out; the device totals stay)
 show() {
 	for f in "$@"; do
 		echo "#   == $(basename "$f")"
-		head -n 60 "$f" | sed 's/^/#   /'
+		grep -v '^softverbs: [^ ]* QP ' "$f" | head -n 60 | sed 's/^/#   /'
 	done
 }
 need() {
@@ -112,4 +113,15 @@ stop_server() {
 	src=$?
 	spid=''
 	return $src
+}
+# kill_server: end a server that never exits by itself (io_demo, qperf)
+kill_server() {
+	kill "$spid" 2>/dev/null
+	wait "$spid" 2>/dev/null
+	spid=''
+}
+# errors_clean FILE...: the softverbs counters in FILE show no error
+# completion and no dropped packet of a QP ("completions ... errors 0")
+errors_clean() {
+	! grep -Eh 'completions (ok [0-9]+ )?errors [1-9]|drops malformed [1-9]|icrc [1-9]' "$@" >/dev/null
 }

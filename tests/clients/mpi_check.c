@@ -81,10 +81,12 @@ static double pingpong(int peer, int first, size_t size, int iters, uint8_t *buf
 		if (first) {
 			fill(buf, size, seed_of(rank, size, i, 0));
 			MPI_Send(buf, (int)size, MPI_BYTE, peer, i, MPI_COMM_WORLD);
-			MPI_Recv(buf, (int)size, MPI_BYTE, peer, i, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+			MPI_Recv(buf, (int)size, MPI_BYTE, peer, i, MPI_COMM_WORLD,
+				 MPI_STATUS_IGNORE);
 			bad = first_bad(buf, size, seed_of(peer, size, i, 1), tmp);
 		} else {
-			MPI_Recv(buf, (int)size, MPI_BYTE, peer, i, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+			MPI_Recv(buf, (int)size, MPI_BYTE, peer, i, MPI_COMM_WORLD,
+				 MPI_STATUS_IGNORE);
 			bad = first_bad(buf, size, seed_of(sender, size, i, 0), tmp);
 			if (bad == size) {
 				fill(buf, size, seed_of(rank, size, i, 1));
@@ -120,8 +122,8 @@ static void part_pingpong(int iters, uint8_t *buf, uint8_t *tmp)
 		size_t size = 4096 + (size_t)ring * 997, bad;
 
 		fill(tmp, size, seed_of(rank, size, ring, 2));
-		MPI_Sendrecv(tmp, (int)size, MPI_BYTE, right, 99, buf, (int)size, MPI_BYTE, left, 99,
-			     MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+		MPI_Sendrecv(tmp, (int)size, MPI_BYTE, right, 99, buf, (int)size, MPI_BYTE, left,
+			     99, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
 		bad = first_bad(buf, size, seed_of(left, size, ring, 2), tmp);
 		if (bad != size)
 			fail("ring: wrong byte (size, offset)", (long)size, (long)bad);
@@ -152,8 +154,8 @@ static void part_allreduce(void)
 			MPI_Allreduce(in, out, lens[l], MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
 			for (i = 0; i < lens[l]; i++)
 				if (out[i] != ranks + (int64_t)nranks * ((int64_t)i * 7 + it))
-					fail("allreduce sum: wrong element (length, index)", lens[l],
-					     i);
+					fail("allreduce sum: wrong element (length, index)",
+					     lens[l], i);
 		}
 	}
 	for (i = 0; i < 64; i++)
