@@ -6,7 +6,8 @@
 #    (tests/run/sysfs_check.c) passes under it with a fixed address, with
 #    each process's own address (--any-addr), in a user namespace
 #    (--userns), as an unprivileged user (setpriv, when run as root), and
-#    from a --tree directory through SYSFS_PATH;
+#    from a --tree directory through SYSFS_PATH, and (what does not
+#    depend on the address) in a process of another address;
 #  - /dev/infiniband holds only the device's node, read-only; the rest of
 #    /dev and /sys/class is still there (the same entries; /dev/pts and
 #    /dev/shm still mounted);
@@ -74,6 +75,10 @@ check "sysfs_check under softverbs-run -a $addr (mount namespace as root, user n
 	"$run" -a "$addr" -- "$check"
 check "sysfs_check under softverbs-run, each process its own address" 0 \
 	"$run" -- "$check" --any-addr
+check "sysfs_check in a process of another address than the tree's (what must still agree)" 0 \
+	"$run" -a "$addr" -- env SOFTVERBS_ADDR=127.7.0.251 "$check" --any-addr &&
+	{ grep -q "the tree has another address" "$tmp/out" && ok "(it had another address)" ||
+		{ not_ok "it had the same address"; show "$tmp/out"; }; }
 check "sysfs_check under softverbs-run --userns" 0 "$run" --userns -a "$addr" -- "$check"
 if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
 	check "sysfs_check under softverbs-run as an unprivileged user (user namespace)" 0 \
