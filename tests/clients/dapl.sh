@@ -12,6 +12,9 @@
 #             message, RDMA READs and SEND ping-pongs.
 # Both sides must exit 0 and print "DAPL Test Complete. PASSED" (dtest
 # exits 0 on failure too), with no error completion in the counters.
+# A third run takes the UD CM provider (libdaploucm, ofa-v2-softverbs0-1u),
+# which exchanges LIDs, on the InfiniBand link layer (SOFTVERBS_LINK_LAYER=ib):
+# dtest -D with 4 KiB buffers. (On RoCE its LID is 0, which dtest refuses.)
 # dtest uses fixed TCP ports (15828, 45248). Exit 77 (skipped) when
 # dapl2-utils is not installed or the build is sanitized.
 set -u
@@ -26,7 +29,10 @@ lib=libdaploscm.so.2
 ldconfig -p 2>/dev/null | grep -q "$lib" || [ -e "/usr/lib/x86_64-linux-gnu/$lib" ] ||
 	skip "no $lib (apt-get install libdapl2)"
 prov=ofa-v2-softverbs0-1
-echo "$prov u2.0 nonthreadsafe default $lib dapl.2.0 \"softverbs0 1\" \"\"" >"$tmp/dat.conf"
+{
+	echo "$prov u2.0 nonthreadsafe default $lib dapl.2.0 \"softverbs0 1\" \"\""
+	echo "${prov}u u2.0 nonthreadsafe default libdaploucm.so.2 dapl.2.0 \"softverbs0 1\" \"\""
+} >"$tmp/dat.conf"
 export DAT_OVERRIDE="$tmp/dat.conf" DAPL_SCM_NETDEV=lo
 
 # dtest_pair NAME ARGS...: a server and a client with ARGS
@@ -67,4 +73,8 @@ dtest_pair() {
 
 dtest_pair "dtest -D -b 65536 (RDMA WRITE ping-pong, data checked)" -D -b 65536
 dtest_pair "dtest -b 65536 -B 200 (SEND, RDMA WRITE, RDMA READ, ping-pong)" -b 65536 -B 200
+# the UD-based CM names peers by LID: the InfiniBand link layer
+prov=${prov}u
+SOFTVERBS_LINK_LAYER=ib dtest_pair "dtest -D -b 4096 with the UD CM provider (libdaploucm), IB link layer" \
+	-D -b 4096
 finish
