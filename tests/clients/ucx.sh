@@ -13,7 +13,9 @@
 #   ud    the same over ud_verbs (active messages: all UD offers);
 #   ucp   UCP with UCX_TLS=rc,ud: tag matching eager and rendezvous, put,
 #         get, atomics, streams and active messages with ucx_perftest, and
-#         io_demo with its data integrity check (-q) on every transfer.
+#         io_demo with its data integrity check (-q) on every transfer
+#         (UCX_TLS=rc,ud,tcp: its listener needs UCX's TCP connection
+#         manager; the data must go over RC QPs).
 # Each ucx_perftest run must exit 0 on both sides and its final row must
 # have the iteration count asked for and nonzero figures (its latency
 # tests move a sequence number through the data, so a lost or misplaced
@@ -136,6 +138,31 @@ ucp)
 	perf "ucp_fadd" 2000 -t ucp_fadd
 	perf "stream_bw 64 KiB" 500 -t stream_bw -s 65536
 	perf "ucp_am_lat 8 B" 2000 -t ucp_am_lat
+	# io_demo connects through a listener (a socket address), which needs a
+	# connection manager: UCX's TCP one here (tcp in UCX_TLS; librdmacm has
+	# no kernel to talk to); the data go over rc, as the counters show
+	command -v io_demo >/dev/null || { finish; }
+	export UCX_TLS=rc,ud,tcp
+	port=$(free_port)
+	start_server "$tmp/server.out" io_demo -p "$port" -q -d 1:65536
+	if wait_listen "$port" "$spid"; then
+		sv io_demo -p "$port" -q -i 2000 -o read,write -d 1:65536 127.0.0.1 >"$tmp/client.out" 2>&1
+		crc=$?
+	else
+		crc=-1
+	fi
+	kill_server
+	# RC bytes sent by the client's QPs
+	rcb=$(sed -n 's/^softverbs: softverbs0 QP 0x[0-9a-f]* RC: tx [0-9]* pkts \([0-9]*\) bytes.*/\1/p' \
+		"$tmp/client.out" | awk '{ s += $1 } END { print s + 0 }')
+	if [ "$crc" -eq 0 ] && grep -q "Client exit with status 'OK'" "$tmp/client.out" &&
+		grep -q 'total min:2000 max:2000' "$tmp/client.out" && [ "$rcb" -gt 1000000 ] &&
+		errors_clean "$tmp/client.out"; then
+		ok "io_demo -q (data integrity checked), 2000 reads and writes of 1 B to 64 KiB: $rcb bytes over RC QPs"
+	else
+		not_ok "io_demo -q: client exit $crc, $rcb bytes over RC"
+		show "$tmp/client.out" "$tmp/server.out"
+	fi
 	;;
 *)
 	echo "ucx.sh: unknown case '$what'" >&2
