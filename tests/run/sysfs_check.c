@@ -251,8 +251,9 @@ static bool same_gid0(struct ibv_context *ctx, const char *ibdev)
 	union ibv_gid gid;
 	uint8_t raw[16];
 
-	return !ibv_query_gid(ctx, 1, 0, &gid) && rd(ibdev, "ports/1/gids/0", got, sizeof(got)) > 0 &&
-	       !parse_gid(got, raw) && !memcmp(raw, gid.raw, 16);
+	return !ibv_query_gid(ctx, 1, 0, &gid) &&
+	       rd(ibdev, "ports/1/gids/0", got, sizeof(got)) > 0 && !parse_gid(got, raw) &&
+	       !memcmp(raw, gid.raw, 16);
 }
 
 static void check_dev(struct ibv_device *dev)
