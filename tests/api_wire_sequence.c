@@ -21,6 +21,7 @@
 #include "harness.h"
 #include "traffic.h"
 
+#include <arpa/inet.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -147,13 +148,29 @@ static int server(int sock)
 	if (t_post(&s.rc, IBV_WR_SEND, 3, 16384, 100, 0, 0, IBV_SEND_SIGNALED) ||
 	    wait_ok(s.rc.cq, "server: send"))
 		goto out;
-	if (wait_ok(s.ud.cq, "server: UD recv") || sync_byte(sock, 'c'))
-		goto out;
 	{
+		static const uint8_t mapped[12] = {[10] = 0xff, [11] = 0xff};
+		bool v4 = !memcmp(s.other.gid.raw, mapped, 12);
+		struct ibv_wc wc;
 		uint8_t want[500];
 
+		if (!CHECK_MSG(t_poll(s.ud.cq, &wc, 1, 5000) == 1 && wc.status == IBV_WC_SUCCESS,
+			       "server: UD recv") ||
+		    sync_byte(sock, 'c'))
+			goto out;
 		t_fill(want, 500, 4);
 		CHECK_MSG(!memcmp(s.ud.buf + 40, want, 500), "server: UD data differs");
+		/* the GRH area and wc.sl as RoCE hardware fills them: IPv4 or IPv6 header */
+		CHECK_MSG((wc.wc_flags & IBV_WC_GRH) && wc.sl == (v4 ? 0xa : 0x9),
+			  "server: UD wc_flags %#x sl %#x", wc.wc_flags, wc.sl);
+		if (v4)
+			CHECK_MSG(s.ud.buf[20] == 0x45 &&
+					  !memcmp(s.ud.buf + 32, &s.other.gid.raw[12], 4),
+				  "server: GRH area has no IPv4 header from the client");
+		else
+			CHECK_MSG((s.ud.buf[0] >> 4) == 6 && s.ud.buf[6] == 17 &&
+					  !memcmp(s.ud.buf + 8, s.other.gid.raw, 16),
+				  "server: GRH area has no IPv6 header from the client");
 	}
 	ret = sync_byte(sock, 'd') ? 1 : 0;
 out:
@@ -161,8 +178,19 @@ out:
 	return ret || t_st()->failed;
 }
 
+/* The text of a GID's address: dotted IPv4 when IPv4-mapped, else IPv6. */
+static const char *gid_text(const union ibv_gid *g, char buf[INET6_ADDRSTRLEN])
+{
+	static const uint8_t mapped[12] = {[10] = 0xff, [11] = 0xff};
+
+	if (!memcmp(g->raw, mapped, 12))
+		return inet_ntop(AF_INET, &g->raw[12], buf, INET6_ADDRSTRLEN);
+	return inet_ntop(AF_INET6, g->raw, buf, INET6_ADDRSTRLEN);
+}
+
 static int client(int sock, const char *manifest)
 {
+	char a1[INET6_ADDRSTRLEN], a2[INET6_ADDRSTRLEN];
 	struct side s;
 	FILE *m = NULL;
 	int ret = 1;
@@ -174,10 +202,8 @@ static int client(int sock, const char *manifest)
 		m = fopen(manifest, "w");
 		if (!CHECK(m))
 			goto out;
-		/* addresses: client and server IPv4 (the GIDs' last four bytes) */
-		fprintf(m, "hosts %u.%u.%u.%u %u.%u.%u.%u\n", s.me.gid.raw[12], s.me.gid.raw[13],
-			s.me.gid.raw[14], s.me.gid.raw[15], s.other.gid.raw[12],
-			s.other.gid.raw[13], s.other.gid.raw[14], s.other.gid.raw[15]);
+		/* addresses: client and server (dotted IPv4 for IPv4-mapped GIDs) */
+		fprintf(m, "hosts %s %s\n", gid_text(&s.me.gid, a1), gid_text(&s.other.gid, a2));
 		fprintf(m, "qpns %u %u\n", s.me.rc_qpn, s.other.rc_qpn);
 	}
 	/* 1: SEND 3000 = FIRST, MIDDLE, LAST */

@@ -25,6 +25,7 @@
  */
 #include "harness.h"
 
+#include <arpa/inet.h>
 #include <netinet/ip.h>
 #include <netinet/udp.h>
 
@@ -178,6 +179,58 @@ static void recovery(void)
 		memcpy(pkt + 252, &v, 4);
 		CHECK_RET(sw_icrc_check(&c, pkt, 256, &var), -EILSEQ);
 	}
+}
+
+/* The ICRC of `pkt` inside an IPv6 header from `c` (traffic class, flow label, hop limit masked).
+ */
+static uint32_t ref_icrc6(const struct sw_icrc_ctx *c, const uint8_t *pkt, size_t len)
+{
+	uint8_t ph[8 + 40 + 8 + 12];
+	uint32_t crc;
+
+	memset(ph, 0xff, 8);
+	ph[8] = 0x6f; /* version 6, then traffic class and flow label, all masked */
+	ph[9] = ph[10] = ph[11] = 0xff;
+	put16(ph + 12, (uint16_t)(8 + len));
+	ph[14] = IPPROTO_UDP;
+	ph[15] = 0xff; /* hop limit */
+	memcpy(ph + 16, &c->src6, 16);
+	memcpy(ph + 32, &c->dst6, 16);
+	put16(ph + 48, c->sport);
+	put16(ph + 50, c->dport);
+	put16(ph + 52, (uint16_t)(8 + len));
+	ph[54] = ph[55] = 0xff;
+	memcpy(ph + 56, pkt, 12);
+	ph[56 + 4] = 0xff;
+	crc = ref_crc(~0u, ph, sizeof(ph));
+	crc = ref_crc(crc, pkt + 12, len - 12 - 4);
+	return ~crc;
+}
+
+/* IPv6: the ICRC over the IPv6 pseudo-header, nothing to recover. */
+static void ipv6(void)
+{
+	struct sw_icrc_ctx c = {.sport = 0xc321, .dport = 4791, .v6 = true};
+	static uint8_t pkt[SW_PKT_MAX];
+	unsigned int bad = 0;
+
+	t_case("IPv6 ICRC");
+	inet_pton(AF_INET6, "fd77:5f7::2", &c.src6);
+	inet_pton(AF_INET6, "fd77:5f7::1", &c.dst6);
+	for (unsigned int i = 0; i < 500; i++) {
+		size_t len = 16 + 4 * (rnd() % ((SW_PKT_MAX - 16) / 4));
+		struct sw_icrc_var var;
+		uint32_t v;
+
+		random_pkt(pkt, len);
+		v = htole32(ref_icrc6(&c, pkt, len));
+		memcpy(pkt + len - 4, &v, 4);
+		bad += sw_icrc(&c, pkt, len) != le32toh(v) || sw_icrc_check(&c, pkt, len, &var) ||
+		       var.recovered;
+		pkt[12 + rnd() % (len - 12)] ^= 0x01; /* and no header is recovered on IPv6 */
+		bad += sw_icrc_check(&c, pkt, len, &var) != -EILSEQ;
+	}
+	CHECK_MSG(!bad, "%u IPv6 packets wrong", bad);
 }
 
 static void strength(void)
@@ -556,6 +609,7 @@ int main(void)
 {
 	t_start("unit_wire_ip_id");
 	recovery();
+	ipv6();
 	strength();
 	single_bits();
 	window();

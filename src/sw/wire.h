@@ -20,6 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sw/addr.h"
+
 enum {
 	SW_BTH_LEN = 12,
 	SW_DETH_LEN = 8,
@@ -158,11 +160,30 @@ struct sw_pkt {
 	struct sw_icrc_var ipv; /* parse: the sender's IPv4 header as the ICRC shows it */
 };
 
-/* Addresses the ICRC covers (the IPv4 and UDP headers, masked). */
+/* Addresses the ICRC covers (the IP and UDP headers, masked). */
 struct sw_icrc_ctx {
-	struct in_addr src, dst;
+	struct in_addr src, dst; /* IPv4 */
 	uint16_t sport, dport; /* host order */
+	bool v6; /* IPv6: the addresses are src6 and dst6 */
+	struct in6_addr src6, dst6;
 };
+
+/* The ICRC context of a packet from `src` to `dst` (one family). */
+static inline void sw_icrc_ctx_set(struct sw_icrc_ctx *c, const union sw_sa *src,
+				   const union sw_sa *dst)
+{
+	memset(c, 0, sizeof(*c));
+	c->sport = sw_sa_port(src);
+	c->dport = sw_sa_port(dst);
+	if (sw_sa_is_v6(src)) {
+		c->v6 = true;
+		c->src6 = src->v6.sin6_addr;
+		c->dst6 = dst->v6.sin6_addr;
+	} else {
+		c->src = src->v4.sin_addr;
+		c->dst = dst->v4.sin_addr;
+	}
+}
 
 /* zlib-compatible CRC-32 (start with 0; chain by passing the last result). */
 uint32_t sw_crc32(uint32_t crc, const void *buf, size_t len);

@@ -101,7 +101,7 @@ int sw_context_open(struct sv_device *core, struct sv_context **ctx, const struc
 		if (!ret) {
 			/* the node GUID of the bound address and port (lid.c) */
 			__atomic_store_n(&dev->core.guid,
-					 sw_guid_of(dev->port.addr, dev->port.udp_port),
+					 sw_guid_of(&dev->port.local, dev->port.udp_port),
 					 __ATOMIC_RELAXED);
 			ret = sw_engine_start(dev);
 			if (ret)

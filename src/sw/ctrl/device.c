@@ -73,7 +73,7 @@ static __be64 device_guid(const struct sw_config *cfg)
 	pid_t pid = getpid();
 
 	if (cfg->have_addr)
-		return sw_guid_of(cfg->addr, cfg->udp_port);
+		return sw_guid_of(&cfg->addr, cfg->udp_port);
 	host_identity(host, sizeof(host));
 	h = hash_bytes(h, host, strlen(host) + 1);
 	h = hash_bytes(h, cfg->name, strlen(cfg->name));
@@ -93,12 +93,13 @@ static __be64 device_guid(const struct sw_config *cfg)
 static bool config_equal(const struct sw_config *a, const struct sw_config *b)
 {
 	return !strcmp(a->name, b->name) && a->have_addr == b->have_addr &&
-	       (!a->have_addr || a->addr.s_addr == b->addr.s_addr) && a->udp_port == b->udp_port &&
-	       a->mtu == b->mtu && a->cc_dma_bounce == b->cc_dma_bounce &&
-	       a->cc_heap == b->cc_heap && a->busy_poll == b->busy_poll &&
-	       a->progress_cpu == b->progress_cpu && a->stats == b->stats && a->shm == b->shm &&
-	       a->link_layer == b->link_layer && !memcmp(&a->fault, &b->fault, sizeof(a->fault)) &&
-	       !strcmp(a->error, b->error);
+	       (!a->have_addr || (sw_sa_same_addr(&a->addr, &b->addr) &&
+				  a->addr.v6.sin6_scope_id == b->addr.v6.sin6_scope_id)) &&
+	       a->gid_layout == b->gid_layout && a->udp_port == b->udp_port && a->mtu == b->mtu &&
+	       a->cc_dma_bounce == b->cc_dma_bounce && a->cc_heap == b->cc_heap &&
+	       a->busy_poll == b->busy_poll && a->progress_cpu == b->progress_cpu &&
+	       a->stats == b->stats && a->shm == b->shm && a->link_layer == b->link_layer &&
+	       !memcmp(&a->fault, &b->fault, sizeof(a->fault)) && !strcmp(a->error, b->error);
 }
 
 /* Contract: sv_device.release: free a device nobody refers to any more. */
@@ -164,7 +165,7 @@ static int device_new(const struct sw_config *cfg, uint32_t index, struct sw_dev
 		return ret;
 	}
 	pthread_mutex_init(&dev->lock, NULL);
-	dev->port.fd = -1;
+	dev->port.fd = dev->port.ll_fd = -1;
 	dev->core.index = index;
 	dev->pid = getpid();
 	dev->core.guid = device_guid(cfg);
@@ -317,13 +318,13 @@ void sw_device_fill_port(const struct sw_dev *dev, struct ibv_port_attr *attr)
 	attr->state = IBV_PORT_ACTIVE;
 	attr->max_mtu = IBV_MTU_4096;
 	attr->active_mtu = dev->port.active_mtu;
-	attr->gid_tbl_len = SW_GID_TBL_LEN;
+	attr->gid_tbl_len = (int)dev->port.gid_tbl_len;
 	attr->port_cap_flags = IBV_PORT_CM_SUP | (ib ? 0 : IBV_PORT_IP_BASED_GIDS);
 	attr->max_msg_sz = (uint32_t)SW_MAX_MSG_SZ;
 	attr->bad_pkey_cntr = 0;
 	attr->qkey_viol_cntr = 0;
 	attr->pkey_tbl_len = SW_MAX_PKEYS;
-	attr->lid = ib ? sw_lid_of(dev->port.addr) : 0;
+	attr->lid = ib ? sw_lid_of(&dev->port.local) : 0;
 	attr->sm_lid = 0;
 	attr->lmc = 0;
 	attr->max_vl_num = 1;

@@ -89,6 +89,7 @@ err_free:
 static void engine_report(struct sw_engine *eng)
 {
 	const struct sw_counters *c = &eng->cnt;
+	char addr[SW_ADDR_STRLEN];
 
 	if (!eng->dev->cfg.stats || eng->reported)
 		return;
@@ -103,7 +104,7 @@ static void engine_report(struct sw_engine *eng)
 		"softverbs:   completions errors %llu flushed %llu\n"
 		"softverbs:   same-host link: sent %llu received %llu packets, links in %llu, corrupt %llu\n"
 		"softverbs:   ip id: recovered %llu, refused %llu, random senders %llu\n",
-		eng->dev->core.ibv.name, inet_ntoa(eng->dev->port.addr),
+		eng->dev->core.ibv.name, sw_sa_str(&eng->dev->port.local, addr),
 		(unsigned long long)c->tx_pkts, (unsigned long long)c->tx_bytes,
 		(unsigned long long)c->rx_pkts, (unsigned long long)c->rx_bytes,
 		(unsigned long long)c->retransmits, (unsigned long long)c->timeouts,

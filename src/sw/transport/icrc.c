@@ -34,6 +34,7 @@
  * The ICRC (IBA Annex A17, RoCE v2) covers, in this order:
  *   8 bytes 0xff           the LRH, which RoCE v2 does not have, masked
  *   IPv4 header, 20 bytes  TOS, TTL and header checksum masked to 0xff..
+ *   (or IPv6, 40 bytes     traffic class, flow label, hop limit masked)
  *   UDP header, 8 bytes    checksum masked to 0xffff
  *   BTH, 12 bytes          byte 4 (FECN/BECN/reserved) masked to 0xff
  *   the rest of the packet up to the ICRC itself
@@ -85,6 +86,7 @@
 enum {
 	SW_CRC_SLICES = 16,
 	SW_ICRC_PSEUDO_LEN = 8 + 20 + 8, /* masked LRH, IPv4, UDP */
+	SW_ICRC_PSEUDO6_LEN = 8 + 40 + 8, /* masked LRH, IPv6, UDP */
 	SW_CRC_CLMUL_MIN = 64, /* shorter data: tables */
 	SW_ICRC_VAR_OFF = 8 + 4, /* first header byte a receiver cannot see: IPv4 ID */
 	SW_ICRC_VAR_LEN = 3, /* ID (2 bytes) and the flags byte */
@@ -375,7 +377,8 @@ static inline void put_be16(uint8_t *p, uint16_t v)
  */
 uint32_t sw_icrc(const struct sw_icrc_ctx *c, const uint8_t *pkt, size_t len)
 {
-	uint8_t ph[SW_ICRC_PSEUDO_LEN + SW_BTH_LEN];
+	uint8_t ph[SW_ICRC_PSEUDO6_LEN + SW_BTH_LEN], *udp;
+	size_t plen;
 	uint32_t crc;
 
 	if (len < SW_BTH_LEN + SW_ICRC_LEN)
@@ -383,28 +386,44 @@ uint32_t sw_icrc(const struct sw_icrc_ctx *c, const uint8_t *pkt, size_t len)
 
 	/* masked LRH */
 	memset(ph, 0xff, 8);
-	/* IPv4: 0x45, TOS*, total length, ID 0, DF, TTL*, UDP, checksum*, src, dst */
-	ph[8] = 0x45;
-	ph[9] = 0xff;
-	put_be16(ph + 10, (uint16_t)(20 + 8 + len));
-	put_be16(ph + 12, 0);
-	put_be16(ph + 14, 0x4000);
-	ph[16] = 0xff;
-	ph[17] = IPPROTO_UDP;
-	put_be16(ph + 18, 0xffff);
-	memcpy(ph + 20, &c->src.s_addr, 4);
-	memcpy(ph + 24, &c->dst.s_addr, 4);
+	if (!c->v6) {
+		/* IPv4: 0x45, TOS*, total length, ID 0, DF, TTL*, UDP, checksum*, src, dst */
+		ph[8] = 0x45;
+		ph[9] = 0xff;
+		put_be16(ph + 10, (uint16_t)(20 + 8 + len));
+		put_be16(ph + 12, 0);
+		put_be16(ph + 14, 0x4000);
+		ph[16] = 0xff;
+		ph[17] = IPPROTO_UDP;
+		put_be16(ph + 18, 0xffff);
+		memcpy(ph + 20, &c->src.s_addr, 4);
+		memcpy(ph + 24, &c->dst.s_addr, 4);
+		udp = ph + 28;
+		plen = SW_ICRC_PSEUDO_LEN;
+	} else {
+		/* IPv6: version 6, traffic class* and flow label*, payload length, UDP, hop limit*
+		 */
+		ph[8] = 0x6f;
+		ph[9] = ph[10] = ph[11] = 0xff;
+		put_be16(ph + 12, (uint16_t)(8 + len));
+		ph[14] = IPPROTO_UDP;
+		ph[15] = 0xff;
+		memcpy(ph + 16, &c->src6, 16);
+		memcpy(ph + 32, &c->dst6, 16);
+		udp = ph + 48;
+		plen = SW_ICRC_PSEUDO6_LEN;
+	}
 	/* UDP: ports, length, checksum* */
-	put_be16(ph + 28, c->sport);
-	put_be16(ph + 30, c->dport);
-	put_be16(ph + 32, (uint16_t)(8 + len));
-	put_be16(ph + 34, 0xffff);
+	put_be16(udp, c->sport);
+	put_be16(udp + 2, c->dport);
+	put_be16(udp + 4, (uint16_t)(8 + len));
+	put_be16(udp + 6, 0xffff);
 	/* BTH with byte 4 masked */
-	memcpy(ph + SW_ICRC_PSEUDO_LEN, pkt, SW_BTH_LEN);
-	ph[SW_ICRC_PSEUDO_LEN + 4] = 0xff;
+	memcpy(ph + plen, pkt, SW_BTH_LEN);
+	ph[plen + 4] = 0xff;
 
 	pthread_once(&crc_once, crc_tab_init);
-	crc = crc_update(~0u, ph, sizeof(ph));
+	crc = crc_update(~0u, ph, plen + SW_BTH_LEN);
 	crc = crc_update_best(crc, pkt + SW_BTH_LEN, len - SW_BTH_LEN - SW_ICRC_LEN);
 	return ~crc;
 }
@@ -442,6 +461,8 @@ int sw_icrc_check(const struct sw_icrc_ctx *c, const uint8_t *pkt, size_t len,
 	var->df = true;
 	if (!e)
 		return 0;
+	if (c->v6)
+		return -EILSEQ; /* the IPv6 header has nothing the socket does not show */
 	/*
 	 * E, the XOR of the sender's bytes 4-6 of the IPv4 header with ours
 	 * (ID 0, flags 0x40), bit-reflected (icrc_legal()). The reserved

@@ -43,9 +43,9 @@ static void send_resp(struct sw_qp *qp, struct sw_pkt *p, const uint8_t *payload
 	hl = sw_pkt_write_hdrs(buf, p);
 	if (len)
 		memcpy(buf + hl, payload, len);
-	sw_net_icrc_out(eng_of(qp), &qp->attr.av.dst, &ic);
+	sw_net_icrc_out(eng_of(qp), &qp->attr.av, &ic);
 	n = sw_pkt_finish(buf, hl + len, &ic);
-	if (!sw_net_send_wait(eng_of(qp), buf, n, &qp->attr.av.dst)) {
+	if (!sw_net_send_wait(eng_of(qp), buf, n, &qp->attr.av)) {
 		SW_QP_COUNT(qp, tx_pkts, 1);
 		SW_QP_COUNT(qp, tx_bytes, n);
 	}
@@ -134,14 +134,14 @@ enum {
  * wire does not say whether the sender used one), sl 0 (it carries none).
  * dlid_path_bits and pkey_index are 0 (LMC 0, one P_Key) on both.
  */
-static void ud_recv_fields(const struct sw_qp *qp, const struct sockaddr_in *src, struct ibv_wc *wc)
+static void ud_recv_fields(const struct sw_qp *qp, const union sw_sa *src, struct ibv_wc *wc)
 {
 	if (sw_dev_is_ib(sw_dev_of(qp->ibv.qp_base.context))) {
-		wc->slid = sw_lid_of(src->sin_addr);
+		wc->slid = sw_lid_of(src);
 		return;
 	}
 	wc->wc_flags |= IBV_WC_GRH;
-	wc->sl = SW_WC_SL_ROCE_V2_IPV4;
+	wc->sl = sw_sa_is_v6(src) ? SW_WC_SL_ROCE_V2_IPV6 : SW_WC_SL_ROCE_V2_IPV4;
 }
 
 /*
@@ -150,7 +150,7 @@ static void ud_recv_fields(const struct sw_qp *qp, const struct sockaddr_in *src
  */
 static void complete_recv(struct sw_qp *qp, enum ibv_wc_status status, enum ibv_wc_opcode op,
 			  uint32_t byte_len, const struct sw_pkt *pkt, uint32_t src_qp,
-			  const struct sockaddr_in *ud_src)
+			  const union sw_sa *ud_src)
 {
 	struct sw_resp *resp = qp->resp;
 	struct ibv_wc wc;
@@ -174,38 +174,53 @@ static void complete_recv(struct sw_qp *qp, enum ibv_wc_status status, enum ibv_
 
 /* ---- UD ---- */
 
+/* Store `v` big-endian in two bytes at `p`. */
+static void grh_be16(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)(v >> 8);
+	p[1] = (uint8_t)v;
+}
+
 /*
- * The 40-byte GRH area of a RoCE v2 UD receive: IPv4 header in the last
- * 20, with the sender's ID and DF bit as its ICRC showed them (icrc.c);
- * TOS 0 and TTL 64, which the socket does not show.
+ * The 40-byte GRH area of a RoCE v2 UD receive: for IPv4 the IPv4 header
+ * in the last 20 bytes, with the sender's ID and DF bit as its ICRC
+ * showed them (icrc.c) and TOS 0 and TTL 64, which the socket does not
+ * show; for IPv6 the IPv6 header (traffic class and flow label 0, hop
+ * limit 64).
  */
-static void build_grh(uint8_t grh[SW_GRH_LEN], const struct sockaddr_in *src, struct in_addr dst,
+static void build_grh(uint8_t grh[SW_GRH_LEN], const union sw_sa *src, const union sw_sa *dst,
 		      uint32_t udp_len, const struct sw_icrc_var *ipv)
 {
 	uint8_t *ip = grh + 20;
 	uint32_t sum = 0;
-	uint16_t tot = (uint16_t)(20 + 8 + udp_len);
 
 	memset(grh, 0, SW_GRH_LEN);
+	if (sw_sa_is_v6(src)) {
+		grh[0] = 0x60;
+		grh_be16(grh + 4, 8 + udp_len);
+		grh[6] = 17;
+		grh[7] = 64;
+		memcpy(grh + 8, &src->v6.sin6_addr, 16);
+		memcpy(grh + 24, &dst->v6.sin6_addr, 16);
+		return;
+	}
 	ip[0] = 0x45;
-	ip[2] = (uint8_t)(tot >> 8);
-	ip[3] = (uint8_t)tot;
-	ip[4] = (uint8_t)(ipv->ip_id >> 8);
-	ip[5] = (uint8_t)ipv->ip_id;
+	grh_be16(ip + 2, 20 + 8 + udp_len);
+	grh_be16(ip + 4, ipv->ip_id);
 	ip[6] = ipv->df ? 0x40 : 0;
 	ip[8] = 64;
 	ip[9] = 17;
-	memcpy(ip + 12, &src->sin_addr, 4);
-	memcpy(ip + 16, &dst, 4);
+	memcpy(ip + 12, &src->v4.sin_addr, 4);
+	memcpy(ip + 16, &dst->v4.sin_addr, 4);
 	for (int i = 0; i < 20; i += 2)
 		sum += (uint32_t)(ip[i] << 8 | ip[i + 1]);
 	while (sum >> 16)
 		sum = (sum & 0xffff) + (sum >> 16);
-	ip[10] = (uint8_t)(~sum >> 8);
-	ip[11] = (uint8_t)~sum;
+	grh_be16(ip + 10, ~sum & 0xffff);
 }
 
-static void handle_ud(struct sw_qp *qp, const struct sw_pkt *pkt, const struct sockaddr_in *src)
+static void handle_ud(struct sw_qp *qp, const struct sw_pkt *pkt, const union sw_sa *src,
+		      const union sw_sa *dst)
 {
 	struct sw_resp *resp = qp->resp;
 	struct sw_engine *eng = eng_of(qp);
@@ -228,7 +243,7 @@ static void handle_ud(struct sw_qp *qp, const struct sw_pkt *pkt, const struct s
 	/* InfiniBand link layer: no GRH, the 40 bytes stay as they were */
 	ret = 0;
 	if (!sw_dev_is_ib(sw_dev_of(qp->ibv.qp_base.context))) {
-		build_grh(grh, src, sw_dev_of(qp->ibv.qp_base.context)->port.addr,
+		build_grh(grh, src, dst,
 			  pkt->paylen + sw_pkt_hdr_len(pkt) + pkt->padcnt + SW_ICRC_LEN, &pkt->ipv);
 		ret = sw_sge_scatter(qp, resp->wqe->sge, resp->wqe->num_sge, 0, grh, SW_GRH_LEN);
 	}
@@ -561,7 +576,8 @@ static void handle_duplicate(struct sw_qp *qp, const struct sw_pkt *pkt)
 }
 
 /* Contract: see transport.h (qp->lock held; progress thread). */
-void sw_resp_handle(struct sw_qp *qp, const struct sw_pkt *pkt, const struct sockaddr_in *src)
+void sw_resp_handle(struct sw_qp *qp, const struct sw_pkt *pkt, const union sw_sa *src,
+		    const union sw_sa *dst)
 {
 	struct sw_resp *resp = qp->resp;
 	struct sw_engine *eng = eng_of(qp);
@@ -576,7 +592,7 @@ void sw_resp_handle(struct sw_qp *qp, const struct sw_pkt *pkt, const struct soc
 		return;
 	}
 	if (qp->ibv.qp_base.qp_type == IBV_QPT_UD) {
-		handle_ud(qp, pkt, src);
+		handle_ud(qp, pkt, src, dst);
 		return;
 	}
 	d = sw_psn_diff(pkt->psn, resp->epsn);

@@ -125,7 +125,7 @@ struct sw_engine {
 	uint64_t rng; /* fault injection PRNG state */
 	uint8_t *held; /* a packet held back for reordering */
 	size_t held_len;
-	struct sockaddr_in held_dst;
+	struct sw_av held_av;
 	struct sw_shm *shm; /* the same-host link, NULL when off (SOFTVERBS_SHM=0) */
 	struct sw_ipid_tab ipid; /* the receive path's (progress thread) */
 };
@@ -169,8 +169,8 @@ void *sw_progress_main(void *arg);
  * the socket: for tests and fuzzing. Any thread holding no QP lock.
  * 0 or -ENOMEM.
  */
-int sw_rx_inject(struct sw_engine *eng, const uint8_t *buf, size_t len,
-		 const struct sockaddr_in *src, struct in_addr dst);
+int sw_rx_inject(struct sw_engine *eng, const uint8_t *buf, size_t len, const union sw_sa *src,
+		 const union sw_sa *dst);
 
 /* ---- net.c ---- */
 
@@ -178,12 +178,19 @@ int sw_rx_inject(struct sw_engine *eng, const uint8_t *buf, size_t len,
 int sw_net_setup(int fd);
 
 /*
- * Send one packet of `len` bytes to `dst`, through fault injection.
+ * Send one packet of `len` bytes along `av`, through fault injection.
  * 0, -EAGAIN (socket full: the caller keeps the work and retries), or
  * another -errno (counted and treated as a loss).
  */
-int sw_net_send(struct sw_engine *eng, const uint8_t *pkt, size_t len,
-		const struct sockaddr_in *dst);
+int sw_net_send(struct sw_engine *eng, const uint8_t *pkt, size_t len, const struct sw_av *av);
+
+/* The socket packets along `av` leave by: the one of its source GID. */
+static inline int sw_net_fd(const struct sw_engine *eng, const struct sw_av *av)
+{
+	const struct sw_port *port = &eng->dev->port;
+
+	return sw_port_fd_of(port, sw_port_gid(port, av->sgid_index));
+}
 
 /* Packets built and sent together with sw_net_send_batch(). */
 enum {
@@ -203,17 +210,16 @@ struct sw_tx_batch {
 struct sw_tx_batch *sw_net_tx_batch(void);
 
 /*
- * Send the `b->n` packets of `b` to `dst` in as few system calls as the
+ * Send the `b->n` packets of `b` along `av` in as few system calls as the
  * socket allows (one sendmmsg(2) when there is room), through fault
  * injection. Returns how many went out (lost ones count as sent); fewer
  * than b->n means the socket was full at the first one not sent.
  */
 uint32_t sw_net_send_batch(struct sw_engine *eng, const struct sw_tx_batch *b,
-			   const struct sockaddr_in *dst);
+			   const struct sw_av *av);
 
-/* ICRC context for a packet from this device to `dst`. */
-void sw_net_icrc_out(const struct sw_engine *eng, const struct sockaddr_in *dst,
-		     struct sw_icrc_ctx *c);
+/* ICRC context for a packet from this device along `av` (its source GID's address). */
+void sw_net_icrc_out(const struct sw_engine *eng, const struct sw_av *av, struct sw_icrc_ctx *c);
 
 /* ---- shm.c: the same-host link ---- */
 
@@ -230,13 +236,13 @@ void sw_shm_stop(struct sw_engine *eng);
  * socket), or -ENOTCONN when `dst` has no link (yet): use UDP. Any thread.
  */
 int sw_shm_send(struct sw_engine *eng, const uint8_t *const *pkt, const size_t *len, uint32_t n,
-		const struct sockaddr_in *dst);
+		const union sw_sa *dst);
 /*
  * Progress thread: take one packet from the links into `buf` (at most
  * `cap` bytes), with the sender's address in *src; its length, or 0 when
  * every ring is empty. Corrupt rings are closed and counted.
  */
-int sw_shm_recv(struct sw_engine *eng, uint8_t *buf, size_t cap, struct sockaddr_in *src);
+int sw_shm_recv(struct sw_engine *eng, uint8_t *buf, size_t cap, union sw_sa *src);
 /*
  * Progress thread, before poll(2): announce the sleep to every producer;
  * false (and nothing announced) if a ring already holds a packet.
@@ -284,8 +290,7 @@ struct sw_req {
  * progress thread): on a full socket wait briefly for room instead of
  * giving up. 0 or -errno.
  */
-int sw_net_send_wait(struct sw_engine *eng, const uint8_t *pkt, size_t len,
-		     const struct sockaddr_in *dst);
+int sw_net_send_wait(struct sw_engine *eng, const uint8_t *pkt, size_t len, const struct sw_av *av);
 
 /* sw_send_wqe.state, owned by the requester (post zeroes it: NEW). */
 enum {
@@ -356,8 +361,9 @@ struct sw_resp {
 	uint32_t nres, res_next;
 };
 
-/* A request packet for this QP. */
-void sw_resp_handle(struct sw_qp *qp, const struct sw_pkt *pkt, const struct sockaddr_in *src);
+/* A request packet for this QP, from `src` to our address `dst`. */
+void sw_resp_handle(struct sw_qp *qp, const struct sw_pkt *pkt, const union sw_sa *src,
+		    const union sw_sa *dst);
 /* Send the ACK owed at the end of a receive batch, if any. */
 void sw_resp_flush_ack(struct sw_qp *qp);
 
