@@ -3,7 +3,8 @@
 #
 # softverbs-run itself (run/, man/softverbs-run.1):
 #  - the tree it mounts says what the library's verbs say: sysfs_check
-#    (tests/run/sysfs_check.c) passes under it with a fixed address, with
+#    (tests/run/sysfs_check.c) passes under it with a fixed address (IPv4,
+#    IPv6 ::1, the rxe and mlx5 GID table layouts), with
 #    each process's own address (--any-addr), in a user namespace
 #    (--userns), as an unprivileged user (setpriv, when run as root), and
 #    from a --tree directory through SYSFS_PATH, and (what does not
@@ -79,6 +80,17 @@ check "sysfs_check in a process of another address than the tree's (what must st
 	"$run" -a "$addr" -- env SOFTVERBS_ADDR=127.7.0.251 "$check" --any-addr &&
 	{ grep -q "the tree has another address" "$tmp/out" && ok "(it had another address)" ||
 		{ not_ok "it had the same address"; show "$tmp/out"; }; }
+for layout in rxe mlx5; do
+	check "sysfs_check with SOFTVERBS_GID_TABLE=$layout (the address's GID at its index, the others empty)" 0 \
+		env SOFTVERBS_GID_TABLE=$layout "$run" -a "$addr" -- "$check"
+	check "sysfs_check, SOFTVERBS_GID_TABLE=$layout, in a process of another address" 0 \
+		env SOFTVERBS_GID_TABLE=$layout "$run" -a "$addr" -- env SOFTVERBS_ADDR=127.7.0.251 "$check" --any-addr
+done
+# IPv6: ::1, on a UDP port of this run's own so that no other test's ::1 is in the way
+if grep -q '^0\{31\}1 ' /proc/net/if_inet6 2>/dev/null; then
+	check "sysfs_check with an IPv6 address (::1)" 0 \
+		env SOFTVERBS_UDP_PORT=$((30000 + $$ % 20000)) "$run" -a ::1 -- "$check"
+fi
 check "sysfs_check under softverbs-run --userns" 0 "$run" --userns -a "$addr" -- "$check"
 if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
 	check "sysfs_check under softverbs-run as an unprivileged user (user namespace)" 0 \

@@ -8,8 +8,8 @@
  * /dev/infiniband/<dev_name> is a character device it may open.
  *
  *   --any-addr  the launcher's query and this process may have had
- *               different addresses (no SOFTVERBS_ADDR): if GID 0 of the
- *               tree is not this process's, the values derived from the
+ *               different addresses (no SOFTVERBS_ADDR): if the first GID
+ *               of the tree is not this process's, the values derived from the
  *               address (GIDs, node and system image GUIDs, LID) are only
  *               checked to be well formed
  *   --no-dev    no /dev/infiniband check (a --tree run has none)
@@ -111,9 +111,12 @@ static void check_gid(struct ibv_context *ctx, const char *pdir, uint8_t port, i
 			  dir, name);
 		return;
 	}
-	if (other_addr && i == 0)
+	if (other_addr && !memcmp(e.gid.raw, mapped, 12))
 		CHECK_MSG(!memcmp(raw, mapped, 12) && raw[12] == 127, "%s/%s: '%s', want 127.x",
 			  pdir, name, got);
+	else if (other_addr)
+		CHECK_MSG(memcmp(raw, mapped, 12) != 0, "%s/%s: '%s', want an IPv6 GID", pdir, name,
+			  got);
 	else
 		CHECK_MSG(!memcmp(raw, e.gid.raw, 16), "%s/%s: '%s' differs from ibv_query_gid_ex",
 			  pdir, name, got);
@@ -244,16 +247,22 @@ static void check_locality(const char *ibdev)
 		  mask, list, diff);
 }
 
-/* The tree's port 1 GID 0 is this process's. */
-static bool same_gid0(struct ibv_context *ctx, const char *ibdev)
+/* The tree's first GID of port 1 (at the first index that has one) is this process's. */
+static bool same_addr(struct ibv_context *ctx, const char *ibdev)
 {
-	char got[128];
-	union ibv_gid gid;
+	struct ibv_gid_entry e;
+	char name[32], got[128];
 	uint8_t raw[16];
+	uint32_t i;
 
-	return !ibv_query_gid(ctx, 1, 0, &gid) &&
-	       rd(ibdev, "ports/1/gids/0", got, sizeof(got)) > 0 && !parse_gid(got, raw) &&
-	       !memcmp(raw, gid.raw, 16);
+	for (i = 0; i < 256; i++) {
+		if (ibv_query_gid_ex(ctx, 1, i, &e, 0))
+			continue;
+		snprintf(name, sizeof(name), "ports/1/gids/%u", i);
+		return rd(ibdev, name, got, sizeof(got)) > 0 && !parse_gid(got, raw) &&
+		       !memcmp(raw, e.gid.raw, 16);
+	}
+	return true;
 }
 
 static void check_dev(struct ibv_device *dev)
@@ -271,7 +280,7 @@ static void check_dev(struct ibv_device *dev)
 		return;
 	if (!CHECK_RET(ibv_query_device(ctx, &attr), 0))
 		goto out;
-	other_addr = any_addr && !same_gid0(ctx, ibdev);
+	other_addr = any_addr && !same_addr(ctx, ibdev);
 	if (other_addr)
 		printf("# the tree has another address than this process\n");
 	expect(ibdev, "node_type", "1: CA");
