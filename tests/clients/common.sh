@@ -4,7 +4,9 @@
 #   need PKG CMD...      skip unless every CMD is installed (apt-get install PKG)
 #   ok / not_ok TEXT     TAP lines; finish prints the plan and exits 0 or 1
 #   show FILE...         the files as TAP comments (60 lines each)
-#   free_port [SALT]     a TCP port nothing listens on
+#   free_port [SALT]     a TCP port no socket uses
+#   start_listening OUT CMD...  a server with @PORT@ in CMD a free port ($port),
+#                        listening there (retried when the port was taken)
 #   listening PORT       a TCP socket listens on PORT
 #   wait_listen PORT PID until PORT listens or PID died (30 s)
 #   sv CMD...            CMD under softverbs-run with a timeout ($limit s)
@@ -77,9 +79,16 @@ listening() {
 	cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | awk -v p="$hex" '
 		index($2 " ", p) && $4 == "0A" { found = 1 } END { exit !found }'
 }
+# port_used PORT: a TCP socket of any state has PORT as its local port
+port_used() {
+	hex=$(printf ':%04X ' "$1")
+	cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | awk -v p="$hex" '
+		index($2 " ", p) { found = 1 } END { exit !found }'
+}
+# (below the usual ephemeral range, 32768 up, where clients' ports are)
 free_port() {
-	p=$((20000 + ($$ * 7 + n * 13 + ${1:-0} * 101) % 40000))
-	while listening "$p"; do
+	p=$((20000 + ($$ * 7 + n * 13 + ${1:-0} * 101) % 12000))
+	while port_used "$p"; do
 		p=$((p + 1))
 	done
 	echo "$p"
@@ -100,6 +109,36 @@ start_server() {
 	shift
 	sv "$@" >"$out" 2>&1 &
 	spid=$!
+}
+# start_listening OUT CMD...: start_server with each @PORT@ of CMD a free
+# port (in $port), until it listens there: 0; another try (5 in all) when
+# the port was taken meanwhile ("in use"); 1 with the server stopped
+start_listening() {
+	out=$1
+	shift
+	attempt=0
+	while [ $attempt -lt 5 ]; do
+		attempt=$((attempt + 1))
+		port=$(free_port "$attempt")
+		launch_on "$out" "$port" "$@"
+		wait_listen "$port" "$spid" && return 0
+		kill_server
+		grep -qi 'in use' "$out" || return 1
+	done
+	return 1
+}
+launch_on() {
+	out=$1 p=$2
+	shift 2
+	i=$#
+	while [ $i -gt 0 ]; do
+		a=$1
+		shift
+		[ "$a" = @PORT@ ] && a=$p
+		set -- "$@" "$a"
+		i=$((i - 1))
+	done
+	start_server "$out" "$@"
 }
 # stop_server: wait for the server (at most 20 s once the client is done); its status
 stop_server() {

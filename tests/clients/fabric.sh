@@ -26,10 +26,7 @@ prov='verbs;ofi_rxd'
 pingpong() {
 	iters=$1 size=$2
 	name="fi_pingpong -p '$prov' -e rdm -c -I $iters -S $size"
-	port=$(free_port)
-	start_server "$tmp/server.out" fi_pingpong -p "$prov" -e rdm -c -I "$iters" -S "$size" -B "$port"
-	if ! wait_listen "$port" "$spid"; then
-		stop_server
+	if ! start_listening "$tmp/server.out" fi_pingpong -p "$prov" -e rdm -c -I "$iters" -S "$size" -B @PORT@; then
 		not_ok "$name: the server did not listen on $port"
 		show "$tmp/server.out"
 		return

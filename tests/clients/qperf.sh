@@ -20,10 +20,7 @@ run=$1 sanitized=${2:-}
 need qperf qperf
 export SOFTVERBS_LINK_LAYER=ib
 
-port=$(free_port)
-start_server "$tmp/server.out" qperf -lp "$port"
-if ! wait_listen "$port" "$spid"; then
-	kill_server
+if ! start_listening "$tmp/server.out" qperf -lp @PORT@; then
 	not_ok "qperf server did not listen on $port"
 	show "$tmp/server.out"
 	finish

@@ -41,10 +41,7 @@ qp_traffic() {
 perf() {
 	name=$1 iters=$2
 	shift 2
-	port=$(free_port)
-	start_server "$tmp/server.out" ucx_perftest -p "$port" "$@"
-	if ! wait_listen "$port" "$spid"; then
-		stop_server
+	if ! start_listening "$tmp/server.out" ucx_perftest -p @PORT@ "$@"; then
 		not_ok "$name: the server did not listen on $port"
 		show "$tmp/server.out"
 		return
@@ -143,9 +140,7 @@ ucp)
 	# no kernel to talk to); the data go over rc, as the counters show
 	command -v io_demo >/dev/null || { finish; }
 	export UCX_TLS=rc,ud,tcp
-	port=$(free_port)
-	start_server "$tmp/server.out" io_demo -p "$port" -q -d 1:65536
-	if wait_listen "$port" "$spid"; then
+	if start_listening "$tmp/server.out" io_demo -p @PORT@ -q -d 1:65536; then
 		sv io_demo -p "$port" -q -i 2000 -o read,write -d 1:65536 127.0.0.1 >"$tmp/client.out" 2>&1
 		crc=$?
 	else
