@@ -339,9 +339,14 @@ static void case_mrs(void)
 			     IBV_REREG_MR_ERR_CMD);
 		CHECK_EQ_INT(errno, EOPNOTSUPP);
 		errno = 0;
-		CHECK_EQ_INT(ibv_rereg_mr(m3, IBV_REREG_MR_CHANGE_TRANSLATION, pd, mem, page, LW),
+		CHECK_EQ_INT(ibv_rereg_mr(m3, IBV_REREG_MR_CHANGE_TRANSLATION, pd, mem, page, 0),
 			     IBV_REREG_MR_ERR_CMD);
 		CHECK_EQ_INT(errno, EOPNOTSUPP);
+		/* access bits without CHANGE_ACCESS: rdma-core's input error, before the device */
+		errno = 0;
+		CHECK_EQ_INT(ibv_rereg_mr(m3, IBV_REREG_MR_CHANGE_PD, pd, NULL, 0, LW),
+			     IBV_REREG_MR_ERR_INPUT);
+		CHECK_EQ_INT(errno, EINVAL);
 		/* the MR is unchanged and still holds the handle */
 		CHECK(m3->addr == mem + page && m3->length == 3 * page);
 		CHECK_RET(ibv_dealloc_dmah(d), EBUSY);

@@ -274,6 +274,7 @@ static void test_fd_access(void)
 		LW | IBV_ACCESS_FLUSH_GLOBAL,
 		LW | IBV_ACCESS_FLUSH_PERSISTENT,
 		LW | (1 << 10),
+		LW | (1 << 25), /* optional, but not relaxed ordering */
 	};
 	static const int good[] = {
 		0, LW, RR, LW | RW, LW | RA, LW | RW | RR | RA, LW | IBV_ACCESS_RELAXED_ORDERING,
@@ -301,6 +302,12 @@ static void test_fd_access(void)
 	mr = reg_ex(pd, &a);
 	if (check_mr(mr, pd, mem, page, "address path: MW_BIND|ZERO_BASED"))
 		dereg(mr);
+	a = va_attr(mem, page, LW | (1 << 25));
+	mr = reg_ex(pd, &a);
+	if (check_mr(mr, pd, mem, page, "address path: an optional bit"))
+		dereg(mr);
+	a = va_attr(mem, page, LW | IBV_ACCESS_FLUSH_GLOBAL);
+	CHECK_EX_FAILS(pd, &a, EOPNOTSUPP);
 }
 
 static void test_dmah(void)
