@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * api_dmabuf_mr: ibv_reg_dmabuf_mr (behaviour.md 1.6) on memfds and
+ * api_dmabuf_mr: ibv_reg_dmabuf_mr (docs/seed-apis.md 1.6) on memfds and
  * other fds: the MR fields (mr->addr is the offset), every errno (bad
  * fd, page offsets, access narrowing, range), read-only fds, and an fd
  * the caller closes right after registering. The data itself is checked

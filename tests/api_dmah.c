@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * api_dmah: ibv_alloc_dmah / ibv_dealloc_dmah and DMA handles in
- * ibv_reg_mr_ex (behaviour.md 1.5, 1.8; docs/cc-and-tph.md).
+ * ibv_reg_mr_ex (docs/seed-apis.md 1.5, 1.8; docs/cc-and-tph.md).
  *
  * Every row of the validation table in docs/cc-and-tph.md, and the order
  * of the rows wherever two of them would give different errnos: unknown

@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * api_reg_mr_ex: ibv_reg_mr_ex and ibv_reg_buf_mr (behaviour.md 1.4, 1.5).
+ * api_reg_mr_ex: ibv_reg_mr_ex and ibv_reg_buf_mr (docs/seed-apis.md 1.4, 1.5).
  *
  * Every comp_mask rule (valid final masks, missing and conflicting bits,
  * unknown bits ignored, fields used only when their bit is set), page
  * offsets, fd-path access narrowing, the caller's attr left untouched,
  * mr->addr for the fd path, every BUF translation rule with hand-built
  * struct ibv_buf (the internal layout of src/core/buf.h, which is the
- * library ABI of behaviour.md 2), parent domain vs base PD, and the CC
+ * library ABI of docs/seed-apis.md 2), parent domain vs base PD, and the CC
  * DMA bounce device (address paths EOPNOTSUPP, fd paths fine).
  */
 #include "harness.h"
@@ -518,7 +518,7 @@ static void test_buf_dmabuf(void)
 	munmap(map, 4 * page);
 }
 
-/* The same process, a new device that bounces DMA (behaviour.md 3). */
+/* The same process, a new device that bounces DMA (docs/seed-apis.md 3). */
 static void test_bounce(void)
 {
 	struct ibv_device **list;

@@ -17,6 +17,7 @@
 # EXTRA_CFLAGS are the build's sanitizer flags, if any. Exit 77 (skipped)
 # without pkg-config.
 set -u
+. "$(dirname "$0")/tap.sh"
 
 if [ $# -lt 4 ]; then
 	echo "usage: install_pkgconfig.sh CMAKE BUILD_DIR SOURCE_DIR CC [EXTRA_CFLAGS ...]" >&2
@@ -35,18 +36,6 @@ unset LD_LIBRARY_PATH PKG_CONFIG_PATH
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 prefix=$tmp/inst
-n=0 failed=0
-
-ok() {
-	n=$((n + 1))
-	echo "ok $n - $*"
-}
-
-not_ok() {
-	n=$((n + 1))
-	failed=$((failed + 1))
-	echo "not ok $n - $*"
-}
 
 check() { # check DESCRIPTION COMMAND...
 	d=$1

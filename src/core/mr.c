@@ -109,7 +109,7 @@ SV_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t 
 }
 
 /*
- * Contract: behaviour.md 1.6. DMA-buf registration; no fork protection
+ * Contract: docs/seed-apis.md 1.6. DMA-buf registration; no fork protection
  * and no access filtering here; mr->addr is `offset`.
  */
 SV_EXPORT struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, size_t length,
@@ -132,7 +132,7 @@ SV_EXPORT struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, s
 }
 
 /*
- * Translate IBV_REG_MR_MASK_BUF (behaviour.md 1.5 step 2): check that
+ * Translate IBV_REG_MR_MASK_BUF (docs/seed-apis.md 1.5.2): check that
  * [addr, +length) lies in the buffer allocated on this very `pd`, then
  * turn a DMA-buf-backed buffer into an fd request whose iova is the
  * virtual address. Every failure is -EINVAL, in rdma-core's order.
@@ -172,7 +172,7 @@ static int attr_from_buf(struct ibv_pd *pd, struct ibv_mr_init_attr *attr)
 }
 
 /*
- * Contract: behaviour.md 1.5 "core", steps 1-6. `in` is only read. A
+ * Contract: docs/seed-apis.md 1.5.1-1.5.3, 1.5.5. `in` is only read. A
  * NULL pd or `in` is EINVAL (rdma-core would crash).
  */
 SV_EXPORT struct ibv_mr *ibv_reg_mr_ex(struct ibv_pd *pd, struct ibv_mr_init_attr *in)
@@ -210,7 +210,7 @@ SV_EXPORT struct ibv_mr *ibv_reg_mr_ex(struct ibv_pd *pd, struct ibv_mr_init_att
 	return reg_final(pd, &attr, false, dontfork);
 }
 
-/* Contract: behaviour.md 1.4: ibv_reg_mr_ex with BUF|ADDR. */
+/* Contract: docs/seed-apis.md 1.4: ibv_reg_mr_ex with BUF|ADDR. */
 SV_EXPORT struct ibv_mr *ibv_reg_buf_mr(struct ibv_pd *pd, struct ibv_buf *buf, void *addr,
 					size_t length, int access)
 {
