@@ -53,4 +53,12 @@ void sw_place_persist(const struct sw_place_hint *hint, void *dst, size_t len);
 int sw_place_worker_get(uint32_t cpu);
 void sw_place_worker_put(uint32_t cpu);
 
+/*
+ * At unload or exit (ctrl/unload.c): end every worker thread of this
+ * process and wait for it. The workers stay allocated (DMA handles still
+ * refer to them); a placement on one runs in the calling thread, and the
+ * last reference's put frees it without a second join.
+ */
+void sw_place_quiesce(void);
+
 #endif

@@ -73,7 +73,6 @@ int sw_engine_start(struct sw_dev *dev)
 		}
 	}
 	eng->running = true;
-	sw_engine_report_track(eng);
 	return 0;
 err_wake:
 	pthread_mutex_destroy(&eng->active_lock);
@@ -84,16 +83,17 @@ err_free:
 }
 
 /*
- * Contract: see transport.h (SOFTVERBS_STATS=1: the device's counters on
- * stderr; exit_report.c calls it once, at stop or at exit).
+ * SOFTVERBS_STATS=1: the device's counters on stderr when it stops, or
+ * at exit or unload if the program never closed it; once.
  */
-void sw_engine_report(const struct sw_engine *eng)
+static void engine_report(struct sw_engine *eng)
 {
 	const struct sw_counters *c = &eng->cnt;
 	char addr[SW_ADDR_STRLEN];
 
-	if (!eng->dev->cfg.stats)
+	if (!eng->dev->cfg.stats || eng->reported)
 		return;
+	eng->reported = true;
 	fprintf(stderr,
 		"softverbs: %s %s: tx %llu pkts %llu bytes, rx %llu pkts %llu bytes\n"
 		"softverbs:   retransmits %llu timeouts %llu duplicates %llu tx_again %llu\n"
@@ -124,6 +124,28 @@ void sw_engine_report(const struct sw_engine *eng)
 		(unsigned long long)c->ip_id_random);
 }
 
+/* Contract: end the progress thread and wait for it, once. */
+static void engine_join(struct sw_engine *eng)
+{
+	if (eng->joined)
+		return;
+	atomic_store(&eng->stop, true);
+	sw_engine_wake(eng);
+	pthread_join(eng->thread, NULL);
+	eng->joined = true;
+}
+
+/* Contract: see transport.h. */
+void sw_engine_quiesce(struct sw_dev *dev)
+{
+	struct sw_engine *eng = dev->eng;
+
+	if (!eng)
+		return;
+	engine_join(eng);
+	engine_report(eng);
+}
+
 /* Contract: stop the thread and free the engine. QPs must be gone. */
 void sw_engine_stop(struct sw_dev *dev)
 {
@@ -131,11 +153,9 @@ void sw_engine_stop(struct sw_dev *dev)
 
 	if (!eng)
 		return;
-	atomic_store(&eng->stop, true);
-	sw_engine_wake(eng);
-	pthread_join(eng->thread, NULL);
+	engine_join(eng);
 	sw_shm_stop(eng);
-	sw_engine_report_final(eng);
+	engine_report(eng);
 	dev->eng = NULL;
 	close(eng->wake_fd);
 	pthread_mutex_destroy(&eng->active_lock);

@@ -25,6 +25,7 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <emmintrin.h>
@@ -134,6 +135,7 @@ struct worker {
 static pthread_mutex_t workers_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct worker **workers;
 static uint32_t nworkers;
+static pid_t workers_pid; /* the process whose threads they are (a fork child has none) */
 
 static void *worker_main(void *arg)
 {
@@ -224,6 +226,7 @@ int sw_place_worker_get(uint32_t cpu)
 			goto out;
 		}
 		workers[cpu] = w;
+		workers_pid = getpid();
 	}
 	w->refs++;
 out:
@@ -250,12 +253,16 @@ void sw_place_worker_put(uint32_t cpu)
 	pthread_mutex_lock(&workers_lock);
 	w = cpu < nworkers ? workers[cpu] : NULL;
 	if (w && --w->refs == 0) {
+		bool ended;
+
 		workers[cpu] = NULL;
 		pthread_mutex_lock(&w->lock);
+		ended = w->stop; /* joined by sw_place_quiesce() */
 		w->stop = true;
 		pthread_cond_signal(&w->wake);
 		pthread_mutex_unlock(&w->lock);
-		pthread_join(w->thread, NULL);
+		if (!ended && workers_pid == getpid())
+			pthread_join(w->thread, NULL);
 		pthread_cond_destroy(&w->done);
 		pthread_cond_destroy(&w->wake);
 		pthread_mutex_destroy(&w->lock);
@@ -265,6 +272,30 @@ void sw_place_worker_put(uint32_t cpu)
 		free(workers);
 		workers = NULL;
 		nworkers = 0;
+	}
+	pthread_mutex_unlock(&workers_lock);
+}
+
+/* Contract: see place.h. */
+void sw_place_quiesce(void)
+{
+	uint32_t i;
+
+	pthread_mutex_lock(&workers_lock);
+	for (i = 0; i < nworkers && workers_pid == getpid(); i++) {
+		struct worker *w = workers[i];
+
+		if (!w)
+			continue;
+		pthread_mutex_lock(&w->lock);
+		if (w->stop) {
+			pthread_mutex_unlock(&w->lock);
+			continue;
+		}
+		w->stop = true;
+		pthread_cond_signal(&w->wake);
+		pthread_mutex_unlock(&w->lock);
+		pthread_join(w->thread, NULL);
 	}
 	pthread_mutex_unlock(&workers_lock);
 }
@@ -282,6 +313,12 @@ static int place_pinned(const struct sw_place_hint *hint, uint8_t *dst, const ui
 	if (!w)
 		return -ENODEV; /* the handle took no worker reference */
 	pthread_mutex_lock(&w->lock);
+	if (w->stop) {
+		/* its thread ended at unload (sw_place_quiesce): place here */
+		pthread_mutex_unlock(&w->lock);
+		place_here(hint, dst, src, len);
+		return 0;
+	}
 	if (w->tail)
 		w->tail->next = &j;
 	else

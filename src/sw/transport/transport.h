@@ -104,6 +104,8 @@ struct sw_engine {
 	struct sw_dev *dev;
 	pthread_t thread;
 	bool running;
+	bool joined; /* the thread has ended (stop, or quiesce at unload) */
+	bool reported; /* SOFTVERBS_STATS totals printed */
 	atomic_bool stop;
 	int wake_fd; /* eventfd: post_send asks for attention */
 	atomic_bool wake_pending; /* sw_engine_wake() since the thread last looked */
@@ -131,15 +133,13 @@ struct sw_engine {
 /* engine.c: start/stop with the device's port (first/last context). */
 int sw_engine_start(struct sw_dev *dev);
 void sw_engine_stop(struct sw_dev *dev);
-/* engine.c: print the device's totals on stderr if SOFTVERBS_STATS=1. */
-void sw_engine_report(const struct sw_engine *eng);
 /*
- * exit_report.c: note a started engine (stats on) so that its totals are
- * printed at exit if it is never stopped; at stop, print them unless the
- * exit-time report did already, and forget the engine.
+ * engine.c: at unload or exit (ctrl/unload.c): end the progress thread
+ * and print the SOFTVERBS_STATS totals, freeing and closing nothing (the
+ * program may still hold the device's objects). dev->lock held. A later
+ * sw_engine_stop() finishes the job.
  */
-void sw_engine_report_track(struct sw_engine *eng);
-void sw_engine_report_final(struct sw_engine *eng);
+void sw_engine_quiesce(struct sw_dev *dev);
 
 static inline struct sw_engine *sw_engine_of(struct sw_qp *qp)
 {
