@@ -1,6 +1,6 @@
 # Thin wrapper over CMake. Targets:
 #   all (default)  configure + build build/ (gcc, RelWithDebInfo, -Werror)
-#   check          format, gcc + valgrind, clang, ASan/UBSan, TSan (label mt), fuzz stages
+#   check          format, lint, gcc + valgrind, clang, ASan/UBSan, TSan (label mt), fuzz stages
 #                  (scripts/check.sh)
 #   demo           build, then two processes on the software device: RC ping-pong,
 #                  RDMA WRITE/READ, atomics, CC bounce (-U) vs DMA handles (scripts/demo.sh)
@@ -16,6 +16,7 @@
 #                  target for FUZZ_SECONDS (fuzz/fuzz.sh; check runs 20 s each)
 #   install        cmake --install build --prefix $(PREFIX)
 #   format         clang-format -i our sources (never include/infiniband)
+#   lint           codespell, cppcheck, clang --analyze (scripts/lint.sh)
 #   clean          remove the build directories
 # Variables: PREFIX, CHECK_STAGES (e.g. "gcc" or "gcc clang asan fuzz tsan"),
 # CTEST_ARGS (passed to ctest in check), JOBS, BENCH_ARGS (sv_bench options),
@@ -27,7 +28,7 @@ PREFIX ?= /usr/local
 BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE ?= cmake
-CHECK_STAGES ?= format gcc clang asan tsan fuzz
+CHECK_STAGES ?= format lint gcc clang asan tsan fuzz
 FUZZ_SECONDS ?= 600
 BENCH_ARGS ?=
 BENCH_PY ?= /usr/bin/python3
@@ -81,6 +82,9 @@ install: all
 
 format:
 	@$(FORMAT_FIND) | xargs -r $(CLANG_FORMAT) -i
+
+lint:
+	@JOBS=$(JOBS) bash scripts/lint.sh
 
 format-check:
 	@$(FORMAT_FIND) | xargs -r $(CLANG_FORMAT) --dry-run -Werror

@@ -3,6 +3,8 @@
 #
 #   format (no build) clang-format --dry-run over our sources (make format-check);
 #                        one check, failed by any violation (make format fixes it)
+#   lint   (no build) scripts/lint.sh: codespell, cppcheck and clang --analyze;
+#                        one check, failed by any finding
 #   gcc    build/        gcc, RelWithDebInfo, -Werror; all tests (memcheck too)
 #   clang  build-clang/  clang, RelWithDebInfo, -Werror; tests without memcheck,
 #                        with the same-host link off (SOFTVERBS_SHM=0): every
@@ -24,7 +26,7 @@ JOBS=${JOBS:-$(nproc)}
 CTEST_JOBS=${CTEST_JOBS:-2}
 read -r -a extra_ctest <<<"${CTEST_ARGS:-}"
 stages=("$@")
-[ ${#stages[@]} -gt 0 ] || stages=(format gcc clang asan tsan fuzz)
+[ ${#stages[@]} -gt 0 ] || stages=(format lint gcc clang asan tsan fuzz)
 
 passed=0 failed=0 skipped=0
 pyverbs_lines= # closing lines of tests/pyverbs_suite.sh, shown again by finish
@@ -63,9 +65,30 @@ stage_format() {
 	finish 1
 }
 
+# lint: scripts/lint.sh finds nothing (counted as one check)
+stage_lint() {
+	local t0 t1
+	t0=$(now_ms)
+	mkdir -p build
+	if JOBS=$JOBS bash scripts/lint.sh >build/lint.log 2>&1; then
+		t1=$(now_ms)
+		echo "== lint: clean ($(secs $((t1 - t0))))"
+		passed=$((passed + 1))
+		return
+	fi
+	cat build/lint.log
+	echo "check: stage lint failed"
+	failed=$((failed + 1))
+	finish 1
+}
+
 for stage in "${stages[@]}"; do
 	if [ "$stage" = format ]; then
 		stage_format
+		continue
+	fi
+	if [ "$stage" = lint ]; then
+		stage_lint
 		continue
 	fi
 	off=(-DSV_SANITIZE=OFF -DSV_TSAN=OFF)
@@ -87,7 +110,7 @@ for stage in "${stages[@]}"; do
 	fuzz) dir=build-fuzz cc=clang
 		args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DSV_WERROR=ON -DSV_FUZZ=ON "${off[@]}")
 		targets=(--target fuzz_all) ctest_sel=(-L fuzz) ;;
-	*) echo "check: unknown stage '$stage' (format, gcc, clang, asan, tsan, fuzz)" >&2
+	*) echo "check: unknown stage '$stage' (format, lint, gcc, clang, asan, tsan, fuzz)" >&2
 		finish 2 ;;
 	esac
 

@@ -196,9 +196,9 @@ for side in srv cli; do
 	want=server
 	[ $side = cli ] && want=client
 	if grep -q "^export .*read \"sv_rc_pingpong $want pid" "$tmp/export.$side"; then
-		ok "export: the $want's helper read the $want's own buffer"
+		ok "export: the helper of $want read its own buffer"
 	else
-		not_ok "export: the $want's helper read another label"
+		not_ok "export: the helper of $want read another label"
 		show "$tmp/export.$side"
 	fi
 done

@@ -50,7 +50,7 @@ static void cfg_quote(char *out, size_t size, const char *value)
 {
 	size_t i, max = size - 4;
 
-	for (i = 0; value[i] && i < max; i++)
+	for (i = 0; i < max && value[i]; i++)
 		out[i] = isprint((unsigned char)value[i]) ? value[i] : '?';
 	if (value[i])
 		memcpy(out + i, "...", 4);

@@ -64,7 +64,7 @@ int sw_engine_start(struct sw_dev *dev)
 		cpu_set_t one;
 
 		CPU_ZERO(&one);
-		CPU_SET(dev->cfg.progress_cpu, &one);
+		CPU_SET((size_t)dev->cfg.progress_cpu, &one);
 		ret = pthread_setaffinity_np(eng->thread, sizeof(one), &one);
 		if (ret) {
 			eng->running = true;

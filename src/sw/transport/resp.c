@@ -164,7 +164,7 @@ static void complete_recv(struct sw_qp *qp, enum ibv_wc_status status, enum ibv_
 	wc.src_qp = src_qp;
 	if (ud_src)
 		ud_recv_fields(qp, ud_src, &wc);
-	if (status == IBV_WC_SUCCESS && (pkt->info->flags & SW_F_IMMDT)) {
+	if (status == IBV_WC_SUCCESS && pkt->info && (pkt->info->flags & SW_F_IMMDT)) {
 		wc.wc_flags |= IBV_WC_WITH_IMM;
 		wc.imm_data = pkt->imm_be;
 	}
@@ -244,7 +244,8 @@ static void handle_ud(struct sw_qp *qp, const struct sw_pkt *pkt, const union sw
 	ret = 0;
 	if (!sw_dev_is_ib(sw_dev_of(qp->ibv.qp_base.context))) {
 		build_grh(grh, src, dst,
-			  pkt->paylen + sw_pkt_hdr_len(pkt) + pkt->padcnt + SW_ICRC_LEN, &pkt->ipv);
+			  (uint32_t)(pkt->paylen + sw_pkt_hdr_len(pkt) + pkt->padcnt + SW_ICRC_LEN),
+			  &pkt->ipv);
 		ret = sw_sge_scatter(qp, resp->wqe->sge, resp->wqe->num_sge, 0, grh, SW_GRH_LEN);
 	}
 	if (!ret && pkt->paylen)
@@ -425,7 +426,9 @@ static int send_read_resp(struct sw_qp *qp, const struct sw_rd_res *res, uint32_
 	for (uint32_t k = from; k < res->npkts; k++) {
 		struct sw_pkt p = {0};
 		uint32_t off = k * mtu;
-		uint32_t n = res->len - off < mtu ? res->len - off : mtu;
+		uint32_t n = !mr		  ? 0 :
+			     res->len - off < mtu ? res->len - off :
+						    mtu; /* no MR: len 0 */
 
 		if (res->npkts == 1)
 			p.opcode = SW_OP_READ_RESP_ONLY;
