@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+/* test: label=no_tsan */ /* forks with threads running: TSan cannot follow such a child */
 /*
  * api_unload: no softverbs thread runs after the library is unmapped,
  * whatever the program forgot to close (Open MPI over libfabric unloads

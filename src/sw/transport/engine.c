@@ -25,8 +25,7 @@ static void engine_config(struct sw_engine *eng)
 	const struct sw_config *cfg = &eng->dev->cfg;
 
 	eng->busy_poll = cfg->busy_poll;
-	eng->fault = cfg->fault;
-	eng->rng = eng->fault.seed ? eng->fault.seed : 1;
+	sw_fault_init(&eng->fault, &cfg->fault);
 }
 
 /* Contract: see transport.h. Called with dev->lock held, port open. */
@@ -160,7 +159,7 @@ void sw_engine_stop(struct sw_dev *dev)
 	close(eng->wake_fd);
 	pthread_mutex_destroy(&eng->active_lock);
 	free(eng->active);
-	free(eng->held);
+	sw_fault_fini(&eng->fault);
 	free(eng);
 }
 

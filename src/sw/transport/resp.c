@@ -527,15 +527,8 @@ static int handle_atomic(struct sw_qp *qp, const struct sw_pkt *pkt)
 		return -1;
 	}
 	target = (uint64_t *)(void *)(mr->host + (pkt->va - mr->iova));
-	if (pkt->opcode == SW_OP_CMP_SWAP) {
-		orig = pkt->compare;
-		__atomic_compare_exchange_n(target, &orig, pkt->swap_add, false, __ATOMIC_SEQ_CST,
-					    __ATOMIC_SEQ_CST);
-	} else {
-		orig = __atomic_fetch_add(target, pkt->swap_add, __ATOMIC_SEQ_CST);
-	}
-	if (mr->has_hint)
-		sw_place_persist(&mr->hint, target, sizeof(*target));
+	orig = sw_place_atomic(mr->has_hint ? &mr->hint : NULL, target,
+			       pkt->opcode == SW_OP_CMP_SWAP, pkt->compare, pkt->swap_add);
 	sw_mr_put(mr);
 	res = res_alloc(resp);
 	res->atomic = true;
