@@ -23,6 +23,7 @@
 #include "traffic.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -46,6 +47,8 @@ enum kind {
 	STATS_OFF
 };
 
+static atomic_uint completed; /* WRITEs the writer saw complete */
+
 static void *writer(void *arg)
 {
 	struct ibv_wc wc[16];
@@ -59,8 +62,10 @@ static void *writer(void *arg)
 			out++;
 		int n = ibv_poll_cq(ea.cq, 16, wc);
 
-		if (n > 0)
+		if (n > 0) {
 			out -= (unsigned int)n;
+			atomic_fetch_add(&completed, (unsigned int)n);
+		}
 	}
 	return NULL;
 }
@@ -106,7 +111,11 @@ static void child(enum kind k)
 		    t_ep_init(&eb, ea.ctx, IBV_QPT_RC, LEN, ACC, 64) ||
 		    t_connect(&ea, &eb, IBV_MTU_1024) || pthread_create(&th, NULL, writer, NULL))
 			_exit(3);
-		usleep(30 * 1000);
+		/* exit with traffic running: after the first completions (a loaded machine may not
+		 * schedule the writer for a while) */
+		for (int i = 0; i < 5000 && atomic_load(&completed) < 64; i++)
+			usleep(1000);
+		usleep(5 * 1000);
 		exit(0);
 	}
 	_exit(5);

@@ -49,11 +49,14 @@ show() {
 addr=127.7.$(($$ % 250 + 1)).$((($$ / 250) % 250 + 1))
 
 # the host's view, compared at the end
+# (the names in /dev and /sys/class, not their times: other programs on
+# the host touch /dev/shm; and only the mounts under /dev and /sys: a
+# network namespace made meanwhile mounts under /run)
 snapshot() {
 	{
-		sed 's/^[0-9]* [0-9]* //' /proc/self/mountinfo | sort
-		ls -la /dev /sys/class
-		ls -la /dev/infiniband /sys/class/infiniband 2>&1
+		sed 's/^[0-9]* [0-9]* //' /proc/self/mountinfo | awk '$3 ~ "^/(dev|sys)(/|$)"' | sort
+		ls /dev /sys/class
+		ls -la /dev/infiniband /sys/class/infiniband /sys/class/infiniband_verbs 2>&1
 	} >"$1"
 }
 snapshot "$tmp/before"
