@@ -92,11 +92,17 @@ static void child(enum kind k)
 			ibv_close_device(ctx1);
 		}
 		if (k == FORKS) {
+			int gs;
+
 			g = fork();
-			if (g == 0)
+			if (g == 0) {
+				alarm(10); /* a hang in exit fails the case (status 6) */
 				exit(0); /* inherited the open device: prints nothing */
-			if (g < 0 || waitpid(g, NULL, 0) != g)
+			}
+			if (g < 0 || waitpid(g, &gs, 0) != g)
 				_exit(4);
+			if (!WIFEXITED(gs) || WEXITSTATUS(gs))
+				_exit(6);
 		}
 		exit(0);
 	case TWO_CONTEXTS:
