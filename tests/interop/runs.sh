@@ -105,7 +105,7 @@ tool_ok() {
 	pp) grep -Eq "^$5 iters in [0-9.]+ seconds" "$3" && ! grep -q 'invalid data' "$3" ;;
 	# (the message rate: a slow atomic run's bandwidth rounds to 0.00 MB/s)
 	# (a UD receiver may lose datagrams, which UD allows: its row only)
-	bw) awk -v s="$4" -v ud="$UD_RECV" '$1 == s && $2 ~ /^[0-9]+$/ && ($5 + 0 > 0 || ud) { f = 1 } END { exit !f }' "$3" ;;
+	bw) awk -v s="$4" -v ud="${UD_RECV:-}" '$1 == s && $2 ~ /^[0-9]+$/ && ($5 + 0 > 0 || ud) { f = 1 } END { exit !f }' "$3" ;;
 	lat) [ "$2" = server ] || awk -v s="$4" '$1 == s && $2 ~ /^[0-9]+$/ && $3 + 0 > 0 { f = 1 } END { exit !f }' "$3" ;;
 	esac
 }
