@@ -125,6 +125,7 @@ void sw_engine_stop(struct sw_dev *dev)
 	atomic_store(&eng->stop, true);
 	sw_engine_wake(eng);
 	pthread_join(eng->thread, NULL);
+	sw_gsi_detach(eng);
 	sw_shm_stop(eng);
 	engine_report(eng);
 	dev->eng = NULL;

@@ -90,6 +90,7 @@ struct sw_engine {
 	size_t held_len;
 	struct sockaddr_in held_dst;
 	struct sw_shm *shm; /* the same-host link, NULL when off (SOFTVERBS_SHM=0) */
+	struct softverbs_gsi *gsi; /* QP1 while librdmacm has it open (gsi.c) */
 };
 
 /* engine.c: start/stop with the device's port (first/last context). */
@@ -210,6 +211,17 @@ int sw_shm_pollfds(struct sw_engine *eng, struct pollfd *p, int max);
  * whenever the timers run.
  */
 void sw_shm_service(struct sw_engine *eng, uint64_t now);
+
+/* ---- gsi.c: the general services endpoint (QP1, sw/gsi.h) ---- */
+
+/*
+ * Progress thread: a valid packet for QP 1 (`pkt` parsed, from `src` to
+ * local address `dst`). Queued for the open endpoint, or counted and dropped.
+ */
+void sw_gsi_rx(struct sw_engine *eng, const struct sw_pkt *pkt, const struct sockaddr_in *src,
+	       struct in_addr dst);
+/* The engine stops: an endpoint still open is detached (its sends fail). */
+void sw_gsi_detach(struct sw_engine *eng);
 
 /* ---- requester / completer (req.c, comp.c) ---- */
 
