@@ -1,0 +1,252 @@
+#!/bin/sh
+# rdmacm_tools.sh LIBDIR CASE [sanitized]
+#
+# Debian's unmodified rdma_cm programs (rdmacm-utils, perftest -R, fio's
+# rdma engine) between two processes on the software device, against the
+# libibverbs.so.1 and librdmacm.so.1 in LIBDIR (through LD_LIBRARY_PATH:
+# the tools load ours by soname). The server gets a device address S
+# (SOFTVERBS_ADDR), the client S+1; the client connects to S once the
+# server's device is up. Every case runs twice: over the same-host link
+# (the default) and over UDP (SOFTVERBS_SHM=0). Both processes run under
+# a timeout; each must exit 0 and print what the tool prints on success
+# (data checks where the tool has them: rping -v compares every ping).
+# A server that never exits by itself (cmtime) is stopped once the client
+# is done. Exit 77 (skipped) with the reason when a tool is missing or
+# the build is sanitized.
+set -u
+
+if [ $# -lt 2 ]; then
+	echo "usage: rdmacm_tools.sh LIBDIR CASE [sanitized]" >&2
+	exit 2
+fi
+libdir=$(cd "$1" && pwd -P) || exit 2
+what=$2
+sanitized=${3:-}
+
+skip() {
+	echo "1..0 # SKIP $*"
+	exit 77
+}
+
+[ "$sanitized" = sanitized ] &&
+	skip "sanitized build: Debian's binaries cannot load an instrumented library"
+[ -e "$libdir/librdmacm.so.1" ] || { echo "not ok - no $libdir/librdmacm.so.1"; exit 1; }
+command -v timeout >/dev/null || skip "no timeout(1)"
+
+. "$(dirname "$0")/clean_env.sh" # no inherited SOFTVERBS_* but SV_TEST_SHM
+export LD_LIBRARY_PATH="$libdir"
+limit=${RDMACM_TOOLS_TIMEOUT:-90}
+
+tmp=$(mktemp -d)
+spid='' cpid=''
+cleanup() {
+	for p in $spid $cpid; do
+		kill "$p" 2>/dev/null
+	done
+	for p in $spid $cpid; do
+		wait "$p" 2>/dev/null
+	done
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM HUP
+
+n=0 failed=0
+ok() {
+	n=$((n + 1))
+	echo "ok $n - $*"
+}
+not_ok() {
+	n=$((n + 1))
+	failed=$((failed + 1))
+	echo "not ok $n - $*"
+}
+show() {
+	for f in "$@"; do
+		echo "#   == $(basename "$f")"
+		tail -n 40 "$f" | sed 's/^/#   /'
+	done
+}
+need() {
+	for b in "$@"; do
+		command -v "$b" >/dev/null || skip "$b is not installed (apt-get install $pkg)"
+	done
+}
+alive() {
+	kill -0 "$1" 2>/dev/null
+}
+
+# udp_bound ADDR: a UDP socket is bound to ADDR:4791 (the device is up)
+udp_bound() {
+	hex=$(echo "$1" | awk -F. '{ printf "%02X%02X%02X%02X:12B7", $4, $3, $2, $1 }')
+	awk -v a="$hex" '$2 == a { f = 1 } END { exit !f }' /proc/net/udp
+}
+
+# pick_addrs: S and C, two free 127/8 addresses that depend on this process
+pick_addrs() {
+	k=0
+	while :; do
+		b=$(((($$ + k * 37) % 200) + 20))
+		c=$((((($$ / 200) + k * 11) % 250) + 1))
+		S=127.$b.$c.2 C=127.$b.$c.3
+		udp_bound "$S" || udp_bound "$C" || return 0
+		k=$((k + 1))
+	done
+}
+
+# pair NAME "SERVER ARGS" "CLIENT ARGS" [stop]: server on S, client on C;
+# "stop": the server serves forever, stop it once the client exited 0.
+# SHM (empty or 0) is passed on as SOFTVERBS_SHM.
+pair() {
+	name=$1 sargs=$2 cargs=$3 stop=${4:-}
+	attempt=0
+	while :; do
+		attempt=$((attempt + 1))
+		pick_addrs
+		# shellcheck disable=SC2086 # the arguments are words on purpose
+		env ${SHM:+SOFTVERBS_SHM=$SHM} SOFTVERBS_ADDR="$S" \
+			timeout -k 5 "$limit" $(echo "$sargs" | sed "s/@S@/$S/g") \
+			>"$tmp/server.out" 2>&1 &
+		spid=$!
+		i=0
+		while ! udp_bound "$S" && alive "$spid" && [ $i -lt 300 ]; do
+			sleep 0.1
+			i=$((i + 1))
+		done
+		sleep 0.5 # from device open to rdma_listen
+		if ! alive "$spid"; then
+			wait "$spid"
+			src=$?
+			spid=''
+			[ $attempt -lt 3 ] && continue
+			echo "# server exited ($src) before its device was up"
+			return 1
+		fi
+		# shellcheck disable=SC2086
+		env ${SHM:+SOFTVERBS_SHM=$SHM} SOFTVERBS_ADDR="$C" \
+			timeout -k 5 "$limit" $(echo "$cargs" | sed "s/@S@/$S/g") \
+			>"$tmp/client.out" 2>&1 &
+		cpid=$!
+		wait "$cpid"
+		crc=$?
+		cpid=''
+		if [ "$stop" = stop ] && [ $crc -eq 0 ]; then
+			kill "$spid" 2>/dev/null
+			wait "$spid"
+			src=0
+		else
+			i=0
+			while alive "$spid" && [ $i -lt 100 ]; do
+				sleep 0.1
+				i=$((i + 1))
+			done
+			kill "$spid" 2>/dev/null
+			wait "$spid"
+			src=$?
+		fi
+		spid=''
+		break
+	done
+	[ $src -eq 0 ] && [ $crc -eq 0 ] && return 0
+	echo "# $name: server exit $src, client exit $crc (124: timed out after ${limit}s)"
+	return 1
+}
+
+loader_clean() {
+	! grep -Eq 'no version information|symbol lookup error|undefined symbol|cannot open shared object' "$@"
+}
+
+# run NAME "SERVER" "CLIENT" CLIENT-PATTERN SERVER-PATTERN [stop]
+run() {
+	name=$1 sv=$2 cl=$3 cpat=$4 spat=$5 stop=${6:-}
+	if [ -n "$SHM" ]; then
+		label="$name (UDP, SOFTVERBS_SHM=0)"
+	else
+		label="$name (same-host link)"
+	fi
+	if ! pair "$name" "$sv" "$cl" "$stop"; then
+		not_ok "$label"
+		show "$tmp/server.out" "$tmp/client.out"
+		return
+	fi
+	bad=''
+	grep -Eq -- "$cpat" "$tmp/client.out" || bad="$bad; client: no '$cpat'"
+	[ -z "$spat" ] || grep -Eq -- "$spat" "$tmp/server.out" || bad="$bad; server: no '$spat'"
+	loader_clean "$tmp/server.out" "$tmp/client.out" || bad="$bad; loader complaint"
+	if [ -n "$bad" ]; then
+		not_ok "$label: ${bad#; }"
+		show "$tmp/server.out" "$tmp/client.out"
+		return
+	fi
+	ok "$label: $(grep -E -- "$cpat" "$tmp/client.out" | tail -n 1 | tr -s ' \t' ' ')"
+}
+
+# count FILE PATTERN: lines matching
+count() {
+	grep -Ec -- "$2" "$1"
+}
+
+cases() {
+	case $what in
+	rping)
+		pkg=rdmacm-utils need rping
+		run rping "rping -s -a @S@ -v -C 100" "rping -c -a @S@ -v -C 100" \
+			'rdma-ping-99: ' 'rdma-ping-99: '
+		if [ "$(count "$tmp/client.out" '^ping data: rdma-ping-')" != 100 ]; then
+			not_ok "rping: the client printed $(count "$tmp/client.out" '^ping data') of 100 pings"
+		fi
+		run "rping -q" "rping -s -q -a @S@ -C 10" "rping -c -q -a @S@ -C 10" \
+			'DISCONNECT EVENT' 'DISCONNECT EVENT'
+		;;
+	ucmatose)
+		pkg=rdmacm-utils need ucmatose
+		run "ucmatose -c 4" "ucmatose -b @S@ -c 4 -C 20 -S 1000" \
+			"ucmatose -s @S@ -c 4 -C 20 -S 1000" '^return status 0' '^return status 0'
+		run "ucmatose -t 32 -a 14" "ucmatose -b @S@ -c 2 -a 14" \
+			"ucmatose -s @S@ -c 2 -t 32 -a 14" '^return status 0' '^return status 0'
+		;;
+	udaddy)
+		pkg=rdmacm-utils need udaddy
+		run udaddy "udaddy -b @S@ -c 2 -C 10" "udaddy -s @S@ -c 2 -C 10" \
+			'^return status 0' '^return status 0'
+		;;
+	cmtime)
+		pkg=rdmacm-utils need cmtime
+		run cmtime "cmtime -b @S@ -c 100" "cmtime -s @S@ -c 100" '^connect +:' '' stop
+		;;
+	rdma_server)
+		pkg=rdmacm-utils need rdma_server rdma_client
+		run rdma_server/rdma_client "rdma_server" "rdma_client -s @S@" \
+			'^rdma_client: end 0' '^rdma_server: end 0'
+		;;
+	ib_write_bw)
+		pkg=perftest need ib_write_bw
+		run "ib_write_bw -R" "ib_write_bw -R -d softverbs0 -n 2000" \
+			"ib_write_bw -R -d softverbs0 -n 2000 @S@" '^ 65536 +2000 ' '^ 65536 +2000 '
+		;;
+	ib_send_lat)
+		pkg=perftest need ib_send_lat
+		run "ib_send_lat -R" "ib_send_lat -R -d softverbs0 -n 1000" \
+			"ib_send_lat -R -d softverbs0 -n 1000 @S@" '^ 2 +1000 ' '^ 2 +1000 '
+		;;
+	fio)
+		pkg=fio need fio
+		run "fio rdma" \
+			"fio --name=s --ioengine=rdma --port=7470 --bs=64k --size=64m --rw=read" \
+			"fio --name=c --ioengine=rdma --hostname=@S@ --port=7470 --bs=64k --size=64m --rw=write --verb=write --time_based --runtime=3" \
+			'WRITE: bw=' 'err= 0'
+		;;
+	*)
+		echo "unknown case $what" >&2
+		exit 2
+		;;
+	esac
+}
+
+SHM=''
+cases
+SHM=0
+cases
+echo "1..$n"
+echo "# rdmacm_tools $what: $((n - failed)) passed, $failed failed"
+[ $failed -eq 0 ]
