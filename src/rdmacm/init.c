@@ -113,6 +113,17 @@ void cm_dev_put_pd(struct cm_dev *d)
 		d->pd = NULL;
 }
 
+/* Contract: see cm.h. Here, apart from send.c, so that tests can wrap it. */
+int cm_send_mad(struct cm_dev *d, const uint8_t peer_gid[16], const uint8_t mad[CM_MAD_LEN])
+{
+	struct softverbs_gsi_addr to;
+
+	memset(&to, 0, sizeof(to));
+	memcpy(to.peer_gid, peer_gid, 16);
+	to.hop_limit = CM_HOP_LIMIT;
+	return softverbs_gsi_send(d->gsi, &to, mad);
+}
+
 /* Open one device: its context, address, limits and GSI endpoint. */
 static int open_dev(struct ibv_device *ibdev, struct cm_dev *d)
 {

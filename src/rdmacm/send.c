@@ -42,17 +42,6 @@ uint8_t cm_ack_timeout(uint8_t delay, uint8_t life)
 	return (uint8_t)(a > 31 ? 31 : a);
 }
 
-/* Contract: see cm.h. */
-int cm_send_mad(struct cm_dev *d, const uint8_t peer_gid[16], const uint8_t mad[CM_MAD_LEN])
-{
-	struct softverbs_gsi_addr to;
-
-	memset(&to, 0, sizeof(to));
-	memcpy(to.peer_gid, peer_gid, 16);
-	to.hop_limit = CM_HOP_LIMIT;
-	return softverbs_gsi_send(d->gsi, &to, mad);
-}
-
 /* Contract: see cm.h. A lost send is a loss on the wire: the timer resends. */
 int cm_send_armed(struct cm_id *cid, uint32_t timeout_ms, int retries)
 {
