@@ -38,19 +38,28 @@ static bool readable(int fd)
 	return poll(&p, 1, 0) == 1;
 }
 
-/* The next event of `ch` (waiting up to 10 s), checked to be `type`. */
+/*
+ * The next event of `ch` (waiting up to 10 s), checked to be `type`. A
+ * TIMEWAIT_EXIT comes when the timewait of a disconnected id ends, at any
+ * time from there on: skipped unless asked for.
+ */
 static struct rdma_cm_event *expect(struct rdma_event_channel *ch, enum rdma_cm_event_type type)
 {
 	struct pollfd p = {.fd = ch->fd, .events = POLLIN};
 	struct rdma_cm_event *ev = NULL;
 
-	if (poll(&p, 1, 10000) != 1) {
-		CHECK_MSG(0, "no event (want %s)", rdma_event_str(type));
-		return NULL;
-	}
-	if (rdma_get_cm_event(ch, &ev)) {
-		CHECK_MSG(0, "rdma_get_cm_event: %s", t_errname(errno));
-		return NULL;
+	for (;;) {
+		if (poll(&p, 1, 10000) != 1) {
+			CHECK_MSG(0, "no event (want %s)", rdma_event_str(type));
+			return NULL;
+		}
+		if (rdma_get_cm_event(ch, &ev)) {
+			CHECK_MSG(0, "rdma_get_cm_event: %s", t_errname(errno));
+			return NULL;
+		}
+		if (ev->event != RDMA_CM_EVENT_TIMEWAIT_EXIT || type == RDMA_CM_EVENT_TIMEWAIT_EXIT)
+			break;
+		rdma_ack_cm_event(ev);
 	}
 	CHECK_MSG(ev->event == type, "event %s (status %d), want %s", rdma_event_str(ev->event),
 		  ev->status, rdma_event_str(type));
