@@ -236,6 +236,29 @@ cases() {
 			"fio --name=c --ioengine=rdma --hostname=@S@ --port=7470 --bs=64k --size=64m --rw=write --verb=write --time_based --runtime=3" \
 			'WRITE: bw=' 'err= 0'
 		;;
+	rstream)
+		pkg=rdmacm-utils need rstream
+		for t in v a b n; do
+			run "rstream -T $t" "rstream -b @S@ -T $t -S 4096 -C 100 -I 10" \
+				"rstream -s @S@ -T $t -S 4096 -C 100 -I 10" '^custom +4k +100 +10 ' ''
+		done
+		run "rstream (its table, 64 B to 1 MiB)" "rstream -b @S@" \
+			"rstream -s @S@" '^1m_bw ' ''
+		;;
+	riostream)
+		pkg=rdmacm-utils need riostream
+		run riostream "riostream -b @S@ -S 4096 -C 100 -I 10" \
+			"riostream -s @S@ -S 4096 -C 100 -I 10" '^custom +4k +100 +10 ' ''
+		;;
+	rcopy)
+		pkg=rdmacm-utils need rcopy
+		head -c 3000000 /dev/urandom >"$tmp/src.bin"
+		rm -f "$tmp/dst.bin"
+		run rcopy "rcopy" "rcopy $tmp/src.bin @S@:$tmp/dst.bin" '^3000000 bytes in ' '' stop
+		if ! cmp -s "$tmp/src.bin" "$tmp/dst.bin"; then
+			not_ok "rcopy: the copy differs from the file"
+		fi
+		;;
 	*)
 		echo "unknown case $what" >&2
 		exit 2

@@ -219,7 +219,11 @@ int rs_save_conn_data(struct rsocket *rs, const uint8_t *in)
 	tsgl(rs)[0].addr = get_be64(in + 24);
 	tsgl(rs)[0].key = get_be32(in + 32);
 	tsgl(rs)[0].length = get_be32(in + 36);
-	tsgl(rs)[1].length = 0;
+	/*
+	 * Entry 1 is left alone: it is zero from the allocation, and the
+	 * peer's first SGL update (its second buffer half) may already have
+	 * been written into it when the active side gets here.
+	 */
 	rs->target_sge = 0;
 	rs->sseq_comp = (uint16_t)(in[2] << 8 | in[3]);
 	rs->sseq_no = 0;
@@ -405,6 +409,9 @@ int rs_poll_cq(struct rsocket *rs)
 			}
 		}
 	}
+	/* a credit update deferred for want of a control slot goes out now */
+	if (total)
+		rs_send_credits(rs);
 	return total;
 }
 

@@ -48,13 +48,15 @@ static short rs_revents(struct rsocket *rs, short events)
 			r |= POLLIN;
 		if (rs_can_send(rs))
 			r |= POLLOUT;
-		if (rs->state == RS_DISCONNECTED)
+		/* the hang-up shows once the data that came before it is read */
+		if (rs->state == RS_DISCONNECTED && !rs_have_rdata(rs))
 			r |= POLLHUP;
 		else if (rs->state == RS_ERROR)
 			r |= POLLERR;
 		break;
 	case RS_DISCONNECTED:
-		r = POLLIN | POLLHUP;
+		rs_poll_cq(rs);
+		r = POLLIN | (rs_have_rdata(rs) ? 0 : POLLHUP);
 		break;
 	case RS_ERROR:
 		r = POLLIN | POLLERR | POLLHUP;
