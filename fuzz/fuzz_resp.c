@@ -82,7 +82,7 @@ static struct {
 	struct fz_buf buf[NMR];
 	struct ibv_mr *mr[NMR];
 	uint64_t base[NMR]; /* the MR's first address as the wire names it */
-	struct sockaddr_in src;
+	union sw_sa src;
 } g;
 
 static void setup(void)
@@ -128,9 +128,9 @@ static void setup(void)
 		}
 		FUZZ_REQUIRE(g.mr[i]);
 	}
-	g.src.sin_family = AF_INET;
-	g.src.sin_addr.s_addr = htonl(0x7f0000fa); /* 127.0.0.250 */
-	g.src.sin_port = htons(49152);
+	g.src.v4.sin_family = AF_INET;
+	g.src.v4.sin_addr.s_addr = htonl(0x7f0000fa); /* 127.0.0.250 */
+	g.src.v4.sin_port = htons(49152);
 }
 
 /* Attributes for the transition to `to` (everything a transition may need). */
@@ -158,7 +158,7 @@ static struct ibv_qp_attr qp_attr(enum ibv_qp_state to, uint8_t c0, uint8_t c1)
 	/* the peer is where the packets come from: an RC QP takes no others */
 	a.ah_attr.grh.dgid.raw[10] = 0xff;
 	a.ah_attr.grh.dgid.raw[11] = 0xff;
-	memcpy(&a.ah_attr.grh.dgid.raw[12], &g.src.sin_addr, 4);
+	memcpy(&a.ah_attr.grh.dgid.raw[12], &g.src.v4.sin_addr, 4);
 	a.ah_attr.grh.hop_limit = 64;
 	return a;
 }
@@ -394,10 +394,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if ((c0 & 0x40) && ia.qp_type == IBV_QPT_RC && (c0 & 7) == 3)
 		post_sends(qp);
 
-	ic.src = g.src.sin_addr;
-	ic.dst = g.dev->port.addr;
-	ic.sport = ntohs(g.src.sin_port);
-	ic.dport = g.dev->port.udp_port;
+	sw_icrc_ctx_set(&ic, &g.src, &g.dev->port.local);
 	for (int k = 0; k < MAX_PKTS && in.n; k++) {
 		uint8_t fix = fz_u8(&in);
 		size_t len = fz_u16(&in);
@@ -419,7 +416,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 			memcpy(pkt + len - SW_ICRC_LEN, &(uint32_t){ htole32(crc) }, SW_ICRC_LEN);
 		}
-		FUZZ_ASSERT(sw_rx_inject(g.dev->eng, pkt, len, &g.src, g.dev->port.addr) == 0);
+		FUZZ_ASSERT(sw_rx_inject(g.dev->eng, pkt, len, &g.src, &g.dev->port.local) == 0);
 		free(pkt);
 		check_memory();
 	}

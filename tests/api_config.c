@@ -23,7 +23,7 @@ static const char *const vars[] = {
 	"SOFTVERBS_DEV_NAME",	  "SOFTVERBS_ADDR",	     "SOFTVERBS_UDP_PORT",
 	"SOFTVERBS_MTU",	  "SOFTVERBS_CC_DMA_BOUNCE", "SOFTVERBS_CC_HEAP",
 	"SOFTVERBS_BUSY_POLL",	  "SOFTVERBS_STATS",	     "SOFTVERBS_FAULT",
-	"SOFTVERBS_PROGRESS_CPU", "SOFTVERBS_SHM",
+	"SOFTVERBS_PROGRESS_CPU", "SOFTVERBS_SHM",	     "SOFTVERBS_GID_TABLE",
 };
 
 static void clear_env(void)
@@ -127,7 +127,16 @@ static void case_malformed(void)
 		{"SOFTVERBS_ADDR", "255.255.255.255"},
 		{"SOFTVERBS_ADDR", "224.0.0.1"},
 		{"SOFTVERBS_ADDR", "239.255.255.250"},
-		{"SOFTVERBS_ADDR", "::1"},
+		{"SOFTVERBS_ADDR", "::"},
+		{"SOFTVERBS_ADDR", "ff02::1"},
+		{"SOFTVERBS_ADDR", "fe80::1"}, /* link-local needs its interface */
+		{"SOFTVERBS_ADDR", "fe80::1%nosuchif0"},
+		{"SOFTVERBS_ADDR", "1::2::3"},
+		{"SOFTVERBS_ADDR", "::ffff:224.0.0.1"},
+		{"SOFTVERBS_ADDR", "::1%"},
+		{"SOFTVERBS_GID_TABLE", ""},
+		{"SOFTVERBS_GID_TABLE", "mlx4"},
+		{"SOFTVERBS_GID_TABLE", "RXE"},
 		{"SOFTVERBS_UDP_PORT", ""},
 		{"SOFTVERBS_UDP_PORT", "0"},
 		{"SOFTVERBS_UDP_PORT", "65536"},
@@ -229,6 +238,85 @@ static int udp_in_use(const char *addr, int port)
 	return busy;
 }
 
+/* An IPv6 address: the GID is the address itself, RoCE v2, and the socket holds it. */
+static void case_addr6(void)
+{
+	struct sockaddr_in6 probe = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+	struct ibv_gid_entry ent;
+	struct ibv_context *ctx;
+	union ibv_gid gid;
+	char listed[64];
+	int fd = socket(AF_INET6, SOCK_DGRAM, 0);
+	bool have6 = fd >= 0 && !bind(fd, (struct sockaddr *)&probe, sizeof(probe));
+
+	if (fd >= 0)
+		close(fd);
+	if (!have6) {
+		printf("# SKIP the IPv6 address: this host cannot bind ::1 (%s)\n",
+		       t_errname(errno));
+		return;
+	}
+	ctx = open_with("SOFTVERBS_ADDR", "::1", listed, sizeof(listed));
+	if (CHECK_MSG(ctx != NULL, "SOFTVERBS_ADDR=::1: %s", t_errname(errno))) {
+		static const uint8_t lo6[16] = {[15] = 1};
+
+		if (CHECK(ibv_query_gid(ctx, 1, 0, &gid) == 0))
+			CHECK(!memcmp(gid.raw, lo6, 16));
+		if (CHECK_RET(ibv_query_gid_ex(ctx, 1, 0, &ent, 0), 0))
+			CHECK(ent.gid_type == IBV_GID_TYPE_ROCE_V2 &&
+			      !memcmp(ent.gid.raw, lo6, 16));
+		ibv_close_device(ctx);
+	}
+	unsetenv("SOFTVERBS_ADDR");
+}
+
+/*
+ * SOFTVERBS_GID_TABLE: the address in slot 0 (single), 1 (rxe) or 3
+ * (mlx5); on lo there is no link-local address, so the other slots are
+ * empty: the zero GID, ENODATA, and not in ibv_query_gid_table().
+ */
+static void case_gid_tables(void)
+{
+	static const struct {
+		const char *layout;
+		int slot, len;
+	} t[] = {{"single", 0, 1}, {"rxe", 1, 16}, {"mlx5", 3, 16}};
+
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		struct ibv_gid_entry ent, all[4];
+		struct ibv_context *ctx;
+		struct ibv_port_attr p;
+		union ibv_gid gid;
+		char listed[64];
+
+		setenv("SOFTVERBS_ADDR", "127.0.0.78", 1);
+		ctx = open_with("SOFTVERBS_GID_TABLE", t[i].layout, listed, sizeof(listed));
+		if (!CHECK_MSG(ctx != NULL, "SOFTVERBS_GID_TABLE=%s: %s", t[i].layout,
+			       t_errname(errno)))
+			continue;
+		if (CHECK(ibv_query_port(ctx, 1, &p) == 0))
+			CHECK_EQ_INT(p.gid_tbl_len, t[i].len);
+		for (int k = 0; k < t[i].len; k++) {
+			int r = ibv_query_gid_ex(ctx, 1, (uint32_t)k, &ent, 0);
+
+			CHECK(ibv_query_gid(ctx, 1, k, &gid) == 0);
+			if (k == t[i].slot)
+				CHECK_MSG(r == 0 && gid.raw[11] == 0xff && gid.raw[15] == 78 &&
+						  ent.gid_index == (uint32_t)k,
+					  "%s slot %d: %s", t[i].layout, k, t_errname(r));
+			else
+				CHECK_MSG(r == ENODATA && gid.raw[11] == 0 && gid.raw[15] == 0,
+					  "%s empty slot %d: %s", t[i].layout, k, t_errname(r));
+		}
+		CHECK_RET(ibv_query_gid_ex(ctx, 1, (uint32_t)t[i].len, &ent, 0), EINVAL);
+		if (CHECK_EQ_INT(ibv_query_gid_table(ctx, all, 4, 0), 1))
+			CHECK_EQ_INT(all[0].gid_index, t[i].slot);
+		ibv_close_device(ctx);
+	}
+	unsetenv("SOFTVERBS_ADDR");
+	unsetenv("SOFTVERBS_GID_TABLE");
+}
+
 static void case_good(void)
 {
 	struct ibv_device_attr_ex ex;
@@ -294,6 +382,9 @@ static void case_good(void)
 		unsetenv("SOFTVERBS_ADDR");
 		unsetenv("SOFTVERBS_UDP_PORT");
 	}
+
+	case_addr6();
+	case_gid_tables();
 
 	/* CC DMA bounce: reported in device_cap_flags_ex only when set */
 	ctx = open_with("SOFTVERBS_CC_DMA_BOUNCE", "1", listed, sizeof(listed));

@@ -21,6 +21,7 @@
 #include "harness.h"
 #include "traffic.h"
 
+#include <arpa/inet.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -161,8 +162,19 @@ out:
 	return ret || t_st()->failed;
 }
 
+/* The text of a GID's address: dotted IPv4 when IPv4-mapped, else IPv6. */
+static const char *gid_text(const union ibv_gid *g, char buf[INET6_ADDRSTRLEN])
+{
+	static const uint8_t mapped[12] = {[10] = 0xff, [11] = 0xff};
+
+	if (!memcmp(g->raw, mapped, 12))
+		return inet_ntop(AF_INET, &g->raw[12], buf, INET6_ADDRSTRLEN);
+	return inet_ntop(AF_INET6, g->raw, buf, INET6_ADDRSTRLEN);
+}
+
 static int client(int sock, const char *manifest)
 {
+	char a1[INET6_ADDRSTRLEN], a2[INET6_ADDRSTRLEN];
 	struct side s;
 	FILE *m = NULL;
 	int ret = 1;
@@ -174,10 +186,8 @@ static int client(int sock, const char *manifest)
 		m = fopen(manifest, "w");
 		if (!CHECK(m))
 			goto out;
-		/* addresses: client and server IPv4 (the GIDs' last four bytes) */
-		fprintf(m, "hosts %u.%u.%u.%u %u.%u.%u.%u\n", s.me.gid.raw[12], s.me.gid.raw[13],
-			s.me.gid.raw[14], s.me.gid.raw[15], s.other.gid.raw[12],
-			s.other.gid.raw[13], s.other.gid.raw[14], s.other.gid.raw[15]);
+		/* addresses: client and server (dotted IPv4 for IPv4-mapped GIDs) */
+		fprintf(m, "hosts %s %s\n", gid_text(&s.me.gid, a1), gid_text(&s.other.gid, a2));
 		fprintf(m, "qpns %u %u\n", s.me.rc_qpn, s.other.rc_qpn);
 	}
 	/* 1: SEND 3000 = FIRST, MIDDLE, LAST */

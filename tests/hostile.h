@@ -144,7 +144,7 @@ static inline void h_open(struct h_env *h)
 	dev = sw_dev_of(h->e.ctx);
 	h->eng = dev->eng;
 	h->dev.sin_family = AF_INET;
-	h->dev.sin_addr = dev->port.addr;
+	h->dev.sin_addr = dev->port.local.v4.sin_addr;
 	h->dev.sin_port = htons(dev->port.udp_port);
 	h->fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (h->fd < 0 || !h->eng) {
@@ -165,10 +165,10 @@ static inline void h_open(struct h_env *h)
 	}
 	h->gid.raw[10] = h->gid.raw[11] = 0xff;
 	memcpy(&h->gid.raw[12], &h->me.sin_addr, 4);
-	h->ic_out = (struct sw_icrc_ctx){h->me.sin_addr, h->dev.sin_addr, ntohs(h->me.sin_port),
-					 ntohs(h->dev.sin_port)};
-	h->ic_in = (struct sw_icrc_ctx){h->dev.sin_addr, h->me.sin_addr, ntohs(h->dev.sin_port),
-					ntohs(h->me.sin_port)};
+	sw_icrc_ctx_set(&h->ic_out, (const union sw_sa *)(const void *)&h->me,
+			(const union sw_sa *)(const void *)&h->dev);
+	sw_icrc_ctx_set(&h->ic_in, (const union sw_sa *)(const void *)&h->dev,
+			(const union sw_sa *)(const void *)&h->me);
 	if (fcntl(h->e.ctx->async_fd, F_SETFL, O_NONBLOCK)) {
 		printf("Bail out! async_fd: %s\n", t_errname(errno));
 		exit(1);

@@ -40,6 +40,14 @@ struct t_addr {
 	union ibv_gid gid;
 };
 
+/* The GID index the endpoints use: SV_TEST_GID_INDEX, default 0 (netns_two_hosts.sh). */
+static inline int t_gid_index(void)
+{
+	const char *v = getenv("SV_TEST_GID_INDEX");
+
+	return v ? atoi(v) : 0;
+}
+
 /*
  * Set up an endpoint on `ctx` (NULL: open the first device) with a
  * `len`-byte buffer registered with `access`, a CQ of `depth` entries and
@@ -78,7 +86,7 @@ static inline int t_ep_init(struct t_ep *e, struct ibv_context *ctx, enum ibv_qp
 	e->qp = ibv_create_qp(e->pd, &ia);
 	if (!CHECK(e->qp))
 		return -1;
-	CHECK(ibv_query_gid(e->ctx, 1, 0, &e->gid) == 0);
+	CHECK(ibv_query_gid(e->ctx, 1, t_gid_index(), &e->gid) == 0);
 	a.qp_state = IBV_QPS_INIT;
 	a.pkey_index = 0;
 	a.port_num = 1;
@@ -113,7 +121,7 @@ static inline struct ibv_ah_attr t_ah_attr(const union ibv_gid *gid)
 
 	ah.is_global = 1;
 	ah.grh.dgid = *gid;
-	ah.grh.sgid_index = 0;
+	ah.grh.sgid_index = (uint8_t)t_gid_index();
 	ah.grh.hop_limit = 64;
 	ah.port_num = 1;
 	return ah;

@@ -48,9 +48,9 @@ static void check_av(uint16_t udp_port)
 	if (CHECK(ah != NULL)) {
 		const struct sw_av *v = &sw_ah(ah)->av;
 
-		CHECK_EQ_INT(v->dst.sin_family, AF_INET);
-		CHECK_EQ_INT(ntohs(v->dst.sin_port), udp_port);
-		CHECK_EQ_INT(ntohl(v->dst.sin_addr.s_addr), 0x0a010203);
+		CHECK_EQ_INT(v->dst.v4.sin_family, AF_INET);
+		CHECK_EQ_INT(ntohs(v->dst.v4.sin_port), udp_port);
+		CHECK_EQ_INT(ntohl(v->dst.v4.sin_addr.s_addr), 0x0a010203);
 		CHECK(!memcmp(v->dgid.raw, a.grh.dgid.raw, 16));
 		CHECK_EQ_INT(v->flow_label, 0x54321);
 		CHECK_EQ_INT(v->hop_limit, 17);
@@ -64,7 +64,7 @@ static void check_av(uint16_t udp_port)
 	/* the same resolution without an AH */
 	memset(&av, 0, sizeof(av));
 	if (CHECK_EQ_INT(sw_av_from_attr(c, &a, &av), 0))
-		CHECK_EQ_INT(ntohs(av.dst.sin_port), udp_port);
+		CHECK_EQ_INT(ntohs(av.dst.v4.sin_port), udp_port);
 	a.is_global = 0;
 	CHECK_EQ_INT(sw_av_from_attr(c, &a, &av), -EINVAL);
 	CHECK_RET(ibv_dealloc_pd(pd), 0);

@@ -20,25 +20,23 @@
 #include "sw/transport/transport.h"
 
 static struct sw_engine *eng;
-static struct sockaddr_in peer = {.sin_family = AF_INET, .sin_port = 0xb712};
+static union sw_sa peer = {.v4 = {.sin_family = AF_INET, .sin_port = 0xb712}};
 
 static void inject(uint8_t opcode, uint32_t qkey, uint16_t pkey, uint32_t len, uint8_t fill)
 {
 	uint8_t buf[SW_PKT_MAX];
 	uint8_t pay[512];
 	struct sw_pkt p = {.opcode = opcode, .pkey = pkey, .dqpn = 1, .qkey = qkey, .sqpn = 1};
-	struct sw_icrc_ctx ic = {.src = peer.sin_addr,
-				 .dst = eng->dev->port.addr,
-				 .sport = ntohs(peer.sin_port),
-				 .dport = eng->dev->port.udp_port};
+	struct sw_icrc_ctx ic;
 	size_t hl, n;
 
+	sw_icrc_ctx_set(&ic, &peer, &eng->dev->port.local);
 	memset(pay, fill, sizeof(pay));
 	p.padcnt = sw_pad_for(len);
 	hl = sw_pkt_write_hdrs(buf, &p);
 	memcpy(buf + hl, pay, len);
 	n = sw_pkt_finish(buf, hl + len, &ic);
-	CHECK_EQ_INT(sw_rx_inject(eng, buf, n, &peer, eng->dev->port.addr), 0);
+	CHECK_EQ_INT(sw_rx_inject(eng, buf, n, &peer, &eng->dev->port.local), 0);
 }
 
 static bool readable(int fd)
@@ -60,7 +58,7 @@ int main(void)
 	if (t_open_first(&ctx))
 		return t_finish();
 	eng = sw_dev_of(ctx)->eng;
-	peer.sin_addr.s_addr = htonl(0x7f0000fa);
+	peer.v4.sin_addr.s_addr = htonl(0x7f0000fa);
 
 	t_case("closed: dropped as no QP");
 	n0 = atomic_load(&eng->cnt.drops_no_qp);
@@ -79,8 +77,8 @@ int main(void)
 	CHECK_EQ_INT(softverbs_gsi_recv(g, &a, mad), 0);
 	CHECK_EQ_INT(mad[0], 0x5a);
 	CHECK_EQ_INT(mad[255], 0x5a);
-	CHECK(!memcmp(a.peer_gid + 12, &peer.sin_addr, 4) && a.peer_gid[10] == 0xff);
-	CHECK(!memcmp(a.local_gid + 12, &eng->dev->port.addr, 4));
+	CHECK(!memcmp(a.peer_gid + 12, &peer.v4.sin_addr, 4) && a.peer_gid[10] == 0xff);
+	CHECK(!memcmp(a.local_gid + 12, &eng->dev->port.local.v4.sin_addr, 4));
 	CHECK_EQ_INT(a.src_qp, 1);
 	CHECK_EQ_INT(a.pkey, 0xffff);
 	CHECK(!readable(softverbs_gsi_fd(g)));
@@ -111,7 +109,7 @@ int main(void)
 	t_case("send: the device takes its own MAD");
 	memset(&a, 0, sizeof(a));
 	a.peer_gid[10] = a.peer_gid[11] = 0xff;
-	memcpy(a.peer_gid + 12, &eng->dev->port.addr, 4);
+	memcpy(a.peer_gid + 12, &eng->dev->port.local.v4.sin_addr, 4);
 	memset(mad, 0x77, sizeof(mad));
 	CHECK_EQ_INT(softverbs_gsi_send(g, &a, mad), 0);
 	for (int i = 0; i < 200 && !readable(softverbs_gsi_fd(g)); i++)
@@ -119,7 +117,7 @@ int main(void)
 	memset(mad, 0, sizeof(mad));
 	CHECK_EQ_INT(softverbs_gsi_recv(g, &a, mad), 0);
 	CHECK_EQ_INT(mad[100], 0x77);
-	a.peer_gid[0] = 0xfe; /* not IPv4-mapped */
+	a.peer_gid[0] = 0xfe; /* an IPv6 peer of an IPv4 device */
 	CHECK_EQ_INT(softverbs_gsi_send(g, &a, mad), -EAFNOSUPPORT);
 
 	softverbs_gsi_close(g);

@@ -135,10 +135,11 @@ static struct shm_hello hello_good(void)
 		.magic = SHM_MAGIC,
 		.version = SHM_VERSION,
 		.ring_bytes = SHM_RING_BYTES,
-		.addr = h->me.sin_addr.s_addr,
 		.port = ntohs(h->me.sin_port),
 	};
 
+	m.gid[10] = m.gid[11] = 0xff; /* ::ffff:a.b.c.d */
+	memcpy(&m.gid[12], &h->me.sin_addr, 4);
 	return m;
 }
 
@@ -624,7 +625,8 @@ static void hostile_consumer(void)
 		goto out;
 	memcpy(&mfd, CMSG_DATA(c), sizeof(int));
 	CHECK(m.magic == SHM_MAGIC && m.version == SHM_VERSION && m.ring_bytes == SHM_RING_BYTES);
-	CHECK(m.addr == h->dev.sin_addr.s_addr && m.port == ntohs(h->dev.sin_port));
+	CHECK(m.gid[10] == 0xff && m.gid[11] == 0xff && !memcmp(&m.gid[12], &h->dev.sin_addr, 4) &&
+	      m.port == ntohs(h->dev.sin_port));
 	CHECK(fstat(mfd, &st) == 0 && st.st_size == SHM_MAP_BYTES);
 	seals = fcntl(mfd, F_GET_SEALS);
 	CHECK_MSG(seals >= 0 && (seals & F_SEAL_SHRINK) && (seals & F_SEAL_GROW), "seals %#x",

@@ -87,6 +87,7 @@ static bool op_valid(uint8_t op)
 
 static void rnd_ctx(struct sw_icrc_ctx *c)
 {
+	memset(c, 0, sizeof(*c)); /* IPv4 */
 	c->src.s_addr = (in_addr_t)rnd();
 	c->dst.s_addr = (in_addr_t)rnd();
 	c->sport = (uint16_t)rnd();

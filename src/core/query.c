@@ -166,6 +166,11 @@ SV_EXPORT int ibv_query_gid_type(struct ibv_context *context, uint8_t port_num, 
 	struct ibv_gid_entry e;
 	int ret = query_gid_entry(context, port_num, index, &e);
 
+	if (ret == -ENODATA) {
+		/* an empty slot: the kernel's file refuses it, which rdma-core reads as IB */
+		*type = IBV_GID_TYPE_SYSFS_IB_ROCE_V1;
+		return 0;
+	}
 	if (ret)
 		return ret_minus_one(ret);
 	if (e.gid_type == IBV_GID_TYPE_ROCE_V2)

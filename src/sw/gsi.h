@@ -16,7 +16,8 @@
  * (the CM retransmits). Sending builds the same packet with source QP 1
  * and the endpoint's own incrementing PSN.
  *
- * Addresses are GIDs: IPv4 peers are IPv4-mapped (::ffff:a.b.c.d).
+ * Addresses are GIDs: IPv4 peers are IPv4-mapped (::ffff:a.b.c.d), IPv6
+ * peers their address; a device reaches peers of its own family.
  * Every function returns 0 or -errno and is safe from any thread.
  */
 #ifndef SV_SW_GSI_H
@@ -43,8 +44,8 @@ struct softverbs_gsi_addr {
 	uint16_t pkey; /* recv: BTH P_Key */
 	uint32_t src_qp; /* recv: DETH source QP */
 	uint8_t tclass; /* send: IP TOS (recv: 0, not reported) */
-	uint8_t hop_limit; /* send: ignored, the socket's TTL; recv: 64 */
-	uint32_t flow_label; /* send: 20 bits, ignored over IPv4 */
+	uint8_t hop_limit; /* send: IPv6 hop limit (IPv4: the socket's TTL); recv: 64 */
+	uint32_t flow_label; /* send: 20 bits, IPv6 only */
 };
 
 /*
@@ -60,8 +61,8 @@ int softverbs_gsi_fd(struct softverbs_gsi *gsi);
 int softverbs_gsi_recv(struct softverbs_gsi *gsi, struct softverbs_gsi_addr *src,
 		       uint8_t mad[SV_GSI_MAD_LEN]);
 /*
- * Send one MAD to QP 1 of dst->peer_gid: 0, -EAFNOSUPPORT (not an
- * IPv4-mapped GID) or the send's -errno (-EAGAIN: the socket stayed full).
+ * Send one MAD to QP 1 of dst->peer_gid: 0, -EAFNOSUPPORT (a peer of the
+ * other address family) or the send's -errno (-EAGAIN: the socket stayed full).
  */
 int softverbs_gsi_send(struct softverbs_gsi *gsi, const struct softverbs_gsi_addr *dst,
 		       const uint8_t mad[SV_GSI_MAD_LEN]);

@@ -65,7 +65,7 @@ static inline void *sw_ring_slot(const struct sw_ring *r, uint32_t idx)
 
 /* Where packets for a peer go: resolved from an ibv_ah_attr. */
 struct sw_av {
-	struct sockaddr_in dst; /* peer's IPv4 address and UDP port */
+	union sw_sa dst; /* peer's address and UDP port */
 	union ibv_gid dgid;
 	uint32_t flow_label;
 	uint8_t sgid_index;
@@ -75,8 +75,8 @@ struct sw_av {
 };
 
 /*
- * Resolve `attr` for a port of `ctx`: is_global with an IPv4-mapped dgid
- * is required (RoCE), sgid_index < gid_tbl_len, port 1. 0 or -EINVAL.
+ * Resolve `attr` for a port of `ctx`: is_global (RoCE), port 1, a listed
+ * sgid_index, a unicast dgid of the source GID's family. 0 or -EINVAL.
  */
 int sw_av_from_attr(struct ibv_context *ctx, const struct ibv_ah_attr *attr, struct sw_av *av);
 

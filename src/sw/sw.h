@@ -22,6 +22,7 @@
 #include <sys/types.h>
 
 #include "core/core.h"
+#include "sw/addr.h"
 #include "sw/place.h"
 
 /* Limits the device reports and enforces. */
@@ -44,7 +45,6 @@ enum {
 	SW_MAX_QP_RD_ATOM = 128,
 	SW_MAX_RES_RD_ATOM = SW_MAX_QP_RD_ATOM * SW_MAX_QP,
 	SW_MAX_PKEYS = 1,
-	SW_GID_TBL_LEN = 1,
 	SW_UDP_PORT = 4791,
 	SW_VENDOR_ID = 0xFFFFFF, /* not Mellanox (0x02c9), not Amazon (0x1d0f) */
 	SW_VENDOR_PART_ID = 0,
@@ -70,11 +70,19 @@ struct sw_fault {
 	uint64_t seed;
 };
 
+/* SOFTVERBS_GID_TABLE: the order of the port's GID table (ctrl/gid.c). */
+enum sw_gid_layout {
+	SW_GIDS_SINGLE, /* 0: the address */
+	SW_GIDS_RXE, /* 0: IPv6 link-local, 1: the address (as the kernel's rxe) */
+	SW_GIDS_MLX5, /* 1: link-local, 3: the address (RoCE v2 where mlx5 has it) */
+};
+
 /* ctrl/config.c: SOFTVERBS_* settings, read once per device probe. */
 struct sw_config {
 	char name[64]; /* SOFTVERBS_DEV_NAME, default "softverbs0" */
 	bool have_addr; /* SOFTVERBS_ADDR given */
-	struct in_addr addr; /* address to bind when have_addr */
+	union sw_sa addr; /* address to bind when have_addr (port 0) */
+	enum sw_gid_layout gid_layout; /* SOFTVERBS_GID_TABLE */
 	uint16_t udp_port; /* SOFTVERBS_UDP_PORT, default 4791 */
 	enum ibv_mtu mtu; /* SOFTVERBS_MTU; 0 = by address (lo: 4096, else 1024) */
 	bool cc_dma_bounce; /* SOFTVERBS_CC_DMA_BOUNCE */
@@ -94,18 +102,52 @@ struct sw_config {
  */
 void sw_config_load(struct sw_config *cfg);
 
-/* transport/udp.c: the device's UDP endpoint, shared by its contexts. */
-struct sw_port {
-	int fd; /* bound UDP socket, -1 when closed */
-	struct in_addr addr; /* bound address */
-	uint16_t udp_port;
-	enum ibv_mtu active_mtu;
-	uint32_t ifindex; /* interface owning addr, 0 if none */
+/* One entry of the port's GID table (ctrl/gid.c). */
+struct sw_gid_slot {
+	union ibv_gid gid; /* all zero: an empty slot */
+	int sock; /* the port's socket of this address: 0 or 1; -1 for an empty slot */
 };
 
-/* Bind per config (explicit address, or the first free 127.0.0.N). */
+enum {
+	SW_PORT_SOCKS = 2, /* the address, and an IPv6 link-local one */
+	SW_GID_TBL_MAX = 16, /* entries of a table other than "single" */
+};
+
+/* transport/udp.c: the device's UDP endpoint, shared by its contexts. */
+struct sw_port {
+	int fd; /* bound UDP socket of the address (sock 0), -1 when closed */
+	union sw_sa local; /* its address and port */
+	/* sock 1: an IPv6 link-local socket for the GID table, fd -1 if none */
+	int ll_fd;
+	union sw_sa ll;
+	uint16_t udp_port;
+	enum ibv_mtu active_mtu;
+	uint32_t ifindex; /* interface owning the address, 0 if none */
+	uint32_t gid_tbl_len;
+	struct sw_gid_slot gid[SW_GID_TBL_MAX];
+};
+
+/* Bind per config (explicit address, or the first free 127.0.0.N); lay out the GIDs. */
 int sw_port_open(struct sw_port *port, const struct sw_config *cfg);
 void sw_port_close(struct sw_port *port);
+
+/* ctrl/gid.c: fill port->gid and gid_tbl_len per layout (the sockets are open). */
+void sw_port_lay_out_gids(struct sw_port *port, enum sw_gid_layout layout);
+/*
+ * ctrl/gid.c: the GID slot `index` of the port, NULL if out of range or
+ * empty (the verbs refuse it with EINVAL).
+ */
+const struct sw_gid_slot *sw_port_gid(const struct sw_port *port, unsigned int index);
+/* The socket and local address of a GID slot. */
+static inline int sw_port_fd_of(const struct sw_port *port, const struct sw_gid_slot *g)
+{
+	return g && g->sock == 1 ? port->ll_fd : port->fd;
+}
+static inline const union sw_sa *sw_port_addr_of(const struct sw_port *port,
+						 const struct sw_gid_slot *g)
+{
+	return g && g->sock == 1 ? &port->ll : &port->local;
+}
 
 struct sw_mr;
 struct sw_qp_table;

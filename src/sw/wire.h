@@ -20,6 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sw/addr.h"
+
 enum {
 	SW_BTH_LEN = 12,
 	SW_DETH_LEN = 8,
@@ -110,6 +112,13 @@ enum {
 	SW_AETH_NAK_INV_RD_REQ = 0x64,
 };
 
+/* What a received packet's ICRC says of the IPv4 header bytes a socket does not show. */
+struct sw_icrc_var {
+	bool recovered; /* false: ID 0 and DF, as sw_icrc() assumes */
+	bool df; /* the sender's Don't Fragment bit */
+	uint16_t ip_id; /* the sender's IPv4 Identification */
+};
+
 /*
  * A packet, parsed or to be built. Only the fields of the headers the
  * opcode carries are meaningful.
@@ -148,13 +157,33 @@ struct sw_pkt {
 	const uint8_t *payload;
 	uint32_t paylen;
 	const struct sw_opinfo *info; /* NULL after sw_pkt_parse_bth() */
+	struct sw_icrc_var ipv; /* parse: the sender's IPv4 header as the ICRC shows it */
 };
 
-/* Addresses the ICRC covers (the IPv4 and UDP headers, masked). */
+/* Addresses the ICRC covers (the IP and UDP headers, masked). */
 struct sw_icrc_ctx {
-	struct in_addr src, dst;
+	struct in_addr src, dst; /* IPv4 */
 	uint16_t sport, dport; /* host order */
+	bool v6; /* IPv6: the addresses are src6 and dst6 */
+	struct in6_addr src6, dst6;
 };
+
+/* The ICRC context of a packet from `src` to `dst` (one family). */
+static inline void sw_icrc_ctx_set(struct sw_icrc_ctx *c, const union sw_sa *src,
+				   const union sw_sa *dst)
+{
+	memset(c, 0, sizeof(*c));
+	c->sport = sw_sa_port(src);
+	c->dport = sw_sa_port(dst);
+	if (sw_sa_is_v6(src)) {
+		c->v6 = true;
+		c->src6 = src->v6.sin6_addr;
+		c->dst6 = dst->v6.sin6_addr;
+	} else {
+		c->src = src->v4.sin_addr;
+		c->dst = dst->v4.sin_addr;
+	}
+}
 
 /* zlib-compatible CRC-32 (start with 0; chain by passing the last result). */
 uint32_t sw_crc32(uint32_t crc, const void *buf, size_t len);
@@ -176,11 +205,23 @@ bool sw_crc32_have_clmul(void);
 uint32_t sw_icrc(const struct sw_icrc_ctx *c, const uint8_t *pkt, size_t len);
 
 /*
+ * Check the ICRC stored in the last 4 bytes of a received UDP payload of
+ * `len` bytes (a multiple of 4, BTH + ICRC at least). 0 if it is the
+ * ICRC of the packet as sent with some legal IPv4 header: *var tells
+ * which (ID 0 with DF: all 32 bits checked; otherwise the ID and DF
+ * recovered from the difference, 15 bits checked, and the caller should
+ * judge the ID: transport/ipid.c). -EILSEQ otherwise. See icrc.c.
+ */
+int sw_icrc_check(const struct sw_icrc_ctx *c, const uint8_t *pkt, size_t len,
+		  struct sw_icrc_var *var);
+
+/*
  * Validate and decode a UDP payload of `len` bytes. Checks, in order:
  * BTH + ICRC <= length <= SW_MAX_UDP_PAYLOAD; opcode known; BTH
  * transport version 0; length covers the opcode's headers, pad and ICRC;
  * length a multiple of 4; pad and payload only on opcodes that carry
- * payload; ICRC (when `icrc` is non-NULL). Returns 0, or -EBADMSG
+ * payload; ICRC (when `icrc` is non-NULL: sw_icrc_check(), its findings
+ * in p->ipv; without it p->ipv says ID 0 and DF). Returns 0, or -EBADMSG
  * (malformed), -EPROTO (unknown opcode / version) or -EILSEQ (ICRC).
  * Reserved BTH bits are ignored. On success p->payload points into `buf`
  * and p->info is the opcode's row; on failure `p` is unspecified.

@@ -2,9 +2,10 @@
 /*
  * ah.c - address handles and address vectors of the software device.
  *
- * The port is RoCE v2 over IPv4: every destination is global, its GID is
- * an IPv4-mapped IPv6 address (::ffff:a.b.c.d) and packets go to that
- * address at the device's configured UDP port. An AH holds a reference
+ * The port is RoCE v2: every destination is global, its GID an IPv6
+ * address or an IPv4-mapped one (::ffff:a.b.c.d), and packets go to that
+ * address at the device's configured UDP port, from the socket of the
+ * source GID (sgid_index). An AH holds a reference
  * on its protection domain proper (a parent domain's base). max_ah is
  * counted per process (the device is one per process).
  */
@@ -17,29 +18,34 @@
 static atomic_uint nah; /* live AHs, against SW_MAX_AH */
 static atomic_uint next_ah_handle = 1;
 
-/* Contract: true if `gid` is ::ffff:a.b.c.d. */
-static bool gid_is_v4mapped(const union ibv_gid *gid)
-{
-	static const uint8_t prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-
-	return !memcmp(gid->raw, prefix, sizeof(prefix));
-}
-
-/* Contract: see queue.h. */
+/*
+ * Contract: see queue.h. The destination must be reachable from the
+ * source GID's socket: the same family (an IPv4-mapped dgid from an IPv4
+ * source, an IPv6 one from an IPv6 source), not multicast or zero; a
+ * link-local destination goes out on the source's interface.
+ */
 int sw_av_from_attr(struct ibv_context *ctx, const struct ibv_ah_attr *attr, struct sw_av *av)
 {
 	const struct sw_dev *dev = sw_dev_of(ctx);
+	const struct sw_gid_slot *sg;
+	const union sw_sa *src;
+	union sw_sa dst;
 
 	if (attr->port_num != 1 || !attr->is_global)
 		return -EINVAL;
-	if (attr->grh.sgid_index >= SW_GID_TBL_LEN)
+	sg = sw_port_gid(&dev->port, attr->grh.sgid_index);
+	if (!sg)
 		return -EINVAL;
-	if (!gid_is_v4mapped(&attr->grh.dgid))
+	src = sw_port_addr_of(&dev->port, sg);
+	sw_sa_from_gid(&dst, &attr->grh.dgid, dev->cfg.udp_port,
+		       sw_sa_is_v6(src) ? src->v6.sin6_scope_id : 0);
+	if (dst.sa.sa_family != src->sa.sa_family || sw_gid_is_zero(&attr->grh.dgid) ||
+	    attr->grh.dgid.raw[0] == 0xff)
 		return -EINVAL;
+	if (sw_sa_is_v6(&dst) && IN6_IS_ADDR_LINKLOCAL(&dst.v6.sin6_addr) && !dst.v6.sin6_scope_id)
+		dst.v6.sin6_scope_id = dev->port.ifindex;
 	memset(av, 0, sizeof(*av));
-	av->dst.sin_family = AF_INET;
-	av->dst.sin_port = htons(dev->cfg.udp_port);
-	memcpy(&av->dst.sin_addr.s_addr, &attr->grh.dgid.raw[12], 4);
+	av->dst = dst;
 	av->dgid = attr->grh.dgid;
 	av->flow_label = attr->grh.flow_label;
 	av->sgid_index = attr->grh.sgid_index;

@@ -9,6 +9,7 @@
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <net/if.h>
 #include <sched.h>
 #include <ctype.h>
 #include <stdarg.h>
@@ -17,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "sw/addr.h"
 #include "sw/sw.h"
 
 #define SW_DEFAULT_NAME "softverbs0"
@@ -102,6 +104,47 @@ static bool cfg_addr_unicast(uint32_t a)
 	return (a >> 24) != 0 && (a >> 28) != 0xe && (a >> 28) != 0xf;
 }
 
+static bool cfg_parse_uint(const char *s, unsigned long min, unsigned long max, unsigned long *out);
+
+/*
+ * Contract: true if the IPv6 address can name this host as a unicast
+ * endpoint: not ::, not multicast (ff00::/8). (IPv4-mapped and IPv4
+ * forms are handled as IPv4 by the caller.)
+ */
+static bool cfg_addr6_unicast(const struct in6_addr *a)
+{
+	return !IN6_IS_ADDR_UNSPECIFIED(a) && !IN6_IS_ADDR_MULTICAST(a);
+}
+
+/*
+ * Contract: parse an IPv6 address with an optional "%scope" (interface
+ * name or index, required for a link-local address) into *out; false if
+ * malformed, not unicast, or the scope names no interface.
+ */
+static bool cfg_parse_addr6(const char *v, struct sockaddr_in6 *out)
+{
+	char buf[INET6_ADDRSTRLEN + IF_NAMESIZE + 1], *pct;
+	unsigned long idx;
+
+	if (strlen(v) >= sizeof(buf))
+		return false;
+	strcpy(buf, v);
+	pct = strchr(buf, '%');
+	if (pct)
+		*pct++ = '\0';
+	memset(out, 0, sizeof(*out));
+	out->sin6_family = AF_INET6;
+	if (inet_pton(AF_INET6, buf, &out->sin6_addr) != 1 || !cfg_addr6_unicast(&out->sin6_addr))
+		return false;
+	if (pct) {
+		idx = if_nametoindex(pct);
+		if (!idx && !cfg_parse_uint(pct, 1, UINT32_MAX, &idx))
+			return false;
+		out->sin6_scope_id = (uint32_t)idx;
+	}
+	return !IN6_IS_ADDR_LINKLOCAL(&out->sin6_addr) || out->sin6_scope_id;
+}
+
 /* Contract: SOFTVERBS_ADDR into cfg->have_addr / cfg->addr. */
 static void cfg_load_addr(struct sw_config *cfg)
 {
@@ -111,17 +154,54 @@ static void cfg_load_addr(struct sw_config *cfg)
 
 	if (!v)
 		return;
-	/* inet_pton accepts exactly four decimal octets, nothing else */
-	if (inet_pton(AF_INET, v, &a) != 1 || !cfg_addr_unicast(ntohl(a.s_addr))) {
-		cfg_quote(q, sizeof(q), v);
-		cfg_fail(cfg,
-			 "SOFTVERBS_ADDR=\"%s\" is invalid: expected a dotted IPv4 unicast "
-			 "address such as 127.0.0.1 (not 0.x.x.x, multicast or broadcast)",
-			 q);
-		return;
+	memset(&cfg->addr, 0, sizeof(cfg->addr));
+	/* inet_pton accepts exactly four decimal octets for IPv4, nothing else */
+	if (inet_pton(AF_INET, v, &a) == 1 && cfg_addr_unicast(ntohl(a.s_addr))) {
+		cfg->addr.v4.sin_family = AF_INET;
+		cfg->addr.v4.sin_addr = a;
+	} else if (cfg_parse_addr6(v, &cfg->addr.v6)) {
+		union ibv_gid g;
+
+		memcpy(g.raw, &cfg->addr.v6.sin6_addr, 16);
+		if (sw_gid_is_v4mapped(&g)) /* ::ffff:a.b.c.d is IPv4 */
+			sw_sa_from_gid(&cfg->addr, &g, 0, 0);
+		if (!sw_sa_is_v6(&cfg->addr) &&
+		    !cfg_addr_unicast(ntohl(cfg->addr.v4.sin_addr.s_addr)))
+			goto bad;
+	} else {
+		goto bad;
 	}
 	cfg->have_addr = true;
-	cfg->addr = a;
+	return;
+bad:
+	cfg_quote(q, sizeof(q), v);
+	cfg_fail(cfg,
+		 "SOFTVERBS_ADDR=\"%s\" is invalid: expected an IPv4 unicast address such as "
+		 "127.0.0.1 (not 0.x.x.x, multicast or broadcast) or an IPv6 unicast address "
+		 "such as fd00::1 (link-local with its interface: fe80::1%%eth0)",
+		 q);
+}
+
+/* Contract: SOFTVERBS_GID_TABLE into cfg->gid_layout (default single). */
+static void cfg_load_gid_table(struct sw_config *cfg)
+{
+	const char *v = getenv("SOFTVERBS_GID_TABLE");
+	char q[52];
+
+	cfg->gid_layout = SW_GIDS_SINGLE;
+	if (!v)
+		return;
+	if (!strcmp(v, "single"))
+		cfg->gid_layout = SW_GIDS_SINGLE;
+	else if (!strcmp(v, "rxe"))
+		cfg->gid_layout = SW_GIDS_RXE;
+	else if (!strcmp(v, "mlx5"))
+		cfg->gid_layout = SW_GIDS_MLX5;
+	else {
+		cfg_quote(q, sizeof(q), v);
+		cfg_fail(cfg, "SOFTVERBS_GID_TABLE=\"%s\" is invalid: expected single, rxe or mlx5",
+			 q);
+	}
 }
 
 /*
@@ -348,6 +428,7 @@ void sw_config_load(struct sw_config *cfg)
 	memset(cfg, 0, sizeof(*cfg));
 	cfg_load_name(cfg);
 	cfg_load_addr(cfg);
+	cfg_load_gid_table(cfg);
 	cfg_load_udp_port(cfg);
 	cfg_load_mtu(cfg);
 	cfg_load_bool(cfg, "SOFTVERBS_CC_DMA_BOUNCE", &cfg->cc_dma_bounce, false);

@@ -84,10 +84,12 @@ static __be64 device_guid(const char *name)
 static bool config_equal(const struct sw_config *a, const struct sw_config *b)
 {
 	return !strcmp(a->name, b->name) && a->have_addr == b->have_addr &&
-	       (!a->have_addr || a->addr.s_addr == b->addr.s_addr) && a->udp_port == b->udp_port &&
-	       a->mtu == b->mtu && a->cc_dma_bounce == b->cc_dma_bounce &&
-	       a->cc_heap == b->cc_heap && a->busy_poll == b->busy_poll &&
-	       a->progress_cpu == b->progress_cpu && a->stats == b->stats && a->shm == b->shm &&
+	       (!a->have_addr || (sw_sa_same_addr(&a->addr, &b->addr) &&
+				  a->addr.v6.sin6_scope_id == b->addr.v6.sin6_scope_id)) &&
+	       a->gid_layout == b->gid_layout && a->udp_port == b->udp_port && a->mtu == b->mtu &&
+	       a->cc_dma_bounce == b->cc_dma_bounce && a->cc_heap == b->cc_heap &&
+	       a->busy_poll == b->busy_poll && a->progress_cpu == b->progress_cpu &&
+	       a->stats == b->stats && a->shm == b->shm &&
 	       !memcmp(&a->fault, &b->fault, sizeof(a->fault)) && !strcmp(a->error, b->error);
 }
 
@@ -142,7 +144,7 @@ static int device_new(const struct sw_config *cfg, uint32_t index, struct sw_dev
 		return ret;
 	}
 	pthread_mutex_init(&dev->lock, NULL);
-	dev->port.fd = -1;
+	dev->port.fd = dev->port.ll_fd = -1;
 	dev->core.index = index;
 	dev->pid = getpid();
 	dev->core.guid = device_guid(cfg->name);
@@ -287,7 +289,7 @@ void sw_device_fill_port(const struct sw_dev *dev, struct ibv_port_attr *attr)
 	attr->state = IBV_PORT_ACTIVE;
 	attr->max_mtu = IBV_MTU_4096;
 	attr->active_mtu = dev->port.active_mtu;
-	attr->gid_tbl_len = SW_GID_TBL_LEN;
+	attr->gid_tbl_len = (int)dev->port.gid_tbl_len;
 	attr->port_cap_flags = IBV_PORT_CM_SUP | IBV_PORT_IP_BASED_GIDS;
 	attr->max_msg_sz = (uint32_t)SW_MAX_MSG_SZ;
 	attr->bad_pkey_cntr = 0;

@@ -2,9 +2,10 @@
 /*
  * query.c - device, port, GID and P_Key queries of the software device.
  *
- * The device has one port (number 1) with one GID, the IPv4-mapped
- * address of its UDP socket (RoCE v2), and one P_Key, the default
- * full-membership 0xffff.
+ * The device has one port (number 1) with a GID table of one or more
+ * RoCE v2 GIDs (ctrl/gid.c: the address of its UDP socket, IPv4-mapped
+ * for IPv4, in the slot SOFTVERBS_GID_TABLE says), and one P_Key, the
+ * default full-membership 0xffff.
  */
 #include <endian.h>
 #include <string.h>
@@ -36,23 +37,27 @@ int sw_query_port(struct ibv_context *ctx, uint8_t port, struct ibv_port_attr *a
 }
 
 /*
- * Contract: sv_ops.query_gid_ex. Entry 0 of port 1 is ::ffff:a.b.c.d of
- * the bound address, RoCE v2; anything else is -EINVAL.
+ * Contract: sv_ops.query_gid_ex. A listed slot of port 1's GID table
+ * (ctrl/gid.c): its address, RoCE v2, the interface owning it; an empty
+ * slot below gid_tbl_len is -ENODATA (ibv_query_gid reads it as the zero
+ * GID); anything else is -EINVAL.
  */
 int sw_query_gid_ex(struct ibv_context *ctx, uint8_t port, uint32_t index,
 		    struct ibv_gid_entry *entry)
 {
 	const struct sw_dev *dev = sw_dev_of(ctx);
+	const struct sw_gid_slot *g;
 	int ret = check_port(port);
 
 	if (ret)
 		return ret;
-	if (index >= SW_GID_TBL_LEN)
+	if (index >= dev->port.gid_tbl_len)
 		return -EINVAL;
+	g = sw_port_gid(&dev->port, index);
+	if (!g)
+		return -ENODATA;
 	memset(entry, 0, sizeof(*entry));
-	entry->gid.raw[10] = 0xff;
-	entry->gid.raw[11] = 0xff;
-	memcpy(&entry->gid.raw[12], &dev->port.addr.s_addr, 4);
+	entry->gid = g->gid;
 	entry->gid_index = index;
 	entry->port_num = port;
 	entry->gid_type = IBV_GID_TYPE_ROCE_V2;

@@ -86,6 +86,8 @@ err_free:
 static void engine_report(const struct sw_engine *eng)
 {
 	const struct sw_counters *c = &eng->cnt;
+	char addr[SW_ADDR_STRLEN];
+
 	if (!eng->dev->cfg.stats)
 		return;
 	fprintf(stderr,
@@ -96,8 +98,9 @@ static void engine_report(const struct sw_engine *eng)
 		"no_recv %llu out_of_window %llu\n"
 		"softverbs:   faults dropped %llu duplicated %llu reordered %llu\n"
 		"softverbs:   completions errors %llu flushed %llu\n"
-		"softverbs:   same-host link: sent %llu received %llu packets, links in %llu, corrupt %llu\n",
-		eng->dev->core.ibv.name, inet_ntoa(eng->dev->port.addr),
+		"softverbs:   same-host link: sent %llu received %llu packets, links in %llu, corrupt %llu\n"
+		"softverbs:   ip id: recovered %llu, refused %llu, random senders %llu\n",
+		eng->dev->core.ibv.name, sw_sa_str(&eng->dev->port.local, addr),
 		(unsigned long long)c->tx_pkts, (unsigned long long)c->tx_bytes,
 		(unsigned long long)c->rx_pkts, (unsigned long long)c->rx_bytes,
 		(unsigned long long)c->retransmits, (unsigned long long)c->timeouts,
@@ -112,7 +115,9 @@ static void engine_report(const struct sw_engine *eng)
 		(unsigned long long)c->fault_dups, (unsigned long long)c->fault_reorders,
 		(unsigned long long)eng->dev->wc_errors, (unsigned long long)eng->dev->wc_flushed,
 		(unsigned long long)c->shm_tx_pkts, (unsigned long long)c->shm_rx_pkts,
-		(unsigned long long)c->shm_links, (unsigned long long)c->shm_corrupt);
+		(unsigned long long)c->shm_links, (unsigned long long)c->shm_corrupt,
+		(unsigned long long)c->rx_ip_id, (unsigned long long)c->drops_ip_id,
+		(unsigned long long)c->ip_id_random);
 }
 
 /* Contract: stop the thread and free the engine. QPs must be gone. */

@@ -32,12 +32,12 @@ struct softverbs_gsi {
 
 static pthread_mutex_t gsi_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static void gid_from_v4(uint8_t gid[16], struct in_addr a)
+static void gid_of(uint8_t gid[16], const union sw_sa *a)
 {
-	memset(gid, 0, 16);
-	gid[10] = 0xff;
-	gid[11] = 0xff;
-	memcpy(gid + 12, &a, 4);
+	union ibv_gid g;
+
+	sw_sa_gid(a, &g);
+	memcpy(gid, g.raw, 16);
 }
 
 /* Contract: see sw/gsi.h. */
@@ -106,8 +106,8 @@ SV_EXPORT int softverbs_gsi_fd(struct softverbs_gsi *g)
 }
 
 /* Contract: see transport.h. The filter of sw/gsi.h, each drop counted. */
-void sw_gsi_rx(struct sw_engine *eng, const struct sw_pkt *pkt, const struct sockaddr_in *src,
-	       struct in_addr dst)
+void sw_gsi_rx(struct sw_engine *eng, const struct sw_pkt *pkt, const union sw_sa *src,
+	       const union sw_sa *dst)
 {
 	struct softverbs_gsi *g;
 	struct gsi_entry *e;
@@ -131,9 +131,9 @@ void sw_gsi_rx(struct sw_engine *eng, const struct sw_pkt *pkt, const struct soc
 	}
 	e = &g->q[(g->head + g->count) % SV_GSI_QUEUE_MAX];
 	memset(&e->addr, 0, sizeof(e->addr));
-	gid_from_v4(e->addr.peer_gid, src->sin_addr);
-	gid_from_v4(e->addr.local_gid, dst);
-	e->addr.peer_udp_port = ntohs(src->sin_port);
+	gid_of(e->addr.peer_gid, src);
+	gid_of(e->addr.local_gid, dst);
+	e->addr.peer_udp_port = sw_sa_port(src);
 	e->addr.pkey = pkt->pkey;
 	e->addr.src_qp = pkt->sqpn;
 	e->addr.hop_limit = 64;
@@ -169,7 +169,6 @@ SV_EXPORT int softverbs_gsi_recv(struct softverbs_gsi *g, struct softverbs_gsi_a
 SV_EXPORT int softverbs_gsi_send(struct softverbs_gsi *g, const struct softverbs_gsi_addr *dst,
 				 const uint8_t mad[SV_GSI_MAD_LEN])
 {
-	static const uint8_t v4mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
 	uint8_t buf[SW_BTH_LEN + SW_DETH_LEN + SV_GSI_MAD_LEN + SW_ICRC_LEN + 4];
 	struct sw_pkt p = {
 		.opcode = SW_OP_UD | SW_OP_SEND_ONLY,
@@ -178,15 +177,11 @@ SV_EXPORT int softverbs_gsi_send(struct softverbs_gsi *g, const struct softverbs
 		.qkey = SV_GSI_QKEY,
 		.sqpn = SV_GSI_QPN,
 	};
-	struct sockaddr_in to = {.sin_family = AF_INET};
 	struct sw_icrc_ctx ic;
 	struct sw_engine *eng;
+	struct sw_av av;
 	size_t hl, len;
-	int ret;
 
-	if (memcmp(dst->peer_gid, v4mapped, sizeof(v4mapped)))
-		return -EAFNOSUPPORT;
-	memcpy(&to.sin_addr, dst->peer_gid + 12, 4);
 	pthread_mutex_lock(&gsi_lock);
 	eng = g->eng;
 	p.psn = g->psn;
@@ -194,11 +189,18 @@ SV_EXPORT int softverbs_gsi_send(struct softverbs_gsi *g, const struct softverbs
 	pthread_mutex_unlock(&gsi_lock);
 	if (!eng)
 		return -ENODEV;
-	to.sin_port = htons(eng->dev->cfg.udp_port);
+	memset(&av, 0, sizeof(av));
+	memcpy(av.dgid.raw, dst->peer_gid, 16);
+	/* the device speaks one family: an IPv4 device reaches IPv4 peers only, and so on */
+	if (sw_gid_is_v4mapped(&av.dgid) != !sw_sa_is_v6(&eng->dev->port.local))
+		return -EAFNOSUPPORT;
+	sw_sa_from_gid(&av.dst, &av.dgid, eng->dev->cfg.udp_port, eng->dev->port.ifindex);
+	av.hop_limit = dst->hop_limit ? dst->hop_limit : 64;
+	av.traffic_class = dst->tclass;
+	av.flow_label = dst->flow_label & 0xfffff;
 	hl = sw_pkt_write_hdrs(buf, &p);
 	memcpy(buf + hl, mad, SV_GSI_MAD_LEN);
-	sw_net_icrc_out(eng, &to, &ic);
+	sw_net_icrc_out(eng, &av, &ic);
 	len = sw_pkt_finish(buf, hl + SV_GSI_MAD_LEN, &ic);
-	ret = sw_net_send_wait(eng, buf, len, &to);
-	return ret;
+	return sw_net_send_wait(eng, buf, len, &av);
 }

@@ -34,6 +34,7 @@
  * The ICRC (IBA Annex A17, RoCE v2) covers, in this order:
  *   8 bytes 0xff           the LRH, which RoCE v2 does not have, masked
  *   IPv4 header, 20 bytes  TOS, TTL and header checksum masked to 0xff..
+ *   (or IPv6, 40 bytes     traffic class, flow label, hop limit masked)
  *   UDP header, 8 bytes    checksum masked to 0xffff
  *   BTH, 12 bytes          byte 4 (FECN/BECN/reserved) masked to 0xff
  *   the rest of the packet up to the ICRC itself
@@ -41,17 +42,37 @@
  * sends ours with version/IHL 0x45, identification 0 and DF set
  * (IP_PMTUDISC_DO on an unconnected UDP socket), no options.
  *
+ * Received packets. A UDP socket never shows the receiver the sender's
+ * IPv4 Identification or its DF bit, and the ICRC covers both (only TOS,
+ * TTL and the header checksum are masked). A sender that builds its own
+ * IP header, as the kernel's rxe does, puts a fresh ID on every packet.
+ * sw_icrc_check() therefore first compares with the ICRC over ID 0 and
+ * DF set (every Linux UDP socket sender, softverbs included: the whole
+ * 32-bit check). On a mismatch it recovers the header instead of
+ * guessing it. The CRC is affine, so the difference D between the stored
+ * ICRC and ours is the CRC contribution of the 3 header bytes that
+ * differ (ID and flags, bytes 4-6 of the IPv4 header), shifted by the
+ * k bytes that follow them: D = E(x) x^(8k+32) mod P. Multiplying D by
+ * the inverse power x^-(8k+32) mod P, one carry-less multiply by a
+ * per-length factor (cached per packet length), gives E itself. E is a
+ * legal header difference only if the bits outside the ID and the DF
+ * bit are zero: 15 of the 32 bits are still checked, and the caller
+ * gets the ID back to judge it (transport/ipid.c: a per-peer window).
+ *
  * On the wire the 32-bit result goes least significant byte first (the
  * order a CRC's bits leave a serial link), i.e. little-endian; see
  * sw_pkt_finish() and tests/wire_icrc_scapy.sh, which checks this against
  * scapy's independent implementation.
  */
 #include <endian.h>
+#include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <string.h>
 
 #include "sw/wire.h"
+#include "sw/transport/transport.h" /* SW_PKT_MAX */
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
@@ -65,8 +86,25 @@
 enum {
 	SW_CRC_SLICES = 16,
 	SW_ICRC_PSEUDO_LEN = 8 + 20 + 8, /* masked LRH, IPv4, UDP */
+	SW_ICRC_PSEUDO6_LEN = 8 + 40 + 8, /* masked LRH, IPv6, UDP */
 	SW_CRC_CLMUL_MIN = 64, /* shorter data: tables */
+	SW_ICRC_VAR_OFF = 8 + 4, /* first header byte a receiver cannot see: IPv4 ID */
+	SW_ICRC_VAR_LEN = 3, /* ID (2 bytes) and the flags byte */
+	SW_ICRC_FACTORS = SW_MAX_UDP_PAYLOAD / 4 + 1, /* one per length, lengths are 4k */
+	SW_XINV_POWS = 20, /* x^-(2^i) for i < 20: exponents below 2^20 */
+	SW_ICRC_ALIAS_MAX = 16,
+	/* bits of a CRC input of a SW_PKT_MAX-byte packet after the variable bytes */
+	SW_ICRC_ALIAS_BITS =
+		8 * (SW_ICRC_PSEUDO_LEN + SW_PKT_MAX - SW_ICRC_VAR_OFF - SW_ICRC_VAR_LEN),
 };
+
+/*
+ * x^-1 mod P, bit-reflected. P = x^32 + Q(x) with Q(0) = 1, so
+ * x * (P(x) + 1) / x = P(x) + 1 = 1 mod P: the inverse is (P + 1) / x,
+ * whose reflected form is the reflected Q shifted up by one with x^31
+ * (bit 0) set.
+ */
+#define SW_CRC_XINV ((uint32_t)(SW_CRC32_POLY_REFLECTED << 1) | 1u)
 
 static uint32_t crc_tab[SW_CRC_SLICES][256];
 static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
@@ -82,6 +120,25 @@ static bool crc_clmul_ok; /* the CPU has PCLMULQDQ */
  */
 static uint64_t crc_fold_k[4][2];
 
+/* x^-(2^i) mod P (bit-reflected), for the receive-side recovery. */
+static uint32_t crc_xinv_pow[SW_XINV_POWS];
+
+/*
+ * Per length (index len / 4): x^-(8k+32) mod P, k the bytes of the CRC
+ * input after the variable header bytes; 0 until first needed (no power
+ * of x is 0). Written with relaxed atomics: two threads may compute the
+ * same value.
+ */
+static _Atomic uint32_t crc_recover_k[SW_ICRC_FACTORS];
+
+/*
+ * The header differences that a single flipped bit of a packet of up to
+ * SW_PKT_MAX bytes would also produce (found at start-up, about one):
+ * refused, so every single-bit error still fails the check.
+ */
+static uint32_t crc_alias[SW_ICRC_ALIAS_MAX];
+static unsigned int crc_nalias;
+
 /* Contract: x^n mod P, bit-reflected (bit 31 is x^0). */
 static uint32_t crc_xpow(unsigned int n)
 {
@@ -90,6 +147,46 @@ static uint32_t crc_xpow(unsigned int n)
 	while (n--)
 		r = (r >> 1) ^ (SW_CRC32_POLY_REFLECTED & (0u - (r & 1))); /* times x */
 	return r;
+}
+
+/*
+ * Contract: a * b mod P, both bit-reflected (bit 31 is x^0). Walks the
+ * bits of `a` from x^0 up while `b` is multiplied by x each step.
+ */
+static uint32_t crc_mulmod(uint32_t a, uint32_t b)
+{
+	uint32_t r = 0;
+
+	for (uint32_t m = 0x80000000u; m && a; m >>= 1) {
+		if (a & m) {
+			r ^= b;
+			a ^= m;
+		}
+		b = (b >> 1) ^ (SW_CRC32_POLY_REFLECTED & (0u - (b & 1))); /* times x */
+	}
+	return r;
+}
+
+/* Contract: x^-n mod P for n < 2^SW_XINV_POWS; the tables must be initialised. */
+static uint32_t crc_xinv(uint32_t n)
+{
+	uint32_t r = 0x80000000u; /* x^0 */
+
+	for (unsigned int i = 0; n; i++, n >>= 1)
+		if (n & 1)
+			r = crc_mulmod(r, crc_xinv_pow[i]);
+	return r;
+}
+
+/*
+ * Contract: is `e`, a recovered difference of the variable header bytes
+ * (see sw_icrc_check()), one a legal sender's header can make? The
+ * first byte in bits 8-15, the second in 16-23, the flags byte in
+ * 24-31; bits 0-7 must be 0, and of the flags only DF may differ.
+ */
+static inline bool icrc_legal(uint32_t e)
+{
+	return !(e & 0xffu) && !((e >> 24) & ~0x40u);
 }
 
 /* Contract: fill crc_tab and the folding constants, detect PCLMULQDQ; run once. */
@@ -113,6 +210,21 @@ static void crc_tab_init(void)
 
 		crc_fold_k[k][0] = (uint64_t)crc_xpow(d + 63) << 32;
 		crc_fold_k[k][1] = (uint64_t)crc_xpow(d - 1) << 32;
+	}
+	crc_xinv_pow[0] = SW_CRC_XINV;
+	for (k = 1; k < SW_XINV_POWS; k++)
+		crc_xinv_pow[k] = crc_mulmod(crc_xinv_pow[k - 1], crc_xinv_pow[k - 1]);
+	/*
+	 * A bit flipped d bits after the variable bytes' last bit shows as
+	 * the difference x^-d (icrc_legal() judges it): walk d up, dividing
+	 * by x each step (add P first when the x^0 coefficient is set).
+	 */
+	c = 0x80000000u; /* x^0 */
+	for (i = 1; i <= SW_ICRC_ALIAS_BITS; i++) {
+		c = (c & 0x80000000u) ? (uint32_t)((c ^ SW_CRC32_POLY_REFLECTED) << 1) | 1u :
+					c << 1;
+		if (icrc_legal(c) && crc_nalias < SW_ICRC_ALIAS_MAX)
+			crc_alias[crc_nalias++] = c;
 	}
 #if SW_CRC_CLMUL
 	__builtin_cpu_init();
@@ -265,7 +377,8 @@ static inline void put_be16(uint8_t *p, uint16_t v)
  */
 uint32_t sw_icrc(const struct sw_icrc_ctx *c, const uint8_t *pkt, size_t len)
 {
-	uint8_t ph[SW_ICRC_PSEUDO_LEN + SW_BTH_LEN];
+	uint8_t ph[SW_ICRC_PSEUDO6_LEN + SW_BTH_LEN], *udp;
+	size_t plen;
 	uint32_t crc;
 
 	if (len < SW_BTH_LEN + SW_ICRC_LEN)
@@ -273,28 +386,97 @@ uint32_t sw_icrc(const struct sw_icrc_ctx *c, const uint8_t *pkt, size_t len)
 
 	/* masked LRH */
 	memset(ph, 0xff, 8);
-	/* IPv4: 0x45, TOS*, total length, ID 0, DF, TTL*, UDP, checksum*, src, dst */
-	ph[8] = 0x45;
-	ph[9] = 0xff;
-	put_be16(ph + 10, (uint16_t)(20 + 8 + len));
-	put_be16(ph + 12, 0);
-	put_be16(ph + 14, 0x4000);
-	ph[16] = 0xff;
-	ph[17] = IPPROTO_UDP;
-	put_be16(ph + 18, 0xffff);
-	memcpy(ph + 20, &c->src.s_addr, 4);
-	memcpy(ph + 24, &c->dst.s_addr, 4);
+	if (!c->v6) {
+		/* IPv4: 0x45, TOS*, total length, ID 0, DF, TTL*, UDP, checksum*, src, dst */
+		ph[8] = 0x45;
+		ph[9] = 0xff;
+		put_be16(ph + 10, (uint16_t)(20 + 8 + len));
+		put_be16(ph + 12, 0);
+		put_be16(ph + 14, 0x4000);
+		ph[16] = 0xff;
+		ph[17] = IPPROTO_UDP;
+		put_be16(ph + 18, 0xffff);
+		memcpy(ph + 20, &c->src.s_addr, 4);
+		memcpy(ph + 24, &c->dst.s_addr, 4);
+		udp = ph + 28;
+		plen = SW_ICRC_PSEUDO_LEN;
+	} else {
+		/* IPv6: version 6, traffic class* and flow label*, payload length, UDP, hop limit*
+		 */
+		ph[8] = 0x6f;
+		ph[9] = ph[10] = ph[11] = 0xff;
+		put_be16(ph + 12, (uint16_t)(8 + len));
+		ph[14] = IPPROTO_UDP;
+		ph[15] = 0xff;
+		memcpy(ph + 16, &c->src6, 16);
+		memcpy(ph + 32, &c->dst6, 16);
+		udp = ph + 48;
+		plen = SW_ICRC_PSEUDO6_LEN;
+	}
 	/* UDP: ports, length, checksum* */
-	put_be16(ph + 28, c->sport);
-	put_be16(ph + 30, c->dport);
-	put_be16(ph + 32, (uint16_t)(8 + len));
-	put_be16(ph + 34, 0xffff);
+	put_be16(udp, c->sport);
+	put_be16(udp + 2, c->dport);
+	put_be16(udp + 4, (uint16_t)(8 + len));
+	put_be16(udp + 6, 0xffff);
 	/* BTH with byte 4 masked */
-	memcpy(ph + SW_ICRC_PSEUDO_LEN, pkt, SW_BTH_LEN);
-	ph[SW_ICRC_PSEUDO_LEN + 4] = 0xff;
+	memcpy(ph + plen, pkt, SW_BTH_LEN);
+	ph[plen + 4] = 0xff;
 
 	pthread_once(&crc_once, crc_tab_init);
-	crc = crc_update(~0u, ph, sizeof(ph));
+	crc = crc_update(~0u, ph, plen + SW_BTH_LEN);
 	crc = crc_update_best(crc, pkt + SW_BTH_LEN, len - SW_BTH_LEN - SW_ICRC_LEN);
 	return ~crc;
+}
+
+/* Contract: the recovery factor for a UDP payload of `len` bytes (a multiple of 4). */
+static uint32_t recover_factor(size_t len)
+{
+	_Atomic uint32_t *slot = &crc_recover_k[len / 4];
+	uint32_t f = atomic_load_explicit(slot, memory_order_relaxed);
+
+	if (!f) {
+		/* CRC input: pseudo-headers, then the packet without its ICRC */
+		size_t after =
+			SW_ICRC_PSEUDO_LEN + len - SW_ICRC_LEN - SW_ICRC_VAR_OFF - SW_ICRC_VAR_LEN;
+
+		f = crc_xinv((uint32_t)(8 * after + 32));
+		atomic_store_explicit(slot, f, memory_order_relaxed);
+	}
+	return f;
+}
+
+/* See wire.h. */
+int sw_icrc_check(const struct sw_icrc_ctx *c, const uint8_t *pkt, size_t len,
+		  struct sw_icrc_var *var)
+{
+	uint32_t stored, e;
+
+	if (len < SW_BTH_LEN + SW_ICRC_LEN || len > SW_MAX_UDP_PAYLOAD || (len & 3))
+		return -EILSEQ;
+	memcpy(&stored, pkt + len - SW_ICRC_LEN, 4);
+	stored = le32toh(stored);
+	e = stored ^ sw_icrc(c, pkt, len); /* the header difference, shifted */
+	var->recovered = false;
+	var->ip_id = 0;
+	var->df = true;
+	if (!e)
+		return 0;
+	if (c->v6)
+		return -EILSEQ; /* the IPv6 header has nothing the socket does not show */
+	/*
+	 * E, the XOR of the sender's bytes 4-6 of the IPv4 header with ours
+	 * (ID 0, flags 0x40), bit-reflected (icrc_legal()). The reserved
+	 * flag and MF must be 0; the fragment offset, in the next byte, is
+	 * assumed 0: a sender computes its ICRC before any fragmentation.
+	 */
+	e = crc_mulmod(e, recover_factor(len));
+	if (!icrc_legal(e))
+		return -EILSEQ;
+	for (unsigned int i = 0; i < crc_nalias; i++)
+		if (e == crc_alias[i])
+			return -EILSEQ;
+	var->recovered = true;
+	var->ip_id = (uint16_t)(((e >> 8) & 0xff) << 8 | ((e >> 16) & 0xff));
+	var->df = !(e >> 24);
+	return 0;
 }

@@ -37,10 +37,19 @@ static void set_buf(int fd, int opt, int force_opt, int bytes)
  */
 int sw_net_setup(int fd)
 {
-	int pmtu = IP_PMTUDISC_DO, one = 1;
+	int pmtu = IP_PMTUDISC_DO, pmtu6 = IPV6_PMTUDISC_DO, one = 1, domain = AF_INET;
+	socklen_t dl = sizeof(domain);
 
 	set_buf(fd, SO_SNDBUF, SO_SNDBUFFORCE, SOCK_BUF_BYTES);
 	set_buf(fd, SO_RCVBUF, SO_RCVBUFFORCE, SOCK_BUF_BYTES);
+	if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &dl))
+		return -errno;
+	if (domain == AF_INET6) {
+		if (setsockopt(fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, &pmtu6, sizeof(pmtu6)) ||
+		    setsockopt(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, &one, sizeof(one)))
+			return -errno;
+		return 0;
+	}
 	if (setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu)))
 		return -errno;
 	if (setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &one, sizeof(one)))
@@ -49,13 +58,11 @@ int sw_net_setup(int fd)
 }
 
 /* Contract: see transport.h. */
-void sw_net_icrc_out(const struct sw_engine *eng, const struct sockaddr_in *dst,
-		     struct sw_icrc_ctx *c)
+void sw_net_icrc_out(const struct sw_engine *eng, const struct sw_av *av, struct sw_icrc_ctx *c)
 {
-	c->src = eng->dev->port.addr;
-	c->dst = dst->sin_addr;
-	c->sport = eng->dev->port.udp_port;
-	c->dport = ntohs(dst->sin_port);
+	const struct sw_port *port = &eng->dev->port;
+
+	sw_icrc_ctx_set(c, sw_port_addr_of(port, sw_port_gid(port, av->sgid_index)), &av->dst);
 }
 
 /* xorshift64*: cheap, good enough to pick packets for fault injection. */
@@ -70,15 +77,14 @@ static uint32_t fault_rand(struct sw_engine *eng)
 	return (uint32_t)((x * 0x2545F4914F6CDD1DULL) >> 32) % 1000000u;
 }
 
-static int raw_send(struct sw_engine *eng, const uint8_t *pkt, size_t len,
-		    const struct sockaddr_in *dst)
+static int raw_send(struct sw_engine *eng, const uint8_t *pkt, size_t len, const struct sw_av *av)
 {
-	int r = sw_shm_send(eng, &pkt, &len, 1, dst);
+	int r = sw_shm_send(eng, &pkt, &len, 1, &av->dst);
 	ssize_t n;
 
 	if (r != -ENOTCONN)
 		return r == 1 ? 0 : -EAGAIN; /* the link took it, or its ring is full */
-	n = sendto(eng->dev->port.fd, pkt, len, 0, (const struct sockaddr *)dst, sizeof(*dst));
+	n = sendto(sw_net_fd(eng, av), pkt, len, 0, &av->dst.sa, sw_sa_len(&av->dst));
 	if (n < 0) {
 		if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS) {
 			atomic_fetch_add_explicit(&eng->cnt.tx_again, 1, memory_order_relaxed);
@@ -92,14 +98,13 @@ static int raw_send(struct sw_engine *eng, const uint8_t *pkt, size_t len,
 }
 
 /* Contract: see transport.h. Fault injection may drop, duplicate or delay. */
-int sw_net_send(struct sw_engine *eng, const uint8_t *pkt, size_t len,
-		const struct sockaddr_in *dst)
+int sw_net_send(struct sw_engine *eng, const uint8_t *pkt, size_t len, const struct sw_av *av)
 {
 	struct sw_fault *f = &eng->fault;
 	int ret;
 
 	if (!f->on_tx)
-		return raw_send(eng, pkt, len, dst);
+		return raw_send(eng, pkt, len, av);
 	/* fault state is shared by senders: serialise them */
 	pthread_mutex_lock(&eng->active_lock);
 	if (f->again_ppm && fault_rand(eng) < f->again_ppm) {
@@ -117,18 +122,18 @@ int sw_net_send(struct sw_engine *eng, const uint8_t *pkt, size_t len,
 		if (eng->held) {
 			memcpy(eng->held, pkt, len);
 			eng->held_len = len;
-			eng->held_dst = *dst;
+			eng->held_av = *av;
 			atomic_fetch_add_explicit(&eng->cnt.fault_reorders, 1,
 						  memory_order_relaxed);
 			pthread_mutex_unlock(&eng->active_lock);
 			return 0; /* goes out after the next packet */
 		}
 	}
-	ret = raw_send(eng, pkt, len, dst);
-	if (!ret && f->dup_ppm && fault_rand(eng) < f->dup_ppm && !raw_send(eng, pkt, len, dst))
+	ret = raw_send(eng, pkt, len, av);
+	if (!ret && f->dup_ppm && fault_rand(eng) < f->dup_ppm && !raw_send(eng, pkt, len, av))
 		atomic_fetch_add_explicit(&eng->cnt.fault_dups, 1, memory_order_relaxed);
 	if (eng->held && !ret) {
-		raw_send(eng, eng->held, eng->held_len, &eng->held_dst);
+		raw_send(eng, eng->held, eng->held_len, &eng->held_av);
 		free(eng->held);
 		eng->held = NULL;
 	}
@@ -166,7 +171,7 @@ struct sw_tx_batch *sw_net_tx_batch(void)
 
 /* Contract: see transport.h. Without send-side faults: sendmmsg(2). */
 uint32_t sw_net_send_batch(struct sw_engine *eng, const struct sw_tx_batch *b,
-			   const struct sockaddr_in *dst)
+			   const struct sw_av *av)
 {
 	struct mmsghdr msg[SW_TX_BATCH];
 	struct iovec iov[SW_TX_BATCH];
@@ -174,7 +179,7 @@ uint32_t sw_net_send_batch(struct sw_engine *eng, const struct sw_tx_batch *b,
 	uint32_t sent = 0, n = b->n, i;
 
 	if (f->on_tx && (f->drop_ppm || f->dup_ppm || f->reorder_ppm)) {
-		while (sent < n && sw_net_send(eng, b->buf[sent], b->len[sent], dst) != -EAGAIN)
+		while (sent < n && sw_net_send(eng, b->buf[sent], b->len[sent], av) != -EAGAIN)
 			sent++;
 		return sent;
 	}
@@ -195,7 +200,7 @@ uint32_t sw_net_send_batch(struct sw_engine *eng, const struct sw_tx_batch *b,
 
 		for (i = 0; i < n; i++)
 			pkts[i] = b->buf[i];
-		r = sw_shm_send(eng, pkts, b->len, n, dst);
+		r = sw_shm_send(eng, pkts, b->len, n, &av->dst);
 		if (r != -ENOTCONN)
 			return (uint32_t)r;
 	}
@@ -203,13 +208,13 @@ uint32_t sw_net_send_batch(struct sw_engine *eng, const struct sw_tx_batch *b,
 	for (i = 0; i < n; i++) {
 		iov[i].iov_base = (void *)(uintptr_t)b->buf[i];
 		iov[i].iov_len = b->len[i];
-		msg[i].msg_hdr.msg_name = (void *)(uintptr_t)dst;
-		msg[i].msg_hdr.msg_namelen = sizeof(*dst);
+		msg[i].msg_hdr.msg_name = (void *)(uintptr_t)&av->dst;
+		msg[i].msg_hdr.msg_namelen = sw_sa_len(&av->dst);
 		msg[i].msg_hdr.msg_iov = &iov[i];
 		msg[i].msg_hdr.msg_iovlen = 1;
 	}
 	while (sent < n) {
-		int r = sendmmsg(eng->dev->port.fd, msg + sent, n - sent, 0);
+		int r = sendmmsg(sw_net_fd(eng, av), msg + sent, n - sent, 0);
 
 		if (r > 0) {
 			for (i = sent; i < sent + (uint32_t)r; i++)
@@ -233,14 +238,13 @@ uint32_t sw_net_send_batch(struct sw_engine *eng, const struct sw_tx_batch *b,
  * A full same-host ring leaves the socket writable: a send that fails
  * again after poll(2) said so sleeps 200 us before the next try.
  */
-int sw_net_send_wait(struct sw_engine *eng, const uint8_t *pkt, size_t len,
-		     const struct sockaddr_in *dst)
+int sw_net_send_wait(struct sw_engine *eng, const uint8_t *pkt, size_t len, const struct sw_av *av)
 {
 	bool writable = false;
 	int tries = 20, ret;
 
-	while ((ret = sw_net_send(eng, pkt, len, dst)) == -EAGAIN && tries--) {
-		struct pollfd pfd = {.fd = eng->dev->port.fd, .events = POLLOUT};
+	while ((ret = sw_net_send(eng, pkt, len, av)) == -EAGAIN && tries--) {
+		struct pollfd pfd = {.fd = sw_net_fd(eng, av), .events = POLLOUT};
 
 		if (writable)
 			usleep(200);

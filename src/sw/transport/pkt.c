@@ -86,15 +86,6 @@ static inline void put_icrc(uint8_t *p, uint32_t v)
 	memcpy(p, &v, sizeof(v));
 }
 
-/* Contract: the ICRC stored at `p`, as sw_icrc() computes it. */
-static inline uint32_t get_icrc(const uint8_t *p)
-{
-	uint32_t v;
-
-	memcpy(&v, p, sizeof(v));
-	return le32toh(v);
-}
-
 /* Contract: decode the BTH at `buf` (12 bytes) into `p`. */
 static void get_bth(struct sw_pkt *p, const uint8_t *buf)
 {
@@ -132,8 +123,10 @@ int sw_pkt_parse(struct sw_pkt *p, const uint8_t *buf, size_t len, const struct 
 		return -EBADMSG;
 	if (!(flags & SW_F_PAYLOAD) && len != hdr_len + SW_ICRC_LEN)
 		return -EBADMSG; /* pad or payload on an opcode that has none */
-	if (icrc && sw_icrc(icrc, buf, len) != get_icrc(buf + len - SW_ICRC_LEN))
+	if (icrc && sw_icrc_check(icrc, buf, len, &p->ipv))
 		return -EILSEQ;
+	if (!icrc)
+		p->ipv = (struct sw_icrc_var){.df = true};
 
 	get_bth(p, buf);
 
@@ -185,8 +178,10 @@ int sw_pkt_parse_bth(struct sw_pkt *p, const uint8_t *buf, size_t len,
 		return -EBADMSG;
 	if (buf[1] & 0x0f)
 		return -EPROTO;
-	if (icrc && sw_icrc(icrc, buf, len) != get_icrc(buf + len - SW_ICRC_LEN))
+	if (icrc && sw_icrc_check(icrc, buf, len, &p->ipv))
 		return -EILSEQ;
+	if (!icrc)
+		p->ipv = (struct sw_icrc_var){.df = true};
 	get_bth(p, buf);
 	p->payload = buf + SW_BTH_LEN;
 	p->paylen = (uint32_t)(len - SW_BTH_LEN - SW_ICRC_LEN);

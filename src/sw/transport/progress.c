@@ -30,9 +30,9 @@ enum {
 
 struct rx_slot {
 	uint8_t buf[SW_PKT_MAX];
-	struct sockaddr_in src;
+	union sw_sa src;
 	struct {
-		/* CMSG_SPACE(sizeof(struct in_pktinfo)) is 32; cmsghdr wants size_t alignment */
+		/* CMSG_SPACE(sizeof(struct in6_pktinfo)) is 40; cmsghdr wants size_t alignment */
 		_Alignas(size_t) char cbuf[64];
 	} c;
 	struct iovec iov;
@@ -71,20 +71,30 @@ static void rx_batch_init(struct rx_batch *b)
 	}
 }
 
-/* The local address a packet was sent to (IP_PKTINFO), else the bound one. */
-static struct in_addr rx_dst(const struct sw_engine *eng, struct msghdr *h)
+/*
+ * The local address a packet was sent to (IP_PKTINFO, IPV6_PKTINFO) at
+ * the socket's port, else the socket's own: `bound`.
+ */
+static union sw_sa rx_dst(const union sw_sa *bound, struct msghdr *h)
 {
+	union sw_sa d = *bound;
 	struct cmsghdr *c;
 
 	for (c = CMSG_FIRSTHDR(h); c; c = CMSG_NXTHDR(h, c)) {
-		if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO) {
+		if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO && !sw_sa_is_v6(&d)) {
 			struct in_pktinfo pi;
 
 			memcpy(&pi, CMSG_DATA(c), sizeof(pi));
-			return pi.ipi_addr;
+			d.v4.sin_addr = pi.ipi_addr;
+		} else if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_PKTINFO &&
+			   sw_sa_is_v6(&d)) {
+			struct in6_pktinfo pi;
+
+			memcpy(&pi, CMSG_DATA(c), sizeof(pi));
+			d.v6.sin6_addr = pi.ipi6_addr;
 		}
 	}
-	return eng->dev->port.addr;
+	return d;
 }
 
 /* Remember a QP that may owe an ACK at the end of the batch (one ref each). */
@@ -111,34 +121,55 @@ static bool qp_type_accepts(const struct sw_qp *qp, uint8_t opcode)
  * checks (qp->lock held). The UDP source port is not checked: RoCE v2
  * senders choose it per flow for ECMP entropy (rxe: per QP).
  */
-static bool from_peer(const struct sw_qp *qp, const struct sockaddr_in *src)
+static bool from_peer(const struct sw_qp *qp, const union sw_sa *src)
 {
 	enum ibv_qp_state st = qp->ibv.qp_base.state;
 
 	if (qp->ibv.qp_base.qp_type != IBV_QPT_RC || st == IBV_QPS_RESET || st == IBV_QPS_INIT)
 		return true;
-	return src->sin_addr.s_addr == qp->attr.av.dst.sin_addr.s_addr;
+	return sw_sa_same_addr(src, &qp->attr.av.dst);
+}
+
+/*
+ * A packet whose ICRC matched only with a sender's own IPv4 ID or DF bit
+ * (icrc.c): is the ID plausible for its sender (ipid.c)? Counted.
+ */
+static bool ip_id_ok(struct sw_engine *eng, const union sw_sa *src, const struct sw_pkt *pkt)
+{
+	bool gave_up, ok;
+
+	ok = sw_ipid_plausible(&eng->ipid, src->v4.sin_addr.s_addr, pkt->ipv.ip_id, pkt->ipv.df,
+			       sw_now_ns(), &gave_up);
+	if (gave_up)
+		atomic_fetch_add_explicit(&eng->cnt.ip_id_random, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(ok ? &eng->cnt.rx_ip_id : &eng->cnt.drops_ip_id, 1,
+				  memory_order_relaxed);
+	return ok;
 }
 
 /* Validate, find the QP, dispatch. Every drop is counted. */
 static void rx_one(struct sw_engine *eng, struct rx_batch *b, struct rx_slot *s, size_t len,
-		   struct in_addr dst)
+		   const union sw_sa *dst)
 {
-	struct sw_icrc_ctx ic = {
-		.src = s->src.sin_addr,
-		.dst = dst,
-		.sport = ntohs(s->src.sin_port),
-		.dport = eng->dev->port.udp_port,
-	};
+	struct sw_icrc_ctx ic;
 	struct sw_pkt pkt;
 	struct sw_qp *qp;
 	int ret;
 
 	atomic_fetch_add_explicit(&eng->cnt.rx_pkts, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&eng->cnt.rx_bytes, len, memory_order_relaxed);
+	if (s->src.sa.sa_family != dst->sa.sa_family) {
+		atomic_fetch_add_explicit(&eng->cnt.drops_malformed, 1, memory_order_relaxed);
+		return;
+	}
+	sw_icrc_ctx_set(&ic, &s->src, dst);
 	ret = sw_pkt_parse(&pkt, s->buf, len, &ic);
 	if (ret == -EPROTO && (s->buf[0] & 0xe0) == SW_OP_RC) /* unsupported: the responder NAKs */
 		ret = sw_pkt_parse_bth(&pkt, s->buf, len, &ic);
+	if (!ret && !pkt.ipv.recovered && !ic.v6)
+		sw_ipid_zero(&eng->ipid, s->src.v4.sin_addr.s_addr);
+	else if (!ret && !ip_id_ok(eng, &s->src, &pkt))
+		ret = -EILSEQ;
 	if (!ret && (pkt.pkey & 0x7fff) != (SW_DEFAULT_PKEY & 0x7fff))
 		ret = -EACCES; /* another partition: the P_Key table holds only the default */
 	if (ret) {
@@ -168,7 +199,7 @@ static void rx_one(struct sw_engine *eng, struct rx_batch *b, struct rx_slot *s,
 		SW_QP_COUNT(qp, rx_pkts, 1); /* the QP's: from its peer, of its type */
 		SW_QP_COUNT(qp, rx_bytes, len);
 		if (!pkt.info || (pkt.info->flags & SW_F_REQ))
-			sw_resp_handle(qp, &pkt, &s->src);
+			sw_resp_handle(qp, &pkt, &s->src, dst);
 		else
 			sw_comp_handle(qp, &pkt);
 	}
@@ -217,28 +248,47 @@ static void rx_flush_acks(struct rx_batch *b)
 	}
 }
 
-/* One receive batch; returns the number of packets taken off the socket. */
-static int rx_batch(struct sw_engine *eng, struct rx_batch *b)
+/*
+ * Take up to the slots from `first` on off socket `fd`, bound to `bound`,
+ * and handle them; returns how many were taken.
+ */
+static int rx_socket(struct sw_engine *eng, struct rx_batch *b, int first, int fd,
+		     const union sw_sa *bound)
 {
 	int n, i;
 
-	for (i = 0; i < SW_RX_BATCH; i++) {
-		b->msg[i].msg_hdr.msg_namelen = sizeof(struct sockaddr_in);
+	for (i = first; i < SW_RX_BATCH; i++) {
+		b->msg[i].msg_hdr.msg_namelen = sizeof(union sw_sa);
 		b->msg[i].msg_hdr.msg_controllen = sizeof(b->slot[i].c.cbuf);
 	}
-	n = recvmmsg(eng->dev->port.fd, b->msg, SW_RX_BATCH, MSG_DONTWAIT, NULL);
-	if (n < 0)
-		n = 0;
-	b->ntouched = 0;
-	for (i = 0; i < n; i++) {
+	n = recvmmsg(fd, b->msg + first, (unsigned int)(SW_RX_BATCH - first), MSG_DONTWAIT, NULL);
+	if (n <= 0)
+		return 0;
+	for (i = first; i < first + n; i++) {
+		union sw_sa dst;
+
 		if (rx_fault_drop(eng))
 			continue;
 		if (b->msg[i].msg_hdr.msg_flags & MSG_TRUNC) {
 			rx_drop_oversize(eng);
 			continue;
 		}
-		rx_one(eng, b, &b->slot[i], b->msg[i].msg_len, rx_dst(eng, &b->msg[i].msg_hdr));
+		dst = rx_dst(bound, &b->msg[i].msg_hdr);
+		rx_one(eng, b, &b->slot[i], b->msg[i].msg_len, &dst);
 	}
+	return n;
+}
+
+/* One receive batch; returns the number of packets taken off the sockets and links. */
+static int rx_batch(struct sw_engine *eng, struct rx_batch *b)
+{
+	const struct sw_port *port = &eng->dev->port;
+	int n;
+
+	b->ntouched = 0;
+	n = rx_socket(eng, b, 0, port->fd, &port->local);
+	if (port->ll_fd >= 0 && n < SW_RX_BATCH)
+		n += rx_socket(eng, b, n, port->ll_fd, &port->ll);
 	/* then the same-host links, into the slots left */
 	for (; n < SW_RX_BATCH; n++) {
 		struct rx_slot *s = &b->slot[n];
@@ -247,7 +297,7 @@ static int rx_batch(struct sw_engine *eng, struct rx_batch *b)
 		if (len <= 0)
 			break;
 		if (!rx_fault_drop(eng))
-			rx_one(eng, b, s, (size_t)len, eng->dev->port.addr);
+			rx_one(eng, b, s, (size_t)len, &port->local);
 	}
 	if (!n)
 		return 0;
@@ -263,8 +313,8 @@ static int rx_batch(struct sw_engine *eng, struct rx_batch *b)
 }
 
 /* Contract: see transport.h. */
-int sw_rx_inject(struct sw_engine *eng, const uint8_t *buf, size_t len,
-		 const struct sockaddr_in *src, struct in_addr dst)
+int sw_rx_inject(struct sw_engine *eng, const uint8_t *buf, size_t len, const union sw_sa *src,
+		 const union sw_sa *dst)
 {
 	struct rx_batch *b = malloc(sizeof(*b));
 
@@ -373,13 +423,16 @@ void *sw_progress_main(void *arg)
 			continue;
 		}
 
-		struct pollfd pfd[2 + SW_SHM_POLL_MAX] = {
+		/* the address's socket, the wake-up, the link-local socket (or -1: ignored), links
+		 */
+		struct pollfd pfd[3 + SW_SHM_POLL_MAX] = {
 			{.fd = eng->dev->port.fd, .events = POLLIN},
 			{.fd = eng->wake_fd, .events = POLLIN},
+			{.fd = eng->dev->port.ll_fd, .events = POLLIN},
 		};
 		uint64_t wait_ns = next_timer > now ? next_timer - now : 0;
 		int ms = (int)((wait_ns + 999999) / 1000000), ready;
-		int nshm = sw_shm_pollfds(eng, pfd + 2, SW_SHM_POLL_MAX);
+		int nshm = sw_shm_pollfds(eng, pfd + 3, SW_SHM_POLL_MAX);
 
 		/*
 		 * Announce the sleep, then look for a wake-up once more: a
@@ -395,10 +448,10 @@ void *sw_progress_main(void *arg)
 			next_timer = 0; /* someone armed a timer or queued work */
 			continue;
 		}
-		ready = poll(pfd, (nfds_t)(2 + nshm), ms);
+		ready = poll(pfd, (nfds_t)(3 + nshm), ms);
 		atomic_store(&eng->sleeping, false);
 		sw_shm_sleep_end(eng);
-		for (int k = 2; ready > 0 && k < 2 + nshm; k++)
+		for (int k = 3; ready > 0 && k < 3 + nshm; k++)
 			if (pfd[k].revents) {
 				sw_shm_service(eng, sw_now_ns());
 				break;

@@ -98,7 +98,7 @@ static uint8_t msg_opcode(const struct sw_send_wqe *w, uint32_t k, uint32_t n, b
  * negative errno: -EACCES / -EINVAL for a bad local SGE.
  */
 static int build(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t k, uint8_t *buf,
-		 const struct sockaddr_in *dst)
+		 const struct sw_av *av)
 {
 	bool ud = qp->ibv.qp_base.qp_type == IBV_QPT_UD;
 	uint32_t mtu = qp->attr.mtu ? qp->attr.mtu : 1024;
@@ -166,7 +166,7 @@ static int build(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t k, uint8_t *b
 		if (ret)
 			return ret;
 	}
-	sw_net_icrc_out(sw_engine_of(qp), dst, &ic);
+	sw_net_icrc_out(sw_engine_of(qp), av, &ic);
 	return (int)sw_pkt_finish(buf, hl + len, &ic);
 }
 
@@ -175,14 +175,14 @@ static int build(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t k, uint8_t *b
  * first packet that did not go out and wait for room. Returns true if
  * all went out.
  */
-static bool tx_flush(struct sw_qp *qp, struct sw_tx_batch *tx, const struct sockaddr_in *dst)
+static bool tx_flush(struct sw_qp *qp, struct sw_tx_batch *tx, const struct sw_av *av)
 {
 	struct sw_engine *eng = sw_engine_of(qp);
 	uint32_t n = tx->n, sent;
 
 	if (!n)
 		return true;
-	sent = sw_net_send_batch(eng, tx, dst);
+	sent = sw_net_send_batch(eng, tx, av);
 	tx->n = 0;
 	for (uint32_t i = 0; i < sent; i++) {
 		SW_QP_COUNT(qp, tx_pkts, 1);
@@ -227,7 +227,7 @@ void sw_req_run(struct sw_qp *qp)
 	}
 	while (req->send_idx != qp->sq.prod) {
 		struct sw_send_wqe *w = wqe_at(qp, req->send_idx);
-		const struct sockaddr_in *dst = ud ? &w->wr.ud.av.dst : &qp->attr.av.dst;
+		const struct sw_av *av = ud ? &w->wr.ud.av : &qp->attr.av;
 		uint8_t *buf = tx ? tx->buf[tx->n] : one;
 		int len, ret;
 
@@ -253,14 +253,14 @@ void sw_req_run(struct sw_qp *qp)
 		}
 		if (!ud && (uint32_t)sw_psn_diff(req->psn, req->una_psn) >= req->window)
 			break;
-		len = build(qp, w, req->send_off, buf, dst);
+		len = build(qp, w, req->send_off, buf, av);
 		if (len < 0) {
 			/*
 			 * A bad local SGE fails the WQE. It completes in order:
 			 * now if it is the oldest, else once the WQEs ahead of
 			 * it are retired (comp.c). Nothing more is sent.
 			 */
-			if (tx && !tx_flush(qp, tx, dst))
+			if (tx && !tx_flush(qp, tx, av))
 				return; /* it is sent again, and fails, after the rewind */
 			w->state = SW_WQE_FAILED;
 			w->fail_status = len == -EINVAL ? IBV_WC_LOC_LEN_ERR : IBV_WC_LOC_PROT_ERR;
@@ -272,7 +272,7 @@ void sw_req_run(struct sw_qp *qp)
 			tx->psn[tx->n] = req->psn;
 			tx->len[tx->n++] = (size_t)len;
 		} else {
-			ret = sw_net_send(sw_engine_of(qp), buf, (size_t)len, dst);
+			ret = sw_net_send(sw_engine_of(qp), buf, (size_t)len, av);
 			if (ret == -EAGAIN) {
 				req->wait_writable = true;
 				sw_engine_wake(sw_engine_of(qp));
@@ -311,11 +311,11 @@ void sw_req_run(struct sw_qp *qp)
 		}
 		if (!tx)
 			arm_timer(qp);
-		else if (tx->n == SW_TX_BATCH && !tx_flush(qp, tx, dst))
+		else if (tx->n == SW_TX_BATCH && !tx_flush(qp, tx, av))
 			return;
 	}
 	if (tx)
-		tx_flush(qp, tx, &qp->attr.av.dst);
+		tx_flush(qp, tx, &qp->attr.av);
 }
 
 /*

@@ -43,9 +43,9 @@ static void send_resp(struct sw_qp *qp, struct sw_pkt *p, const uint8_t *payload
 	hl = sw_pkt_write_hdrs(buf, p);
 	if (len)
 		memcpy(buf + hl, payload, len);
-	sw_net_icrc_out(eng_of(qp), &qp->attr.av.dst, &ic);
+	sw_net_icrc_out(eng_of(qp), &qp->attr.av, &ic);
 	n = sw_pkt_finish(buf, hl + len, &ic);
-	if (!sw_net_send_wait(eng_of(qp), buf, n, &qp->attr.av.dst)) {
+	if (!sw_net_send_wait(eng_of(qp), buf, n, &qp->attr.av)) {
 		SW_QP_COUNT(qp, tx_pkts, 1);
 		SW_QP_COUNT(qp, tx_bytes, n);
 	}
@@ -142,32 +142,53 @@ static void complete_recv(struct sw_qp *qp, enum ibv_wc_status status, enum ibv_
 
 /* ---- UD ---- */
 
-/* The 40-byte GRH area of a RoCE v2 UD receive: IPv4 header in the last 20. */
-static void build_grh(uint8_t grh[SW_GRH_LEN], const struct sockaddr_in *src, struct in_addr dst,
-		      uint32_t udp_len)
+/* Store `v` big-endian in two bytes at `p`. */
+static void grh_be16(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)(v >> 8);
+	p[1] = (uint8_t)v;
+}
+
+/*
+ * The 40-byte GRH area of a RoCE v2 UD receive: for IPv4 the IPv4 header
+ * in the last 20 bytes, with the sender's ID and DF bit as its ICRC
+ * showed them (icrc.c) and TOS 0 and TTL 64, which the socket does not
+ * show; for IPv6 the IPv6 header (traffic class and flow label 0, hop
+ * limit 64).
+ */
+static void build_grh(uint8_t grh[SW_GRH_LEN], const union sw_sa *src, const union sw_sa *dst,
+		      uint32_t udp_len, const struct sw_icrc_var *ipv)
 {
 	uint8_t *ip = grh + 20;
 	uint32_t sum = 0;
-	uint16_t tot = (uint16_t)(20 + 8 + udp_len);
 
 	memset(grh, 0, SW_GRH_LEN);
+	if (sw_sa_is_v6(src)) {
+		grh[0] = 0x60;
+		grh_be16(grh + 4, 8 + udp_len);
+		grh[6] = 17;
+		grh[7] = 64;
+		memcpy(grh + 8, &src->v6.sin6_addr, 16);
+		memcpy(grh + 24, &dst->v6.sin6_addr, 16);
+		return;
+	}
 	ip[0] = 0x45;
-	ip[2] = (uint8_t)(tot >> 8);
-	ip[3] = (uint8_t)tot;
-	ip[6] = 0x40; /* DF */
+	grh_be16(ip + 2, 20 + 8 + udp_len);
+	grh_be16(ip + 4, ipv->ip_id);
+	ip[6] = ipv->df ? 0x40 : 0;
 	ip[8] = 64;
 	ip[9] = 17;
-	memcpy(ip + 12, &src->sin_addr, 4);
-	memcpy(ip + 16, &dst, 4);
+	memcpy(ip + 12, &src->v4.sin_addr, 4);
+	memcpy(ip + 16, &dst->v4.sin_addr, 4);
 	for (int i = 0; i < 20; i += 2)
 		sum += (uint32_t)(ip[i] << 8 | ip[i + 1]);
 	while (sum >> 16)
 		sum = (sum & 0xffff) + (sum >> 16);
-	ip[10] = (uint8_t)(~sum >> 8);
-	ip[11] = (uint8_t)~sum;
+	grh_be16(ip + 10, ~sum & 0xffff);
 }
 
-static void handle_ud(struct sw_qp *qp, const struct sw_pkt *pkt, const struct sockaddr_in *src)
+static void handle_ud(struct sw_qp *qp, const struct sw_pkt *pkt, const union sw_sa *src,
+		      const union sw_sa *dst)
 {
 	struct sw_resp *resp = qp->resp;
 	struct sw_engine *eng = eng_of(qp);
@@ -187,8 +208,8 @@ static void handle_ud(struct sw_qp *qp, const struct sw_pkt *pkt, const struct s
 		complete_recv(qp, IBV_WC_LOC_LEN_ERR, IBV_WC_RECV, 0, pkt, pkt->sqpn, false);
 		return;
 	}
-	build_grh(grh, src, sw_dev_of(qp->ibv.qp_base.context)->port.addr,
-		  pkt->paylen + sw_pkt_hdr_len(pkt) + pkt->padcnt + SW_ICRC_LEN);
+	build_grh(grh, src, dst, pkt->paylen + sw_pkt_hdr_len(pkt) + pkt->padcnt + SW_ICRC_LEN,
+		  &pkt->ipv);
 	ret = sw_sge_scatter(qp, resp->wqe->sge, resp->wqe->num_sge, 0, grh, SW_GRH_LEN);
 	if (!ret && pkt->paylen)
 		ret = sw_sge_scatter(qp, resp->wqe->sge, resp->wqe->num_sge, SW_GRH_LEN,
@@ -519,7 +540,8 @@ static void handle_duplicate(struct sw_qp *qp, const struct sw_pkt *pkt)
 }
 
 /* Contract: see transport.h (qp->lock held; progress thread). */
-void sw_resp_handle(struct sw_qp *qp, const struct sw_pkt *pkt, const struct sockaddr_in *src)
+void sw_resp_handle(struct sw_qp *qp, const struct sw_pkt *pkt, const union sw_sa *src,
+		    const union sw_sa *dst)
 {
 	struct sw_resp *resp = qp->resp;
 	struct sw_engine *eng = eng_of(qp);
@@ -534,7 +556,7 @@ void sw_resp_handle(struct sw_qp *qp, const struct sw_pkt *pkt, const struct soc
 		return;
 	}
 	if (qp->ibv.qp_base.qp_type == IBV_QPT_UD) {
-		handle_ud(qp, pkt, src);
+		handle_ud(qp, pkt, src, dst);
 		return;
 	}
 	d = sw_psn_diff(pkt->psn, resp->epsn);

@@ -47,7 +47,7 @@
 
 struct shm_out { /* a destination we send to */
 	pthread_mutex_t lock; /* serialises producers */
-	struct sockaddr_in dst;
+	union sw_sa dst;
 	bool used;
 	int fd; /* the connection; -1: no link */
 	struct shm_hdr *hdr; /* the ring, NULL when no link */
@@ -59,7 +59,7 @@ struct shm_in { /* a link into this device */
 	int fd;
 	struct shm_hdr *hdr; /* NULL until the hello came */
 	uint64_t tail; /* our copy of hdr->tail */
-	struct sockaddr_in src; /* the address the hello named */
+	union sw_sa src; /* the address the hello named */
 	bool hup; /* the sender is gone: close once the ring is empty */
 	uint64_t hello_by; /* no hello by then: the connection is closed */
 };
@@ -82,14 +82,15 @@ static uint8_t *ring_data(struct shm_hdr *h)
 }
 
 /* The abstract socket name of the device at addr:port; its length for bind/connect. */
-static socklen_t shm_name(struct sockaddr_un *sun, uid_t uid, struct in_addr addr, uint16_t port)
+static socklen_t shm_name(struct sockaddr_un *sun, uid_t uid, const union sw_sa *addr)
 {
-	char ip[INET_ADDRSTRLEN];
+	char ip[SW_ADDR_STRLEN];
+	uint16_t port = sw_sa_port(addr);
 	int n;
 
 	memset(sun, 0, sizeof(*sun));
 	sun->sun_family = AF_UNIX;
-	inet_ntop(AF_INET, &addr, ip, sizeof(ip));
+	sw_sa_str(addr, ip);
 	n = snprintf(sun->sun_path + 1, sizeof(sun->sun_path) - 1, "softverbs/%u/%s:%u",
 		     (unsigned)uid, ip, port);
 	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
@@ -121,7 +122,7 @@ int sw_shm_start(struct sw_engine *eng)
 	}
 	for (int i = 0; i < SHM_MAX_IN; i++)
 		s->in[i].fd = -1;
-	len = shm_name(&sun, s->uid, eng->dev->port.addr, eng->dev->port.udp_port);
+	len = shm_name(&sun, s->uid, &eng->dev->port.local);
 	s->lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	/* a name already taken (by anyone) only means nobody links to us */
 	if (s->lfd >= 0 && (bind(s->lfd, (struct sockaddr *)&sun, len) || listen(s->lfd, 64))) {
@@ -186,7 +187,6 @@ static int out_connect(struct sw_engine *eng, struct shm_out *o)
 		.magic = SHM_MAGIC,
 		.version = SHM_VERSION,
 		.ring_bytes = SHM_RING_BYTES,
-		.addr = eng->dev->port.addr.s_addr,
 		.port = eng->dev->port.udp_port,
 	};
 	union {
@@ -199,11 +199,14 @@ static int out_connect(struct sw_engine *eng, struct shm_out *o)
 			    .msg_control = cm.buf,
 			    .msg_controllen = sizeof(cm.buf)};
 	struct sockaddr_un sun;
-	socklen_t len = shm_name(&sun, s->uid, o->dst.sin_addr, ntohs(o->dst.sin_port));
+	socklen_t len = shm_name(&sun, s->uid, &o->dst);
 	struct shm_hdr *h;
 	struct cmsghdr *c;
+	union ibv_gid me;
 	int fd, mfd, ret;
 
+	sw_sa_gid(&eng->dev->port.local, &me);
+	memcpy(hello.gid, me.raw, sizeof(hello.gid));
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return -errno;
@@ -258,7 +261,7 @@ err_fd:
  * The out entry for `dst` with its lock held, trying to link if it has
  * none and it is time; NULL when the table is full of live links.
  */
-static struct shm_out *out_get(struct sw_engine *eng, const struct sockaddr_in *dst)
+static struct shm_out *out_get(struct sw_engine *eng, const union sw_sa *dst)
 {
 	struct sw_shm *s = eng->shm;
 	struct shm_out *o = NULL, *spare = NULL;
@@ -268,8 +271,7 @@ static struct shm_out *out_get(struct sw_engine *eng, const struct sockaddr_in *
 	for (int i = 0; i < SHM_MAX_OUT; i++) {
 		struct shm_out *e = &s->out[i];
 
-		if (e->used && e->dst.sin_addr.s_addr == dst->sin_addr.s_addr &&
-		    e->dst.sin_port == dst->sin_port) {
+		if (e->used && sw_sa_same(&e->dst, dst)) {
 			o = e;
 			break;
 		}
@@ -343,7 +345,7 @@ static void ring_publish(struct shm_out *o)
 
 /* Contract: see transport.h. */
 int sw_shm_send(struct sw_engine *eng, const uint8_t *const *pkt, const size_t *len, uint32_t n,
-		const struct sockaddr_in *dst)
+		const union sw_sa *dst)
 {
 	struct shm_out *o;
 	uint32_t i;
@@ -415,7 +417,7 @@ static int ring_take(struct shm_in *l, uint8_t *buf, size_t cap)
 }
 
 /* Contract: see transport.h. Progress thread only. */
-int sw_shm_recv(struct sw_engine *eng, uint8_t *buf, size_t cap, struct sockaddr_in *src)
+int sw_shm_recv(struct sw_engine *eng, uint8_t *buf, size_t cap, union sw_sa *src)
 {
 	struct sw_shm *s = eng->shm;
 
@@ -551,9 +553,12 @@ static int in_hello(struct shm_in *l)
 		l->hdr = NULL;
 		goto out;
 	}
-	l->src.sin_family = AF_INET;
-	l->src.sin_addr.s_addr = hello.addr;
-	l->src.sin_port = htons(hello.port);
+	{
+		union ibv_gid g;
+
+		memcpy(g.raw, hello.gid, sizeof(g.raw));
+		sw_sa_from_gid(&l->src, &g, hello.port, 0);
+	}
 	atomic_store_explicit(&l->hdr->accepted, 1, memory_order_release);
 	ret = 1;
 out:

@@ -25,7 +25,7 @@
 
 enum {
 	SHM_MAGIC = 0x53564c4b, /* "SVLK" */
-	SHM_VERSION = 1,
+	SHM_VERSION = 2, /* 2: the hello names IPv6 addresses too */
 	SHM_HDR_BYTES = 256, /* the ring's data starts here */
 	SHM_RING_BYTES = 8 << 20, /* as much as the UDP socket buffer */
 	SHM_MAP_BYTES = SHM_HDR_BYTES + SHM_RING_BYTES, /* the memfd: header, then ring */
@@ -57,7 +57,7 @@ _Static_assert(sizeof(struct shm_hdr) <= SHM_HDR_BYTES, "ring header too large")
 struct shm_hello {
 	uint32_t magic, version;
 	uint32_t ring_bytes;
-	uint32_t addr; /* the sender's RoCE address, network order */
+	uint8_t gid[16]; /* the sender's RoCE address as a GID (IPv4-mapped for IPv4) */
 	uint16_t port; /* and UDP port, host order */
 	uint16_t pad;
 };

@@ -52,6 +52,12 @@ struct sw_counters {
 	atomic_ullong fault_drops, fault_dups, fault_reorders;
 	/* the same-host link (shm.c): packets each way, links accepted, corrupt rings closed */
 	atomic_ullong shm_tx_pkts, shm_rx_pkts, shm_links, shm_corrupt;
+	/*
+	 * IPv4 IDs (ipid.c): packets whose ICRC matched a non-zero ID or a
+	 * clear DF, those whose ID the sender's window refused (also counted
+	 * in drops_icrc), senders found to use random IDs
+	 */
+	atomic_ullong rx_ip_id, drops_ip_id, ip_id_random;
 };
 
 /* Count one event on the device's counter `field` and on the QP's (queue.h). */
@@ -64,6 +70,35 @@ struct sw_counters {
 /* ---- the device's engine ---- */
 
 struct sw_shm;
+
+/* ipid.c: the IPv4 ID windows of the senders seen; progress thread only. */
+enum {
+	SW_IPID_PEERS_LOG2 = 6
+};
+struct sw_ipid_peer {
+	bool used, random;
+	bool zero; /* seen with ID 0 and DF only */
+	bool df, cand_df; /* the DF bit of `last`, of `cand` */
+	uint8_t strikes; /* refused in a row */
+	uint16_t last, cand; /* newest ID accepted; the last one refused */
+	uint32_t addr; /* IPv4 source, network order */
+	uint64_t last_ns; /* when `last` was accepted */
+};
+struct sw_ipid_tab {
+	struct sw_ipid_peer peer[1u << SW_IPID_PEERS_LOG2];
+};
+
+/*
+ * ipid.c: are `id` and `df`, recovered from the ICRC of a packet from IPv4
+ * source `addr` (network order), plausible for that sender at `now_ns`? Updates
+ * the sender's window. *gave_up: this packet made the table stop judging
+ * the sender (random IDs; count it).
+ */
+bool sw_ipid_plausible(struct sw_ipid_tab *t, uint32_t addr, uint16_t id, bool df, uint64_t now_ns,
+		       bool *gave_up);
+/* ipid.c: a packet from `addr` matched with ID 0 and DF (the hot path: one load, rarely a store).
+ */
+void sw_ipid_zero(struct sw_ipid_tab *t, uint32_t addr);
 
 struct sw_engine {
 	struct sw_dev *dev;
@@ -88,8 +123,9 @@ struct sw_engine {
 	uint64_t rng; /* fault injection PRNG state */
 	uint8_t *held; /* a packet held back for reordering */
 	size_t held_len;
-	struct sockaddr_in held_dst;
+	struct sw_av held_av;
 	struct sw_shm *shm; /* the same-host link, NULL when off (SOFTVERBS_SHM=0) */
+	struct sw_ipid_tab ipid; /* the receive path's (progress thread) */
 	struct softverbs_gsi *gsi; /* QP1 while librdmacm has it open (gsi.c) */
 };
 
@@ -125,8 +161,8 @@ void *sw_progress_main(void *arg);
  * the socket: for tests and fuzzing. Any thread holding no QP lock.
  * 0 or -ENOMEM.
  */
-int sw_rx_inject(struct sw_engine *eng, const uint8_t *buf, size_t len,
-		 const struct sockaddr_in *src, struct in_addr dst);
+int sw_rx_inject(struct sw_engine *eng, const uint8_t *buf, size_t len, const union sw_sa *src,
+		 const union sw_sa *dst);
 
 /* ---- net.c ---- */
 
@@ -134,12 +170,19 @@ int sw_rx_inject(struct sw_engine *eng, const uint8_t *buf, size_t len,
 int sw_net_setup(int fd);
 
 /*
- * Send one packet of `len` bytes to `dst`, through fault injection.
+ * Send one packet of `len` bytes along `av`, through fault injection.
  * 0, -EAGAIN (socket full: the caller keeps the work and retries), or
  * another -errno (counted and treated as a loss).
  */
-int sw_net_send(struct sw_engine *eng, const uint8_t *pkt, size_t len,
-		const struct sockaddr_in *dst);
+int sw_net_send(struct sw_engine *eng, const uint8_t *pkt, size_t len, const struct sw_av *av);
+
+/* The socket packets along `av` leave by: the one of its source GID. */
+static inline int sw_net_fd(const struct sw_engine *eng, const struct sw_av *av)
+{
+	const struct sw_port *port = &eng->dev->port;
+
+	return sw_port_fd_of(port, sw_port_gid(port, av->sgid_index));
+}
 
 /* Packets built and sent together with sw_net_send_batch(). */
 enum {
@@ -159,17 +202,16 @@ struct sw_tx_batch {
 struct sw_tx_batch *sw_net_tx_batch(void);
 
 /*
- * Send the `b->n` packets of `b` to `dst` in as few system calls as the
+ * Send the `b->n` packets of `b` along `av` in as few system calls as the
  * socket allows (one sendmmsg(2) when there is room), through fault
  * injection. Returns how many went out (lost ones count as sent); fewer
  * than b->n means the socket was full at the first one not sent.
  */
 uint32_t sw_net_send_batch(struct sw_engine *eng, const struct sw_tx_batch *b,
-			   const struct sockaddr_in *dst);
+			   const struct sw_av *av);
 
-/* ICRC context for a packet from this device to `dst`. */
-void sw_net_icrc_out(const struct sw_engine *eng, const struct sockaddr_in *dst,
-		     struct sw_icrc_ctx *c);
+/* ICRC context for a packet from this device along `av` (its source GID's address). */
+void sw_net_icrc_out(const struct sw_engine *eng, const struct sw_av *av, struct sw_icrc_ctx *c);
 
 /* ---- shm.c: the same-host link ---- */
 
@@ -186,13 +228,13 @@ void sw_shm_stop(struct sw_engine *eng);
  * socket), or -ENOTCONN when `dst` has no link (yet): use UDP. Any thread.
  */
 int sw_shm_send(struct sw_engine *eng, const uint8_t *const *pkt, const size_t *len, uint32_t n,
-		const struct sockaddr_in *dst);
+		const union sw_sa *dst);
 /*
  * Progress thread: take one packet from the links into `buf` (at most
  * `cap` bytes), with the sender's address in *src; its length, or 0 when
  * every ring is empty. Corrupt rings are closed and counted.
  */
-int sw_shm_recv(struct sw_engine *eng, uint8_t *buf, size_t cap, struct sockaddr_in *src);
+int sw_shm_recv(struct sw_engine *eng, uint8_t *buf, size_t cap, union sw_sa *src);
 /*
  * Progress thread, before poll(2): announce the sleep to every producer;
  * false (and nothing announced) if a ring already holds a packet.
@@ -218,8 +260,8 @@ void sw_shm_service(struct sw_engine *eng, uint64_t now);
  * Progress thread: a valid packet for QP 1 (`pkt` parsed, from `src` to
  * local address `dst`). Queued for the open endpoint, or counted and dropped.
  */
-void sw_gsi_rx(struct sw_engine *eng, const struct sw_pkt *pkt, const struct sockaddr_in *src,
-	       struct in_addr dst);
+void sw_gsi_rx(struct sw_engine *eng, const struct sw_pkt *pkt, const union sw_sa *src,
+	       const union sw_sa *dst);
 /* The engine stops: an endpoint still open is detached (its sends fail). */
 void sw_gsi_detach(struct sw_engine *eng);
 
@@ -251,8 +293,7 @@ struct sw_req {
  * progress thread): on a full socket wait briefly for room instead of
  * giving up. 0 or -errno.
  */
-int sw_net_send_wait(struct sw_engine *eng, const uint8_t *pkt, size_t len,
-		     const struct sockaddr_in *dst);
+int sw_net_send_wait(struct sw_engine *eng, const uint8_t *pkt, size_t len, const struct sw_av *av);
 
 /* sw_send_wqe.state, owned by the requester (post zeroes it: NEW). */
 enum {
@@ -323,8 +364,9 @@ struct sw_resp {
 	uint32_t nres, res_next;
 };
 
-/* A request packet for this QP. */
-void sw_resp_handle(struct sw_qp *qp, const struct sw_pkt *pkt, const struct sockaddr_in *src);
+/* A request packet for this QP, from `src` to our address `dst`. */
+void sw_resp_handle(struct sw_qp *qp, const struct sw_pkt *pkt, const union sw_sa *src,
+		    const union sw_sa *dst);
 /* Send the ACK owed at the end of a receive batch, if any. */
 void sw_resp_flush_ack(struct sw_qp *qp);
 
