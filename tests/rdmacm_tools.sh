@@ -79,11 +79,19 @@ alive() {
 # udp_bound ADDR: a UDP socket is bound to ADDR:4791 (the device is up)
 udp_bound() {
 	hex=$(echo "$1" | awk -F. '{ printf "%02X%02X%02X%02X:12B7", $4, $3, $2, $1 }')
-	awk -v a="$hex" '$2 == a { f = 1 } END { exit !f }' /proc/net/udp
+	$SNS cat /proc/net/udp | awk -v a="$hex" '$2 == a { f = 1 } END { exit !f }'
 }
+
+# The netns case: the server in one network namespace, the client in
+# another, joined by a veth pair (two hosts); otherwise both here.
+SNS='' CNS=''
 
 # pick_addrs: S and C, two free 127/8 addresses that depend on this process
 pick_addrs() {
+	if [ -n "$SNS" ]; then
+		S=10.198.0.1 C=10.198.0.2
+		return 0
+	fi
 	k=0
 	while :; do
 		b=$(((($$ + k * 37) % 200) + 20))
@@ -104,7 +112,7 @@ pair() {
 		attempt=$((attempt + 1))
 		pick_addrs
 		# shellcheck disable=SC2086 # the arguments are words on purpose
-		env ${SHM:+SOFTVERBS_SHM=$SHM} SOFTVERBS_ADDR="$S" \
+		$SNS env ${SHM:+SOFTVERBS_SHM=$SHM} SOFTVERBS_ADDR="$S" \
 			timeout -k 5 "$limit" $(echo "$sargs" | sed "s/@S@/$S/g") \
 			>"$tmp/server.out" 2>&1 &
 		spid=$!
@@ -123,7 +131,7 @@ pair() {
 			return 1
 		fi
 		# shellcheck disable=SC2086
-		env ${SHM:+SOFTVERBS_SHM=$SHM} SOFTVERBS_ADDR="$C" \
+		$CNS env ${SHM:+SOFTVERBS_SHM=$SHM} SOFTVERBS_ADDR="$C" \
 			timeout -k 5 "$limit" $(echo "$cargs" | sed "s/@S@/$S/g") \
 			>"$tmp/client.out" 2>&1 &
 		cpid=$!
@@ -159,7 +167,9 @@ loader_clean() {
 # run NAME "SERVER" "CLIENT" CLIENT-PATTERN SERVER-PATTERN [stop]
 run() {
 	name=$1 sv=$2 cl=$3 cpat=$4 spat=$5 stop=${6:-}
-	if [ -n "$SHM" ]; then
+	if [ -n "$SNS" ]; then
+		label="$name (two network namespaces)"
+	elif [ -n "$SHM" ]; then
 		label="$name (UDP, SOFTVERBS_SHM=0)"
 	else
 		label="$name (same-host link)"
@@ -266,10 +276,36 @@ cases() {
 	esac
 }
 
-SHM=''
-cases
-SHM=0
-cases
+netns_up() {
+	command -v ip >/dev/null || skip "ip (iproute2) not found"
+	ns1=svcm_a_$$ ns2=svcm_b_$$
+	ip netns add "$ns1" 2>"$tmp/netns.log" || skip "ip netns add is not permitted: $(cat "$tmp/netns.log")"
+	ip netns add "$ns2" || exit 1
+	trap 'cleanup; ip netns del "$ns1" 2>/dev/null; ip netns del "$ns2" 2>/dev/null' EXIT
+	ip link add sv0 netns "$ns1" type veth peer name sv1 netns "$ns2" || exit 1
+	ip -n "$ns1" addr add 10.198.0.1/24 dev sv0
+	ip -n "$ns2" addr add 10.198.0.2/24 dev sv1
+	for x in "$ns1" "$ns2"; do
+		ip -n "$x" link set lo up
+	done
+	ip -n "$ns1" link set sv0 up
+	ip -n "$ns2" link set sv1 up
+	SNS="ip netns exec $ns1" CNS="ip netns exec $ns2"
+}
+
+if [ "$what" = netns ]; then
+	netns_up
+	SHM=''
+	for what in rping ucmatose udaddy rdma_server rstream ib_write_bw; do
+		cases
+	done
+	what=netns
+else
+	SHM=''
+	cases
+	SHM=0
+	cases
+fi
 echo "1..$n"
 echo "# rdmacm_tools $what: $((n - failed)) passed, $failed failed"
 [ $failed -eq 0 ]
