@@ -7,9 +7,12 @@
  * has one IPv4 address D. A bind to D (or ::ffff:D) binds the id to that
  * device; 0.0.0.0 and :: are wildcards (no device until a connection
  * needs one); any other 127/8 address, and ::1, is a loopback bind to
- * the process's first device, as the kernel binds loopback to some RDMA
- * device. Another address fails with EADDRNOTAVAIL, or ENODEV when a
- * local interface has it (it has no softverbs device).
+ * the process's device when that device itself is on loopback (a 127/8
+ * address, the default), as the kernel binds loopback to some RDMA
+ * device; a device on a real interface has nothing on loopback (ENODEV,
+ * which libfabric's address enumeration relies on). Another address fails
+ * with EADDRNOTAVAIL, or ENODEV when a local interface has it (it has no
+ * softverbs device).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -105,6 +108,15 @@ static bool sa_is_loopback(const struct sockaddr *sa)
 	    IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr))
 		return true;
 	return (ntohl(sa_v4(sa).s_addr) >> 24) == 127;
+}
+
+/* The first device whose own address is a loopback one (127/8), or NULL. */
+static struct cm_dev *loopback_dev(void)
+{
+	for (int i = 0; i < cm.ndev; i++)
+		if ((ntohl(cm.dev[i].addr.s_addr) >> 24) == 127)
+			return &cm.dev[i];
+	return NULL;
 }
 
 /* Contract: see cm.h. */
@@ -315,7 +327,7 @@ static int do_bind(struct cm_id *cid, const struct sockaddr *sa)
 		    !v4mapped(&((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr))
 			d = NULL;
 		if (!d && sa_is_loopback(sa))
-			d = &cm.dev[0];
+			d = loopback_dev();
 		if (!d)
 			return host_has_addr(sa) ? -ENODEV : -EADDRNOTAVAIL;
 	}
