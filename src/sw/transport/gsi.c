@@ -109,24 +109,27 @@ SV_EXPORT int softverbs_gsi_fd(struct softverbs_gsi *g)
 void sw_gsi_rx(struct sw_engine *eng, const struct sw_pkt *pkt, const union sw_sa *src,
 	       const union sw_sa *dst)
 {
+	atomic_ullong *drop = NULL;
 	struct softverbs_gsi *g;
 	struct gsi_entry *e;
 	uint64_t one = 1;
 
-	if (pkt->opcode != (SW_OP_UD | SW_OP_SEND_ONLY) || pkt->paylen != SV_GSI_MAD_LEN) {
-		atomic_fetch_add_explicit(&eng->cnt.drops_malformed, 1, memory_order_relaxed);
-		return;
-	}
-	if (pkt->qkey != SV_GSI_QKEY) {
-		atomic_fetch_add_explicit(&eng->cnt.drops_qkey, 1, memory_order_relaxed);
-		return;
-	}
 	pthread_mutex_lock(&gsi_lock);
 	g = eng->gsi;
-	if (!g || g->count == SV_GSI_QUEUE_MAX) {
+	if (!g) { /* nobody has QP 1 open: dropped as for any QP that does not exist */
 		pthread_mutex_unlock(&gsi_lock);
-		atomic_fetch_add_explicit(g ? &eng->cnt.drops_no_recv : &eng->cnt.drops_no_qp, 1,
-					  memory_order_relaxed);
+		atomic_fetch_add_explicit(&eng->cnt.drops_no_qp, 1, memory_order_relaxed);
+		return;
+	}
+	if (pkt->opcode != (SW_OP_UD | SW_OP_SEND_ONLY) || pkt->paylen != SV_GSI_MAD_LEN)
+		drop = &eng->cnt.drops_malformed;
+	else if (pkt->qkey != SV_GSI_QKEY)
+		drop = &eng->cnt.drops_qkey;
+	else if (g->count == SV_GSI_QUEUE_MAX)
+		drop = &eng->cnt.drops_no_recv; /* the CM retransmits */
+	if (drop) {
+		pthread_mutex_unlock(&gsi_lock);
+		atomic_fetch_add_explicit(drop, 1, memory_order_relaxed);
 		return;
 	}
 	e = &g->q[(g->head + g->count) % SV_GSI_QUEUE_MAX];
