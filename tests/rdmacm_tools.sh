@@ -11,8 +11,10 @@
 # a timeout; each must exit 0 and print what the tool prints on success
 # (data checks where the tool has them: rping -v compares every ping).
 # A server that never exits by itself (cmtime) is stopped once the client
-# is done. Exit 77 (skipped) with the reason when a tool is missing or
-# the build is sanitized.
+# is done. CASE netns runs a set of them between two network namespaces,
+# CASE fault with 20% of the packets dropped each way (SOFTVERBS_FAULT).
+# Exit 77 (skipped) with the reason when a tool is missing or the build
+# is sanitized.
 set -u
 
 if [ $# -lt 2 ]; then
@@ -167,7 +169,9 @@ loader_clean() {
 # run NAME "SERVER" "CLIENT" CLIENT-PATTERN SERVER-PATTERN [stop]
 run() {
 	name=$1 sv=$2 cl=$3 cpat=$4 spat=$5 stop=${6:-}
-	if [ -n "$SNS" ]; then
+	if [ -n "$FAULT" ]; then
+		label="$name (SOFTVERBS_FAULT=$FAULT)"
+	elif [ -n "$SNS" ]; then
 		label="$name (two network namespaces)"
 	elif [ -n "$SHM" ]; then
 		label="$name (UDP, SOFTVERBS_SHM=0)"
@@ -293,7 +297,17 @@ netns_up() {
 	SNS="ip netns exec $ns1" CNS="ip netns exec $ns2"
 }
 
-if [ "$what" = netns ]; then
+FAULT=''
+if [ "$what" = fault ]; then
+	# a fifth of the packets lost each way, CM MADs included: the CM's
+	# retransmissions (timers scaled down) and RC's recover them all
+	SHM=''
+	FAULT=drop=0.2,side=both
+	run "ucmatose -c 4, 20% loss" "ucmatose -b @S@ -c 4" "ucmatose -s @S@ -c 4" \
+		'^return status 0' '^return status 0'
+	run "rping -C 20, 20% loss" "rping -s -a @S@ -v -C 20" "rping -c -a @S@ -v -C 20" \
+		'rdma-ping-19: ' 'rdma-ping-19: '
+elif [ "$what" = netns ]; then
 	netns_up
 	SHM=''
 	for what in rping ucmatose udaddy rdma_server rstream ib_write_bw; do
