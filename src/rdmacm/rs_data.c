@@ -68,8 +68,7 @@ int rs_create_resources(struct rsocket *rs)
 	if (!rs->cch)
 		return -ENOMEM;
 	fcntl(rs->cch->fd, F_SETFL, fcntl(rs->cch->fd, F_GETFL) | O_NONBLOCK);
-	rs->cq = ibv_create_cq(id->verbs, (int)(rs->sq_size + rs->rq_size + RS_CTRL_SLOTS), id,
-			       rs->cch, 0);
+	rs->cq = ibv_create_cq(id->verbs, (int)(rs->sq_size + rs->rq_size), id, rs->cch, 0);
 	if (!rs->cq)
 		return -ENOMEM;
 	rs->sbuf = page_alloc(rs->sbuf_size + RS_CTRL_SLOTS * sizeof(struct rs_sge));
@@ -95,13 +94,7 @@ int rs_create_resources(struct rsocket *rs)
 	qa.qp_type = IBV_QPT_RC;
 	qa.sq_sig_all = 1;
 	qa.cap.max_send_wr = rs->sq_size;
-	/*
-	 * rq_size receives for the DATA messages the credits allow, and one per
-	 * control slot of the peer for its SGL and CTRL messages, which take
-	 * receives too but no credit: never an RNR NAK (655 ms with the CM's
-	 * min_rnr_timer of 0).
-	 */
-	qa.cap.max_recv_wr = rs->rq_size + RS_CTRL_SLOTS;
+	qa.cap.max_recv_wr = rs->rq_size;
 	qa.cap.max_send_sge = 2;
 	qa.cap.max_recv_sge = 1;
 	qa.cap.max_inline_data = rs->inline_size;
@@ -251,7 +244,7 @@ static int post_recv(struct rsocket *rs)
 /* Contract: see rs.h. */
 int rs_post_recvs(struct rsocket *rs)
 {
-	for (uint32_t i = 0; i < rs->rq_size + RS_CTRL_SLOTS; i++) {
+	for (uint32_t i = 0; i < rs->rq_size; i++) {
 		int ret = post_recv(rs);
 
 		if (ret)
