@@ -479,18 +479,26 @@ static int stage(struct rsocket *rs, const uint8_t *buf, uint32_t len, struct ib
 	return n;
 }
 
+/* The size of the next chunk of at most `len` bytes: inline, or what sbuf has room for. */
+static uint32_t chunk_len(const struct rsocket *rs, size_t len)
+{
+	uint32_t n = (uint32_t)len;
+
+	if (n > rs->inline_size && n > rs->sbuf_bytes_avail)
+		n = rs->sbuf_bytes_avail;
+	return n;
+}
+
 /* One DATA (or riowrite WRITE) chunk of up to `len` bytes; returns its size or -errno. */
 static ssize_t write_chunk(struct rsocket *rs, const uint8_t *buf, size_t len, enum rs_op op,
 			   uint64_t addr, uint32_t key)
 {
 	struct ibv_sge sge[2];
-	uint32_t n = (uint32_t)len, imm;
+	uint32_t n = chunk_len(rs, len), imm;
 	uint64_t wr_id;
 	bool inl = n <= rs->inline_size;
 	int nsge, ret;
 
-	if (!inl && n > rs->sbuf_bytes_avail)
-		n = rs->sbuf_bytes_avail;
 	imm = rs_imm(op, n);
 	wr_id = imm;
 	if (inl) {
@@ -518,8 +526,11 @@ ssize_t rs_send(struct rsocket *rs, const void *vbuf, size_t len, int flags)
 
 	while (left) {
 		struct rs_sge *t;
+		uint64_t addr;
+		uint32_t key;
 		ssize_t n;
 		size_t want;
+		int sge_idx;
 
 		rs_poll_cq(rs);
 		if (rs->state != RS_CONNECTED || !rs->writable) {
@@ -542,15 +553,30 @@ ssize_t rs_send(struct rsocket *rs, const void *vbuf, size_t len, int flags)
 		want = left < xfer ? left : xfer;
 		if (want > t->length)
 			want = t->length;
-		n = write_chunk(rs, buf + (len - left), want, RS_OP_DATA, t->addr, t->key);
-		if (n < 0)
-			return len != left ? (ssize_t)(len - left) : n;
-		left -= (size_t)n;
-		rs->sseq_no++;
-		t->addr += (uint64_t)n;
-		t->length -= (uint32_t)n;
+		/*
+		 * The entry gives up the chunk's bytes before the write is
+		 * posted: once the write is out, the peer may consume it and
+		 * write a fresh entry here (its SGL update) before this thread
+		 * runs again, and advancing afterwards would eat into that.
+		 */
+		want = chunk_len(rs, want);
+		addr = t->addr;
+		key = t->key;
+		t->addr += (uint64_t)want;
+		t->length -= (uint32_t)want;
+		sge_idx = rs->target_sge;
 		if (!t->length)
 			rs->target_sge = (rs->target_sge + 1) % 2;
+		n = write_chunk(rs, buf + (len - left), want, RS_OP_DATA, addr, key);
+		if (n < 0) {
+			/* nothing went out: the entry is as it was */
+			t->addr = addr;
+			t->length += (uint32_t)want;
+			rs->target_sge = sge_idx;
+			return len != left ? (ssize_t)(len - left) : n;
+		}
+		left -= (size_t)n;
+		rs->sseq_no++;
 		if (xfer < RS_MAX_XFER)
 			xfer <<= 1;
 	}
