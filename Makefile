@@ -1,9 +1,14 @@
 # Thin wrapper over CMake. Targets:
 #   all (default)  configure + build build/ (gcc, RelWithDebInfo, -Werror)
-#   check          format, gcc + valgrind, clang, ASan/UBSan, TSan (label mt), fuzz stages
+#   check          format, lint, gcc + valgrind, clang, ASan/UBSan, TSan (label mt), fuzz stages
 #                  (scripts/check.sh)
 #   demo           build, then two processes on the software device: RC ping-pong,
 #                  RDMA WRITE/READ, atomics, CC bounce (-U) vs DMA handles (scripts/demo.sh)
+#   interop        build, then softverbs against the Linux kernel's rxe in a QEMU guest
+#                  booted from Debian's packages: the full matrix of Debian's tools in
+#                  both directions (tests/interop/interop.sh; INTEROP_ARGS=--quick for
+#                  the CI subset; needs root, qemu-system-x86, linux-image-amd64,
+#                  busybox-static, tcpdump)
 #   bench          build, run build/bench/sv_bench (never part of check): tables,
 #                  build/bench/results.json, and build/bench/bench.png (bench/plot.py,
 #                  needs python3-matplotlib)
@@ -11,17 +16,19 @@
 #                  target for FUZZ_SECONDS (fuzz/fuzz.sh; check runs 20 s each)
 #   install        cmake --install build --prefix $(PREFIX)
 #   format         clang-format -i our sources (never include/infiniband)
+#   lint           codespell, cppcheck, clang --analyze (scripts/lint.sh)
 #   clean          remove the build directories
 # Variables: PREFIX, CHECK_STAGES (e.g. "gcc" or "gcc clang asan fuzz tsan"),
 # CTEST_ARGS (passed to ctest in check), JOBS, BENCH_ARGS (sv_bench options),
 # BENCH_PY (the python3 with matplotlib that draws the plot),
-# FUZZ_SECONDS (per target, default 600), FUZZ_TARGETS (default: all).
+# FUZZ_SECONDS (per target, default 600), FUZZ_TARGETS (default: all),
+# INTEROP_ARGS (tests/interop/interop.sh options).
 
 PREFIX ?= /usr/local
 BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE ?= cmake
-CHECK_STAGES ?= format gcc clang asan tsan fuzz
+CHECK_STAGES ?= format lint gcc clang asan tsan fuzz
 FUZZ_SECONDS ?= 600
 BENCH_ARGS ?=
 BENCH_PY ?= /usr/bin/python3
@@ -33,11 +40,11 @@ CONFIG_ARGS = -DCMAKE_C_COMPILER=gcc -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 # Ninja for a new build directory when available; an existing one keeps its generator.
 GENERATOR = $(if $(wildcard $(BUILD)/CMakeCache.txt),,$(if $(shell command -v ninja),-G Ninja))
 
-FORMAT_DIRS = src tools tests bench examples include/softverbs include/rdma
+FORMAT_DIRS = src tools run tests bench examples include/softverbs include/rdma
 # tests/layout holds a generated probe and rdma-core's own code: left alone.
 FORMAT_FIND = find $(FORMAT_DIRS) -path tests/layout -prune -o -name '*.[ch]' -print 2>/dev/null
 
-.PHONY: all check demo bench fuzz install format format-check clean
+.PHONY: all check demo interop bench fuzz install format format-check clean
 
 all:
 	@$(CMAKE) -S . -B $(BUILD) $(GENERATOR) --log-level=WARNING $(CONFIG_ARGS) >/dev/null
@@ -49,6 +56,10 @@ check:
 # scripts/demo.sh builds through `all` itself, quietly.
 demo:
 	@BUILD=$(BUILD) MAKE="$(MAKE)" bash scripts/demo.sh
+
+# The kernel's rxe as the peer: on request only (and its --quick subset in .ci/run).
+interop: all
+	@bash tests/interop/interop.sh $(INTEROP_ARGS)
 
 # Benchmarks are slow and noisy: run on request only, never by check.
 # The plot is drawn even when a point failed (its figures are empty); the status is sv_bench's.
@@ -71,6 +82,9 @@ install: all
 
 format:
 	@$(FORMAT_FIND) | xargs -r $(CLANG_FORMAT) -i
+
+lint:
+	@JOBS=$(JOBS) bash scripts/lint.sh
 
 format-check:
 	@$(FORMAT_FIND) | xargs -r $(CLANG_FORMAT) --dry-run -Werror

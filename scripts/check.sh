@@ -3,12 +3,17 @@
 #
 #   format (no build) clang-format --dry-run over our sources (make format-check);
 #                        one check, failed by any violation (make format fixes it)
+#   lint   (no build) scripts/lint.sh: codespell, cppcheck and clang --analyze;
+#                        one check, failed by any finding
 #   gcc    build/        gcc, RelWithDebInfo, -Werror; all tests (memcheck too)
 #   clang  build-clang/  clang, RelWithDebInfo, -Werror; tests without memcheck,
 #                        with the same-host link off (SOFTVERBS_SHM=0): every
 #                        test then runs over UDP, as between two hosts
 #   asan   build-asan/   gcc, Debug, ASan+UBSan; tests without memcheck
-#   tsan   build-tsan/   gcc, RelWithDebInfo, TSan; the multi-threaded tests (label mt)
+#   tsan   build-tsan/   gcc, RelWithDebInfo, TSan; every test but memcheck variants and
+#                        those labelled no_tsan (TSan cannot follow them: fork after
+#                        threads); suppressions only for placements into app memory
+#                        (tests/tsan.supp)
 #   fuzz   build-fuzz/   clang, SV_FUZZ=ON: the fuzz targets only, a bounded
 #                        libFuzzer run of each (ctest label fuzz, fuzz/)
 #
@@ -24,7 +29,7 @@ JOBS=${JOBS:-$(nproc)}
 CTEST_JOBS=${CTEST_JOBS:-2}
 read -r -a extra_ctest <<<"${CTEST_ARGS:-}"
 stages=("$@")
-[ ${#stages[@]} -gt 0 ] || stages=(format gcc clang asan tsan fuzz)
+[ ${#stages[@]} -gt 0 ] || stages=(format lint gcc clang asan tsan fuzz)
 
 passed=0 failed=0 skipped=0
 pyverbs_lines= # closing lines of tests/pyverbs_suite.sh, shown again by finish
@@ -63,9 +68,30 @@ stage_format() {
 	finish 1
 }
 
+# lint: scripts/lint.sh finds nothing (counted as one check)
+stage_lint() {
+	local t0 t1
+	t0=$(now_ms)
+	mkdir -p build
+	if JOBS=$JOBS bash scripts/lint.sh >build/lint.log 2>&1; then
+		t1=$(now_ms)
+		echo "== lint: clean ($(secs $((t1 - t0))))"
+		passed=$((passed + 1))
+		return
+	fi
+	cat build/lint.log
+	echo "check: stage lint failed"
+	failed=$((failed + 1))
+	finish 1
+}
+
 for stage in "${stages[@]}"; do
 	if [ "$stage" = format ]; then
 		stage_format
+		continue
+	fi
+	if [ "$stage" = lint ]; then
+		stage_lint
 		continue
 	fi
 	off=(-DSV_SANITIZE=OFF -DSV_TSAN=OFF)
@@ -83,11 +109,11 @@ for stage in "${stages[@]}"; do
 		args=(-DCMAKE_BUILD_TYPE=Debug -DSV_WERROR=OFF -DSV_SANITIZE=ON -DSV_TSAN=OFF) ;;
 	tsan) dir=build-tsan cc=gcc
 		args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DSV_WERROR=OFF -DSV_SANITIZE=OFF -DSV_TSAN=ON)
-		ctest_sel=(-L mt) ;;
+		ctest_sel=(-LE 'memcheck|no_tsan') ;;
 	fuzz) dir=build-fuzz cc=clang
 		args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DSV_WERROR=ON -DSV_FUZZ=ON "${off[@]}")
 		targets=(--target fuzz_all) ctest_sel=(-L fuzz) ;;
-	*) echo "check: unknown stage '$stage' (format, gcc, clang, asan, tsan, fuzz)" >&2
+	*) echo "check: unknown stage '$stage' (format, lint, gcc, clang, asan, tsan, fuzz)" >&2
 		finish 2 ;;
 	esac
 
@@ -106,10 +132,6 @@ for stage in "${stages[@]}"; do
 		finish 1
 	fi
 	t1=$(now_ms)
-	if [ "$stage" = tsan ]; then # only what the selected tests run: t_NAME for test NAME
-		mapfile -t targets < <(ctest --test-dir "$dir" -N "${ctest_sel[@]}" |
-			sed -n 's/^ *Test *#[0-9]*: *\([^ ]*\)$/--target\nt_\1/p')
-	fi
 	if ! cmake --build "$dir" -j "$JOBS" "${targets[@]}" >"$dir/build.log" 2>&1; then
 		grep -v '^\[[0-9/]*\] ' "$dir/build.log" | tail -n 200
 		echo "check: stage $stage: build failed (log: $dir/build.log)"

@@ -1,20 +1,23 @@
 #!/bin/sh
-# abi_exports.sh LIBRARY MAP strict|report
+# abi_exports.sh LIBRARY MAP strict|report [PRIVATE_NODES]
 #
 # Compares the dynamic symbol table of LIBRARY with the version script MAP:
 #  - every name of MAP must be exported as NAME@@NODE of its node;
 #  - nothing else may be exported, except non-default compat aliases
 #    (NAME@NODE) of names that MAP lists;
-#  - the version nodes and their parents must be defined as in MAP.
+#  - the version nodes and their parents must be defined as in MAP;
+#  - with PRIVATE_NODES (tests/abi_private_nodes.txt: "NODE NAME" lines),
+#    the IBVERBS_PRIVATE_* nodes must hold exactly those names, counting
+#    default versions and aliases alike.
 # Missing names fail in "strict" mode; in "report" mode they are listed and
 # the test is skipped (exit 77) while the library is incomplete.
 set -eu
 
-if [ $# -ne 3 ]; then
-	echo "usage: abi_exports.sh LIBRARY MAP strict|report" >&2
+if [ $# -lt 3 ] || [ $# -gt 4 ]; then
+	echo "usage: abi_exports.sh LIBRARY MAP strict|report [PRIVATE_NODES]" >&2
 	exit 2
 fi
-lib=$1 map=$2 mode=$3
+lib=$1 map=$2 mode=$3 private=${4:-}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -86,6 +89,20 @@ if [ "$(wc -l <"$tmp/have")" -gt 0 ] &&
 	echo "not ok - version nodes differ (want vs have):"
 	diff "$tmp/want_tree" "$tmp/have_tree" | sed 's/^/#   /' || true
 	fail=1
+fi
+if [ -n "$private" ]; then
+	grep -v '^#' "$private" | awk 'NF == 2' | LC_ALL=C sort >"$tmp/private_want"
+	cat "$tmp/have" "$tmp/compat" | awk '$1 ~ /^IBVERBS_PRIVATE_/' | LC_ALL=C sort \
+		>"$tmp/private_have"
+	if ! cmp -s "$tmp/private_want" "$tmp/private_have"; then
+		echo "not ok - private nodes differ from $private (- wanted, + exported):"
+		diff "$tmp/private_want" "$tmp/private_have" | grep '^[<>]' |
+			sed -e 's/^</#   -/' -e 's/^>/#   +/' || true
+		fail=1
+	else
+		awk '{ n[$1]++ } END { for (k in n) printf "# %s: %d names\n", k, n[k] }' \
+			"$tmp/private_have" | LC_ALL=C sort
+	fi
 fi
 echo "# $((total - missing)) of $total names of the map exported," \
 	"$(wc -l <"$tmp/compat") compat aliases"

@@ -22,6 +22,7 @@
 # build is sanitized (an instrumented library cannot be loaded into
 # uninstrumented binaries).
 set -u
+. "$(dirname "$0")/tap.sh"
 
 if [ $# -lt 2 ]; then
 	echo "usage: abi_tools.sh LIBDIR ibverbs-utils|perftest|pyverbs [sanitized]" >&2
@@ -30,11 +31,6 @@ fi
 libdir=$(cd "$1" && pwd -P) || exit 2
 what=$2
 sanitized=${3:-}
-
-skip() {
-	echo "1..0 # SKIP $*"
-	exit 77
-}
 
 [ "$sanitized" = sanitized ] &&
 	skip "sanitized build: Debian's binaries cannot load an instrumented libibverbs.so.1"
@@ -47,18 +43,6 @@ export LD_LIBRARY_PATH="$libdir"
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-n=0 failed=0
-
-ok() {
-	n=$((n + 1))
-	echo "ok $n - $*"
-}
-
-not_ok() {
-	n=$((n + 1))
-	failed=$((failed + 1))
-	echo "not ok $n - $*"
-}
 
 # show FILE: the file's lines as TAP comments (at most 40)
 show() {
@@ -223,5 +207,4 @@ EOF
 	;;
 esac
 
-echo "1..$n"
-[ "$failed" -eq 0 ]
+tap_done

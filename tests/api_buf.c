@@ -2,7 +2,7 @@
 /*
  * api_buf: ibv_alloc_buf, ibv_free_buf, ibv_export_buf_dmabuf_fd and
  * ibv_reg_buf_mr as the software device implements them
- * (behaviour.md 1.1-1.4, 3; docs/cc-and-tph.md).
+ * (docs/seed-apis.md 1.1-1.4, 3; docs/cc-and-tph.md).
  *
  * Plain PD: page-aligned memory whose recorded size is rounded up to the
  * page (seen through registration), not exportable (ENODATA), kept out

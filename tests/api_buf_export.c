@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * api_buf_export: a CC buffer exported with ibv_export_buf_dmabuf_fd()
- * and used by another process (behaviour.md 1.3, 1.6, 3.7).
+ * and used by another process (docs/seed-apis.md 1.3, 1.6, 3.7).
  *
  * The parent runs a CC DMA bounce device (built-in pool), allocates 3
  * pages with ibv_alloc_buf() on a CC parent domain, fills them, exports

@@ -5,7 +5,8 @@
  *
  *  - ibv_get_sysfs_path (SYSFS_PATH without trailing slashes) and
  *    ibv_read_sysfs_file (length, NUL, one newline stripped, truncation,
- *    -1 with errno; the device's ibdev_path has no board_id);
+ *    -1 with errno; the device's ibdev_path and dev_path are under the
+ *    sysfs path, and ibdev_path has no board_id);
  *  - the ibv_copy_*_kern conversions, against the kernel's own uapi
  *    structs (<rdma/ib_user_verbs.h>, <rdma/ib_user_sa.h>) when the
  *    system has them: every field lands where it belongs;
@@ -81,7 +82,7 @@ static void write_file(const char *name, const char *data)
 
 static void case_sysfs(void)
 {
-	char buf[8];
+	char buf[8], want[512];
 
 	t_case("ibv_get_sysfs_path and ibv_read_sysfs_file");
 	/* SYSFS_PATH was set to tmpdir + "///" before the first call */
@@ -110,6 +111,13 @@ static void case_sysfs(void)
 	errno = 0;
 	CHECK_EQ_INT(ibv_read_sysfs_file(tmpdir, "nl", buf, 0), -1);
 	CHECK_EQ_INT(errno, EINVAL);
+	/* the device's sysfs paths are under that path, as rdma-core makes them */
+	snprintf(want, sizeof(want), "%s/class/infiniband/%s", tmpdir, ctx->device->name);
+	CHECK_MSG(strcmp(ctx->device->ibdev_path, want) == 0, "ibdev_path '%s', want '%s'",
+		  ctx->device->ibdev_path, want);
+	snprintf(want, sizeof(want), "%s/class/infiniband_verbs/%s", tmpdir, ctx->device->dev_name);
+	CHECK_MSG(strcmp(ctx->device->dev_path, want) == 0, "dev_path '%s', want '%s'",
+		  ctx->device->dev_path, want);
 	/* what ibv_devinfo reads: the software device has no sysfs directory */
 	errno = 0;
 	CHECK_EQ_INT(ibv_read_sysfs_file(ctx->device->ibdev_path, "board_id", buf, sizeof(buf)),

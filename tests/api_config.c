@@ -24,6 +24,7 @@ static const char *const vars[] = {
 	"SOFTVERBS_MTU",	  "SOFTVERBS_CC_DMA_BOUNCE", "SOFTVERBS_CC_HEAP",
 	"SOFTVERBS_BUSY_POLL",	  "SOFTVERBS_STATS",	     "SOFTVERBS_FAULT",
 	"SOFTVERBS_PROGRESS_CPU", "SOFTVERBS_SHM",	     "SOFTVERBS_GID_TABLE",
+	"SOFTVERBS_LINK_LAYER",
 };
 
 static void clear_env(void)
@@ -162,6 +163,11 @@ static void case_malformed(void)
 		{"SOFTVERBS_STATS", "yes"},
 		{"SOFTVERBS_SHM", "2"},
 		{"SOFTVERBS_SHM", "off"},
+		{"SOFTVERBS_LINK_LAYER", ""},
+		{"SOFTVERBS_LINK_LAYER", "IB"},
+		{"SOFTVERBS_LINK_LAYER", "infiniband"},
+		{"SOFTVERBS_LINK_LAYER", "ethernet"},
+		{"SOFTVERBS_LINK_LAYER", "ib "},
 		{"SOFTVERBS_PROGRESS_CPU", ""},
 		{"SOFTVERBS_PROGRESS_CPU", "-1"},
 		{"SOFTVERBS_PROGRESS_CPU", "cpu0"},
@@ -408,6 +414,25 @@ static void case_good(void)
 			ibv_close_device(ctx);
 	}
 	unsetenv("SOFTVERBS_CC_HEAP");
+
+	/* the link layer: eth (RoCE, LID 0) or ib (a LID) */
+	ctx = open_with("SOFTVERBS_LINK_LAYER", "ib", listed, sizeof(listed));
+	if (CHECK(ctx != NULL)) {
+		if (CHECK(ibv_query_port(ctx, 1, &p) == 0)) {
+			CHECK_EQ_INT(p.link_layer, IBV_LINK_LAYER_INFINIBAND);
+			CHECK(p.lid >= 1 && p.lid <= 0x8000);
+		}
+		ibv_close_device(ctx);
+	}
+	ctx = open_with("SOFTVERBS_LINK_LAYER", "eth", listed, sizeof(listed));
+	if (CHECK(ctx != NULL)) {
+		if (CHECK(ibv_query_port(ctx, 1, &p) == 0)) {
+			CHECK_EQ_INT(p.link_layer, IBV_LINK_LAYER_ETHERNET);
+			CHECK_EQ_INT(p.lid, 0);
+		}
+		ibv_close_device(ctx);
+	}
+	unsetenv("SOFTVERBS_LINK_LAYER");
 }
 
 static void case_transport_settings(void)
@@ -522,9 +547,12 @@ static void case_defaults(void)
 	CHECK(!strcmp(listed, "softverbs0"));
 	if (!CHECK(ctx != NULL))
 		return;
-	/* a loopback address: MTU 4096 */
-	if (CHECK(ibv_query_port(ctx, 1, &p) == 0))
+	/* a loopback address: MTU 4096; RoCE: Ethernet link layer, LID 0 */
+	if (CHECK(ibv_query_port(ctx, 1, &p) == 0)) {
 		CHECK_EQ_INT(p.active_mtu, IBV_MTU_4096);
+		CHECK_EQ_INT(p.link_layer, IBV_LINK_LAYER_ETHERNET);
+		CHECK_EQ_INT(p.lid, 0);
+	}
 	ibv_close_device(ctx);
 }
 

@@ -4,7 +4,10 @@
  *
  * The software device is listed once, as a CA with the IB transport,
  * under its configured name, with a nonzero GUID that is the same in every
- * list and in another process, but differs for another device name. The
+ * list, but differs in another process and for another device name; with
+ * SOFTVERBS_ADDR it is the GUID of that address and port (0253:port:addr)
+ * in every process, and an opened device reports the GUID of the address
+ * it bound (docs/compatibility.md, "Device and environment"). The
  * index and the device object are stable while the configuration is; a
  * changed configuration gives a new device while the old one stays valid
  * for the lists that hold it.
@@ -80,6 +83,7 @@ static void case_list(void)
 		CHECK_EQ_INT(d->node_type, IBV_NODE_CA);
 		CHECK_EQ_INT(d->transport_type, IBV_TRANSPORT_IB);
 		CHECK(!strncmp(d->dev_name, "uverbs", 6));
+		/* under ibv_get_sysfs_path(), "/sys" here (run_test.sh sets no SYSFS_PATH) */
 		snprintf(want, sizeof(want), "/sys/class/infiniband/%s", d->name);
 		CHECK(!strcmp(d->ibdev_path, want));
 		snprintf(want, sizeof(want), "/sys/class/infiniband_verbs/%s", d->dev_name);
@@ -110,9 +114,9 @@ static void case_stable(const char *self)
 	CHECK(a[0] == b[0]);
 	CHECK(ibv_get_device_guid(a[0]) == ibv_get_device_guid(b[0]));
 	CHECK_EQ_INT(ibv_get_device_index(a[0]), ibv_get_device_index(b[0]));
-	/* another process on this host computes the same GUID */
+	/* another process has another device instance, with another GUID */
 	if (CHECK(guid_from_other_process(self, &other) == 0))
-		CHECK(htobe64(other) == ibv_get_device_guid(a[0]));
+		CHECK(htobe64(other) != ibv_get_device_guid(a[0]));
 out:
 	ibv_free_device_list(a);
 	ibv_free_device_list(b);
@@ -154,6 +158,46 @@ static void case_reconfigure(void)
 	ibv_free_device_list(old);
 }
 
+/* The GUID of a device at 127.0.0.N:4791, host order. */
+static uint64_t addr_guid(unsigned int n)
+{
+	return 0x0253ULL << 48 | 4791ULL << 32 | 0x7f000000ULL | n;
+}
+
+static void case_addr_guid(const char *self)
+{
+	struct ibv_device **list;
+	struct ibv_context *ctx;
+	struct ibv_device_attr da;
+	union ibv_gid gid;
+	uint64_t other;
+
+	t_case("the GUID of the address: configured, and bound at open");
+	setenv("SOFTVERBS_ADDR", "127.0.0.77", 1);
+	list = ibv_get_device_list(NULL);
+	if (CHECK(list && list[0]))
+		CHECK_EQ_INT(be64toh(ibv_get_device_guid(list[0])), addr_guid(77));
+	if (CHECK(guid_from_other_process(self, &other) == 0))
+		CHECK_EQ_INT(other, addr_guid(77));
+	ibv_free_device_list(list);
+	unsetenv("SOFTVERBS_ADDR");
+
+	list = ibv_get_device_list(NULL);
+	ctx = list && list[0] ? ibv_open_device(list[0]) : NULL;
+	if (CHECK(ctx) && CHECK_RET(ibv_query_gid(ctx, 1, 0, &gid), 0) &&
+	    CHECK_RET(ibv_query_device(ctx, &da), 0)) {
+		uint64_t ip = (uint64_t)gid.raw[12] << 24 | (uint64_t)gid.raw[13] << 16 |
+			      (uint64_t)gid.raw[14] << 8 | gid.raw[15];
+
+		CHECK_EQ_INT(be64toh(da.node_guid), (addr_guid(0) & ~0xffffffffULL) | ip);
+		CHECK(da.node_guid == ibv_get_device_guid(list[0]));
+		CHECK(da.sys_image_guid == da.node_guid);
+	}
+	if (ctx)
+		CHECK_RET(ibv_close_device(ctx), 0);
+	ibv_free_device_list(list);
+}
+
 int main(int argc, char **argv)
 {
 	unsetenv("SOFTVERBS_DEV_NAME");
@@ -164,5 +208,6 @@ int main(int argc, char **argv)
 	case_list();
 	case_stable(argv[0]);
 	case_reconfigure();
+	case_addr_guid(argv[0]);
 	return t_finish();
 }

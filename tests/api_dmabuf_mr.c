@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * api_dmabuf_mr: ibv_reg_dmabuf_mr (behaviour.md 1.6) on memfds and
+ * api_dmabuf_mr: ibv_reg_dmabuf_mr (docs/seed-apis.md 1.6) on memfds and
  * other fds: the MR fields (mr->addr is the offset), every errno (bad
  * fd, page offsets, access narrowing, range), read-only fds, and an fd
  * the caller closes right after registering. The data itself is checked
@@ -62,7 +62,7 @@ static void test_success(int fd)
 		LW | RA,
 		LW | RW | RR | RA,
 		LW | IBV_ACCESS_RELAXED_ORDERING,
-		LW | (int)IBV_ACCESS_OPTIONAL_RANGE,
+		LW | RW | RR | RA | IBV_ACCESS_RELAXED_ORDERING,
 	};
 	struct ibv_mr *mr;
 	size_t i;
@@ -108,6 +108,12 @@ static void test_errors(int fd)
 		LW | IBV_ACCESS_ON_DEMAND,
 		LW | IBV_ACCESS_HUGETLB,
 		LW | IBV_ACCESS_FLUSH_GLOBAL,
+		LW | IBV_ACCESS_FLUSH_PERSISTENT,
+		/* optional bits other than relaxed ordering: the kernel's DMA-buf method refuses
+		   them */
+		LW | (int)IBV_ACCESS_OPTIONAL_RANGE,
+		LW | (1 << 21),
+		LW | (1 << 29),
 		RW,
 		RA,
 		RR | RW,

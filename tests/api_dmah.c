@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * api_dmah: ibv_alloc_dmah / ibv_dealloc_dmah and DMA handles in
- * ibv_reg_mr_ex (behaviour.md 1.5, 1.8; docs/cc-and-tph.md).
+ * ibv_reg_mr_ex (docs/seed-apis.md 1.5, 1.8; docs/cc-and-tph.md).
  *
  * Every row of the validation table in docs/cc-and-tph.md, and the order
  * of the rows wherever two of them would give different errnos: unknown
@@ -339,9 +339,14 @@ static void case_mrs(void)
 			     IBV_REREG_MR_ERR_CMD);
 		CHECK_EQ_INT(errno, EOPNOTSUPP);
 		errno = 0;
-		CHECK_EQ_INT(ibv_rereg_mr(m3, IBV_REREG_MR_CHANGE_TRANSLATION, pd, mem, page, LW),
+		CHECK_EQ_INT(ibv_rereg_mr(m3, IBV_REREG_MR_CHANGE_TRANSLATION, pd, mem, page, 0),
 			     IBV_REREG_MR_ERR_CMD);
 		CHECK_EQ_INT(errno, EOPNOTSUPP);
+		/* access bits without CHANGE_ACCESS: rdma-core's input error, before the device */
+		errno = 0;
+		CHECK_EQ_INT(ibv_rereg_mr(m3, IBV_REREG_MR_CHANGE_PD, pd, NULL, 0, LW),
+			     IBV_REREG_MR_ERR_INPUT);
+		CHECK_EQ_INT(errno, EINVAL);
 		/* the MR is unchanged and still holds the handle */
 		CHECK(m3->addr == mem + page && m3->length == 3 * page);
 		CHECK_RET(ibv_dealloc_dmah(d), EBUSY);

@@ -130,12 +130,12 @@ static void test_mr(struct ibv_pd *pd, uint8_t *p, uint8_t *q)
 	a = ibv_reg_mr(pd, p, page, LW);
 	if (!CHECK(a))
 		return;
-	CHECK_EQ_INT(ibv_rereg_mr(a, IBV_REREG_MR_CHANGE_TRANSLATION, pd, q, page, LW), 0);
+	CHECK_EQ_INT(ibv_rereg_mr(a, IBV_REREG_MR_CHANGE_TRANSLATION, pd, q, page, 0), 0);
 	CHECK_CHILD(p, 0x11, CHILD_OK);
 	CHECK_CHILD(q, 0x22, CHILD_FAULT);
 	/* the new range cannot be protected: MR unchanged */
 	CHECK_EQ_INT(ibv_rereg_mr(a, IBV_REREG_MR_CHANGE_TRANSLATION, pd, (void *)(uintptr_t)page,
-				  page, LW),
+				  page, 0),
 		     IBV_REREG_MR_ERR_DONT_FORK_NEW);
 	CHECK(a->addr == q);
 	CHECK_CHILD(q, 0x22, CHILD_FAULT);

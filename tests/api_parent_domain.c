@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * api_parent_domain: ibv_alloc_parent_domain, ibv_alloc_td, ibv_dealloc_td
- * and ibv_dealloc_pd on parent domains (shared/spec/behaviour.md 1.7).
+ * and ibv_dealloc_pd on parent domains (docs/seed-apis.md 1.7).
  *
  * Argument rules: no pd -> EINVAL, unknown comp_mask bits -> EINVAL, and
  * (softverbs) a pd that is itself a parent domain or a pd/td of another

@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * api_reg_mr_ex: ibv_reg_mr_ex and ibv_reg_buf_mr (behaviour.md 1.4, 1.5).
+ * api_reg_mr_ex: ibv_reg_mr_ex and ibv_reg_buf_mr (docs/seed-apis.md 1.4, 1.5).
  *
  * Every comp_mask rule (valid final masks, missing and conflicting bits,
  * unknown bits ignored, fields used only when their bit is set), page
  * offsets, fd-path access narrowing, the caller's attr left untouched,
  * mr->addr for the fd path, every BUF translation rule with hand-built
  * struct ibv_buf (the internal layout of src/core/buf.h, which is the
- * library ABI of behaviour.md 2), parent domain vs base PD, and the CC
+ * library ABI of docs/seed-apis.md 2), parent domain vs base PD, and the CC
  * DMA bounce device (address paths EOPNOTSUPP, fd paths fine).
  */
 #include "harness.h"
@@ -274,6 +274,7 @@ static void test_fd_access(void)
 		LW | IBV_ACCESS_FLUSH_GLOBAL,
 		LW | IBV_ACCESS_FLUSH_PERSISTENT,
 		LW | (1 << 10),
+		LW | (1 << 25), /* optional, but not relaxed ordering */
 	};
 	static const int good[] = {
 		0, LW, RR, LW | RW, LW | RA, LW | RW | RR | RA, LW | IBV_ACCESS_RELAXED_ORDERING,
@@ -301,6 +302,12 @@ static void test_fd_access(void)
 	mr = reg_ex(pd, &a);
 	if (check_mr(mr, pd, mem, page, "address path: MW_BIND|ZERO_BASED"))
 		dereg(mr);
+	a = va_attr(mem, page, LW | (1 << 25));
+	mr = reg_ex(pd, &a);
+	if (check_mr(mr, pd, mem, page, "address path: an optional bit"))
+		dereg(mr);
+	a = va_attr(mem, page, LW | IBV_ACCESS_FLUSH_GLOBAL);
+	CHECK_EX_FAILS(pd, &a, EOPNOTSUPP);
 }
 
 static void test_dmah(void)
@@ -511,7 +518,7 @@ static void test_buf_dmabuf(void)
 	munmap(map, 4 * page);
 }
 
-/* The same process, a new device that bounces DMA (behaviour.md 3). */
+/* The same process, a new device that bounces DMA (docs/seed-apis.md 3). */
 static void test_bounce(void)
 {
 	struct ibv_device **list;

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+/* test: label=no_tsan */ /* forks with threads running: TSan cannot follow such a child */
 /*
  * api_regress_fork_device: a child forked after its parent opened the
  * device gets a device of its own when it probes and opens again.

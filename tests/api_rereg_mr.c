@@ -3,8 +3,9 @@
  * api_rereg_mr: ibv_rereg_mr (man ibv_rereg_mr, rdma-core semantics).
  *
  * Core input errors (IBV_REREG_MR_ERR_INPUT: unsupported flags, a new
- * translation without address or length, an MR that is not
- * address-based), device errors (IBV_REREG_MR_ERR_CMD with errno), and
+ * translation without address or length, access bits without
+ * IBV_REREG_MR_CHANGE_ACCESS, an MR that is not address-based), device
+ * errors (IBV_REREG_MR_ERR_CMD with errno), and
  * each change alone and together: the MR fields, the keys (kept), the PD
  * reference moving from the old PD to the new one, and that a failed
  * call leaves the MR intact and usable.
@@ -68,6 +69,18 @@ static void test_input_errors(void)
 	CHECK_REREG(ibv_rereg_mr(mr, TRANS | ACC, pd, mem, 0, LW), IBV_REREG_MR_ERR_INPUT, EINVAL);
 	CHECK_REREG(ibv_rereg_mr(mr, TRANS, pd, NULL, page, LW), IBV_REREG_MR_ERR_INPUT, EINVAL);
 	CHECK_REREG(ibv_rereg_mr(NULL, ACC, pd, mem, page, LW), IBV_REREG_MR_ERR_INPUT, EINVAL);
+	/* access bits count only with CHANGE_ACCESS: rdma-core refuses them otherwise */
+	CHECK_REREG(ibv_rereg_mr(mr, CPD, pd2, NULL, 0, LW), IBV_REREG_MR_ERR_INPUT, EINVAL);
+	CHECK_REREG(ibv_rereg_mr(mr, TRANS, pd, mem + page, page, LW), IBV_REREG_MR_ERR_INPUT,
+		    EINVAL);
+	CHECK_REREG(ibv_rereg_mr(mr, TRANS | CPD, pd2, mem + page, page, RR),
+		    IBV_REREG_MR_ERR_INPUT, EINVAL);
+	CHECK_REREG(ibv_rereg_mr(mr, 0, pd, mem, page, LW), IBV_REREG_MR_ERR_INPUT, EINVAL);
+	check_same(mr, &was);
+	/* the MR stayed valid: the PD reference did not move, the MR still re-registers */
+	CHECK_RET(ibv_dealloc_pd(pd2), 0);
+	pd2 = ibv_alloc_pd(ctx);
+	CHECK(pd2);
 	/* without TRANSLATION, addr and length are not looked at */
 	CHECK_REREG(ibv_rereg_mr(mr, ACC, NULL, NULL, 0, LW | RW), 0, 0);
 	was = *mr;
@@ -82,7 +95,7 @@ static void test_input_errors(void)
 			was = *mr;
 			CHECK_REREG(ibv_rereg_mr(mr, ACC, pd, NULL, 0, LW | RW),
 				    IBV_REREG_MR_ERR_INPUT, EINVAL);
-			CHECK_REREG(ibv_rereg_mr(mr, TRANS, pd, mem, page, LW),
+			CHECK_REREG(ibv_rereg_mr(mr, TRANS, pd, mem, page, 0),
 				    IBV_REREG_MR_ERR_INPUT, EINVAL);
 			check_same(mr, &was);
 			CHECK_RET(ibv_dereg_mr(mr), 0);
@@ -101,7 +114,9 @@ static void test_device_errors(void)
 	if (!CHECK(mr))
 		return;
 	was = *mr;
-	CHECK_REREG(ibv_rereg_mr(mr, 0, pd, mem, page, LW), IBV_REREG_MR_ERR_CMD, EINVAL);
+	CHECK_REREG(ibv_rereg_mr(mr, 0, pd, mem, page, 0), IBV_REREG_MR_ERR_CMD, EINVAL);
+	CHECK_REREG(ibv_rereg_mr(mr, ACC, pd, NULL, 0, LW | IBV_ACCESS_FLUSH_GLOBAL),
+		    IBV_REREG_MR_ERR_CMD, EOPNOTSUPP);
 	CHECK_REREG(ibv_rereg_mr(mr, ACC, pd, NULL, 0, RW), IBV_REREG_MR_ERR_CMD, EINVAL);
 	CHECK_REREG(ibv_rereg_mr(mr, ACC, pd, NULL, 0, 1 << 12), IBV_REREG_MR_ERR_CMD, EINVAL);
 	CHECK_REREG(ibv_rereg_mr(mr, ACC, pd, NULL, 0, LW | IBV_ACCESS_ON_DEMAND),
@@ -120,9 +135,9 @@ static void test_device_errors(void)
 		if (ctx2)
 			CHECK_RET(ibv_close_device(ctx2), 0);
 	}
-	CHECK_REREG(ibv_rereg_mr(mr, TRANS, pd, (void *)(uintptr_t)page, page, LW),
+	CHECK_REREG(ibv_rereg_mr(mr, TRANS, pd, (void *)(uintptr_t)page, page, 0),
 		    IBV_REREG_MR_ERR_CMD, EFAULT);
-	CHECK_REREG(ibv_rereg_mr(mr, TRANS, pd, mem, SIZE_MAX, LW), IBV_REREG_MR_ERR_CMD, EINVAL);
+	CHECK_REREG(ibv_rereg_mr(mr, TRANS, pd, mem, SIZE_MAX, 0), IBV_REREG_MR_ERR_CMD, EINVAL);
 	/* all-or-nothing: a bad access with a good PD and translation changes nothing */
 	CHECK_REREG(ibv_rereg_mr(mr, TRANS | CPD | ACC, pd2, mem + page, page, RW),
 		    IBV_REREG_MR_ERR_CMD, EINVAL);
@@ -154,14 +169,14 @@ static void test_changes(void)
 	CHECK_EQ_INT(mr->lkey, lkey);
 
 	t_case("CHANGE_TRANSLATION");
-	CHECK_REREG(ibv_rereg_mr(mr, TRANS, NULL, mem + page + 8, 2 * page, LW), 0, 0);
+	CHECK_REREG(ibv_rereg_mr(mr, TRANS, NULL, mem + page + 8, 2 * page, 0), 0, 0);
 	CHECK(mr->addr == mem + page + 8);
 	CHECK_EQ_INT(mr->length, 2 * page);
 	CHECK(mr->pd == pd);
 	CHECK_EQ_INT(mr->lkey, lkey);
 	CHECK_EQ_INT(mr->rkey, lkey);
 	/* the old range may go away now */
-	CHECK_REREG(ibv_rereg_mr(mr, TRANS, NULL, mem + 3 * page, page, LW), 0, 0);
+	CHECK_REREG(ibv_rereg_mr(mr, TRANS, NULL, mem + 3 * page, page, 0), 0, 0);
 	CHECK(mr->addr == mem + 3 * page && mr->length == page);
 
 	t_case("CHANGE_PD moves the PD reference");

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+/* test: label=no_tsan */ /* forks with threads running: TSan cannot follow such a child */
 /*
  * api_sec_keys.c - memory keys cannot be guessed from other keys.
  *

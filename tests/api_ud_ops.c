@@ -3,7 +3,13 @@
  * api_ud_ops.c - UD sends: the 40-byte GRH lands in front of the payload
  * (for RoCE v2 over IPv4, the IPv4 header in its last 20 bytes), Q_Keys
  * are checked, immediates arrive, a reply AH made from the completion
- * reaches the sender, and a message over the path MTU is refused.
+ * reaches the sender, and a message over the path MTU is refused. The
+ * completion's address fields are what RoCE hardware reports: sl is the
+ * packet type as mlx5 gives it (0xa: bit 3 UDP, network header 2 =
+ * IPv4; UCX reads the low three bits), slid, dlid_path_bits and
+ * pkey_index 0, IBV_WC_GRH set, src_qp the sender's QPN; the GRH area is
+ * 20 zero bytes and a valid IPv4 header of the packet (checksum, UDP,
+ * total length, addresses).
  */
 #include "harness.h"
 #include "traffic.h"
@@ -11,6 +17,41 @@
 #define BUF (64u << 10)
 
 static struct t_ep a, b;
+
+/* The IPv4 header checksum over 20 bytes is 0xffff when it is right. */
+static unsigned int ip_sum(const uint8_t *ip)
+{
+	unsigned int sum = 0;
+
+	for (int i = 0; i < 20; i += 2)
+		sum += (unsigned int)(ip[i] << 8 | ip[i + 1]);
+	while (sum >> 16)
+		sum = (sum & 0xffff) + (sum >> 16);
+	return sum;
+}
+
+/* The fields of a UD receive of `len` payload bytes with an immediate. */
+static void check_ud_fields(const struct ibv_wc *wc, const uint8_t *grh, uint32_t len)
+{
+	static const uint8_t zero[20];
+	const uint8_t *ip = grh + 20;
+
+	CHECK_EQ_INT(wc->sl, 0xa); /* RoCE v2 (bit 3) over IPv4 (2), as mlx5 */
+	CHECK_EQ_INT(wc->sl & 7, 2); /* what UCX's UD transport tests */
+	CHECK_EQ_INT(wc->slid, 0);
+	CHECK_EQ_INT(wc->dlid_path_bits, 0);
+	CHECK_EQ_INT(wc->pkey_index, 0);
+	CHECK(wc->wc_flags & IBV_WC_GRH);
+	CHECK_EQ_INT(wc->src_qp, a.qp->qp_num);
+	CHECK_EQ_INT(wc->qp_num, b.qp->qp_num);
+	CHECK(!memcmp(grh, zero, sizeof(zero)));
+	CHECK_EQ_INT(ip[0], 0x45);
+	CHECK_EQ_INT(ip[9], 17); /* UDP */
+	CHECK(ip[8] > 0); /* TTL */
+	CHECK_EQ_INT(ip_sum(ip), 0xffff);
+	/* IP 20 + UDP 8 + BTH 12 + DETH 8 + ImmDt 4 + payload + pad + ICRC 4 */
+	CHECK_EQ_INT(ip[2] << 8 | ip[3], 20 + 8 + 12 + 8 + 4 + len + (-len & 3) + 4);
+}
 
 static int post_ud(struct t_ep *from, struct ibv_ah *ah, uint32_t qpn, uint32_t qkey, uint32_t len,
 		   bool imm, uint64_t id)
@@ -64,6 +105,7 @@ int main(void)
 		CHECK(wc.wc_flags & IBV_WC_WITH_IMM);
 		CHECK_EQ_INT(ntohl(wc.imm_data), 0x55aa);
 		CHECK_EQ_INT(wc.src_qp, a.qp->qp_num);
+		check_ud_fields(&wc, b.buf, 1000);
 	}
 	CHECK(memcmp(b.buf + 40, a.buf, 1000) == 0);
 	CHECK_EQ_INT(b.buf[20], 0x45); /* IPv4, 5 words */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * api_upstream_buf: the API scenarios of rdma-core's tests/test_buf.py
- * (behaviour.md 4, scenarios 1-12), in C, with the same assertions.
+ * (docs/seed-apis.md 4, scenarios 1-12), in C, with the same assertions.
  *
  * The whole set runs twice: on the default device, then on a CC DMA
  * bounce device (SOFTVERBS_CC_DMA_BOUNCE=1, SOFTVERBS_CC_HEAP=builtin;
@@ -16,7 +16,7 @@
  *
  * As in the Python suite, an MR's address is the VA that was registered.
  * ibv_mr.addr equals it for plain memory; for a DMA-buf backed buffer it
- * is the offset inside the buffer (behaviour.md 5.1), which is asserted
+ * is the offset inside the buffer (docs/seed-apis.md 5.1), which is asserted
  * as well.
  */
 #include "harness.h"

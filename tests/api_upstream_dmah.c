@@ -1,15 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * api_upstream_dmah: the API scenarios of rdma-core's tests/test_dmah.py
- * (behaviour.md 4, scenarios 22-27), in C, with the same assertions.
+ * (docs/seed-apis.md 4, scenarios 22-27), in C, with the same assertions.
  *
  * The default handle attributes are upstream's: CPU_ID|TPH_MEM_TYPE|PH,
  * CPU 0, volatile memory, ph 0. Upstream skips a scenario when the
  * device does not support DMA handles (EOPNOTSUPP, EPROTONOSUPPORT); the
  * software device does, so such an error fails here. Where upstream only
  * asserts that a call fails, the errno the software device documents is
- * asserted too. Scenario 27 needs RC ODP, which the software device does
- * not report (checked), so it is skipped as upstream would.
+ * asserted too. Scenario 27 needs RC ODP; the software device reports
+ * it (checked), so the scenario runs. Scenario 22 draws its length from
+ * 1 byte up: a zero-length MR is EINVAL here (docs/seed-apis.md 5.19).
  */
 #include "harness.h"
 #include "upstream.h"

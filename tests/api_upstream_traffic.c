@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * api_upstream_traffic: the traffic scenarios of rdma-core's
- * tests/test_buf.py (behaviour.md 4, scenarios 13-21) and
+ * tests/test_buf.py (docs/seed-apis.md 4, scenarios 13-21) and
  * tests/test_dmah.py (28-30), in C, each case named after the upstream
  * test, with upstream's setup:
  *

@@ -148,13 +148,29 @@ static int server(int sock)
 	if (t_post(&s.rc, IBV_WR_SEND, 3, 16384, 100, 0, 0, IBV_SEND_SIGNALED) ||
 	    wait_ok(s.rc.cq, "server: send"))
 		goto out;
-	if (wait_ok(s.ud.cq, "server: UD recv") || sync_byte(sock, 'c'))
-		goto out;
 	{
+		static const uint8_t mapped[12] = {[10] = 0xff, [11] = 0xff};
+		bool v4 = !memcmp(s.other.gid.raw, mapped, 12);
+		struct ibv_wc wc;
 		uint8_t want[500];
 
+		if (!CHECK_MSG(t_poll(s.ud.cq, &wc, 1, 5000) == 1 && wc.status == IBV_WC_SUCCESS,
+			       "server: UD recv") ||
+		    sync_byte(sock, 'c'))
+			goto out;
 		t_fill(want, 500, 4);
 		CHECK_MSG(!memcmp(s.ud.buf + 40, want, 500), "server: UD data differs");
+		/* the GRH area and wc.sl as RoCE hardware fills them: IPv4 or IPv6 header */
+		CHECK_MSG((wc.wc_flags & IBV_WC_GRH) && wc.sl == (v4 ? 0xa : 0x9),
+			  "server: UD wc_flags %#x sl %#x", wc.wc_flags, wc.sl);
+		if (v4)
+			CHECK_MSG(s.ud.buf[20] == 0x45 &&
+					  !memcmp(s.ud.buf + 32, &s.other.gid.raw[12], 4),
+				  "server: GRH area has no IPv4 header from the client");
+		else
+			CHECK_MSG((s.ud.buf[0] >> 4) == 6 && s.ud.buf[6] == 17 &&
+					  !memcmp(s.ud.buf + 8, s.other.gid.raw, 16),
+				  "server: GRH area has no IPv6 header from the client");
 	}
 	ret = sync_byte(sock, 'd') ? 1 : 0;
 out:

@@ -19,6 +19,7 @@
 # memcheck (any error or leak fails it).
 # TAP output; exit 0 when every point passed.
 set -u
+. "$(dirname "$0")/tap.sh"
 
 valgrind=
 if [ "${1:-}" = --memcheck ] && [ $# -eq 3 ]; then
@@ -36,18 +37,6 @@ prog=$1
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-n=0 failed=0
-
-ok() {
-	n=$((n + 1))
-	echo "ok $n - $*"
-}
-
-not_ok() {
-	n=$((n + 1))
-	failed=$((failed + 1))
-	echo "not ok $n - $*"
-}
 
 # show FILE...: as TAP comments
 show() {
@@ -207,9 +196,9 @@ for side in srv cli; do
 	want=server
 	[ $side = cli ] && want=client
 	if grep -q "^export .*read \"sv_rc_pingpong $want pid" "$tmp/export.$side"; then
-		ok "export: the $want's helper read the $want's own buffer"
+		ok "export: the helper of $want read its own buffer"
 	else
-		not_ok "export: the $want's helper read another label"
+		not_ok "export: the helper of $want read another label"
 		show "$tmp/export.$side"
 	fi
 done

@@ -11,10 +11,13 @@
 #  - a small program built only from `pkg-config --cflags --libs libibverbs`
 #    plus -Wl,-rpath compiles warning-free, loads the installed library
 #    without LD_LIBRARY_PATH, and lists, opens and queries the device and
-#    registers memory; the installed sv_devinfo (RPATH $ORIGIN/../lib) runs.
+#    registers memory; the installed sv_devinfo (RPATH $ORIGIN/../lib) runs;
+#  - the installed softverbs-run runs on the installed library whatever
+#    LD_LIBRARY_PATH says (DT_RPATH) and writes its tree (--tree).
 # EXTRA_CFLAGS are the build's sanitizer flags, if any. Exit 77 (skipped)
 # without pkg-config.
 set -u
+. "$(dirname "$0")/tap.sh"
 
 if [ $# -lt 4 ]; then
 	echo "usage: install_pkgconfig.sh CMAKE BUILD_DIR SOURCE_DIR CC [EXTRA_CFLAGS ...]" >&2
@@ -33,18 +36,6 @@ unset LD_LIBRARY_PATH PKG_CONFIG_PATH
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 prefix=$tmp/inst
-n=0 failed=0
-
-ok() {
-	n=$((n + 1))
-	echo "ok $n - $*"
-}
-
-not_ok() {
-	n=$((n + 1))
-	failed=$((failed + 1))
-	echo "not ok $n - $*"
-}
 
 check() { # check DESCRIPTION COMMAND...
 	d=$1
@@ -97,6 +88,7 @@ done
 for t in "$src"/tools/*.c; do
 	[ -x "$prefix/bin/$(basename "$t" .c)" ] || missing="$missing bin/$(basename "$t" .c)"
 done
+[ -x "$prefix/bin/softverbs-run" ] || missing="$missing bin/softverbs-run"
 check "every header, man page and tool installed${missing:+ (missing:$missing)}" test -z "$missing"
 
 # pkg-config, with only our .pc in its search path
@@ -183,4 +175,13 @@ for t in "$src"/tools/*.c; do
 	resolves_to_installed "installed $(basename "$b")" "$b"
 	check "installed $(basename "$b") runs" sh -c "'$b' >/dev/null 2>&1"
 done
+# softverbs-run runs on the installed library (its RPATH), whatever
+# LD_LIBRARY_PATH says, and writes its tree from it (--tree: no namespace)
+b=$prefix/bin/softverbs-run
+if [ -x "$b" ]; then
+	resolves_to_installed "installed softverbs-run" "$b"
+	mkdir "$tmp/tree"
+	check "installed softverbs-run --tree writes the device's files" sh -c \
+		"LD_LIBRARY_PATH=/nonexistent '$b' --tree '$tmp/tree' && test -s '$tmp/tree/class/infiniband/softverbs0/node_guid'"
+fi
 finish

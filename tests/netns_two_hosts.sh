@@ -14,6 +14,7 @@
 # 0 and 1). The namespaces go away in a trap. Skips (exit 77) when
 # namespaces cannot be created (no root / CAP_SYS_ADMIN).
 set -u
+. "$(dirname "$0")/tap.sh"
 bin=${1:?usage: netns_two_hosts.sh SEQUENCE_BIN WORKDIR}
 dir=${2:?usage: netns_two_hosts.sh SEQUENCE_BIN WORKDIR}
 ns1=svtest_a_$$
@@ -22,11 +23,6 @@ a1=10.199.0.1
 a2=10.199.0.2
 b1=fd77:5f7::1
 b2=fd77:5f7::2
-
-skip() {
-	echo "1..0 # SKIP $*"
-	exit 77
-}
 
 command -v ip >/dev/null || skip "ip (iproute2) not found"
 mkdir -p "$dir" || exit 1

@@ -21,6 +21,7 @@
 # binaries). SOFTVERBS_STATS=1: the device counters of both sides are
 # shown with a failure.
 set -u
+. "$(dirname "$0")/tap.sh"
 
 if [ $# -lt 2 ]; then
 	echo "usage: tools_traffic.sh LIBDIR CASE [sanitized]" >&2
@@ -29,11 +30,6 @@ fi
 libdir=$(cd "$1" && pwd -P) || exit 2
 what=$2
 sanitized=${3:-}
-
-skip() {
-	echo "1..0 # SKIP $*"
-	exit 77
-}
 
 [ "$sanitized" = sanitized ] &&
 	skip "sanitized build: Debian's binaries cannot load an instrumented libibverbs.so.1"
@@ -62,18 +58,6 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM HUP
 
-n=0 failed=0
-
-ok() {
-	n=$((n + 1))
-	echo "ok $n - $*"
-}
-
-not_ok() {
-	n=$((n + 1))
-	failed=$((failed + 1))
-	echo "not ok $n - $*"
-}
 
 # show FILE...: the files as TAP comments (at most 60 lines each)
 show() {
@@ -385,5 +369,4 @@ ib_atomic_lat)
 	;;
 esac
 
-echo "1..$n"
-[ "$failed" -eq 0 ]
+tap_done

@@ -31,17 +31,21 @@ static const struct acase cases[] = {
 	{RW, -EINVAL, -EINVAL},
 	{RA, -EINVAL, -EINVAL},
 	{RW | RA | RR, -EINVAL, -EINVAL},
-	/* optional bits are hints: ignored on both paths */
+	/* relaxed ordering on both paths; the other optional bits on the address path only */
 	{RO, 0, 0},
 	{LW | RO, 0, 0},
-	{(int)IBV_ACCESS_OPTIONAL_RANGE, 0, 0},
-	{LW | (1 << 25), 0, 0},
-	/* known bits that the fd path does not allow */
+	{(int)IBV_ACCESS_OPTIONAL_RANGE, 0, -EINVAL},
+	{LW | (1 << 25), 0, -EINVAL},
+	{LW | (1 << 29), 0, -EINVAL},
+	/* known bits that the fd path does not allow; the address path ignores them */
 	{IBV_ACCESS_MW_BIND, 0, -EINVAL},
 	{IBV_ACCESS_ZERO_BASED, 0, -EINVAL},
 	{LW | IBV_ACCESS_HUGETLB, 0, -EINVAL},
-	{LW | IBV_ACCESS_FLUSH_GLOBAL, 0, -EINVAL},
-	{LW | IBV_ACCESS_FLUSH_PERSISTENT, 0, -EINVAL},
+	/* flush: the device does not report the flush capabilities (the fd path refuses first) */
+	{LW | IBV_ACCESS_FLUSH_GLOBAL, -EOPNOTSUPP, -EINVAL},
+	{LW | IBV_ACCESS_FLUSH_PERSISTENT, -EOPNOTSUPP, -EINVAL},
+	{RW | IBV_ACCESS_FLUSH_GLOBAL, -EINVAL, -EINVAL},
+	{LW | (1 << 10) | IBV_ACCESS_FLUSH_GLOBAL, -EINVAL, -EINVAL},
 	/* on-demand paging by address (explicit ODP); the fd path refuses it */
 	{IBV_ACCESS_ON_DEMAND, 0, -EINVAL},
 	{LW | IBV_ACCESS_ON_DEMAND, 0, -EINVAL},
@@ -49,6 +53,7 @@ static const struct acase cases[] = {
 	/* unknown bits between the known ones and the optional range */
 	{1 << 10, -EINVAL, -EINVAL},
 	{LW | (1 << 19), -EINVAL, -EINVAL},
+	{(int)(1U << 30), -EINVAL, -EINVAL},
 	{(int)(1U << 31), -EINVAL, -EINVAL},
 	{-1, -EINVAL, -EINVAL},
 };

@@ -1,16 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * unit_private_stubs: the IBVERBS_PRIVATE_34 compatibility stubs
- * (src/core/compat_private.c) are never reached from a softverbs context,
- * and each one, called directly, fails cleanly and counts the call.
+ * unit_private_stubs: the private-node compatibility stubs
+ * (src/core/compat_private.c, compat_cmd.c) are never reached from a
+ * softverbs context, and each one, called directly (through its default
+ * version), fails cleanly and counts the call.
  *
  * Case 1 runs the public API surface that exists without the data path
  * (device list, queries, PD, MR, completion channel, CQ, strings, sysfs,
  * kernel ABI conversions, unsupported families) and asserts that
- * sv_private_stub_calls stayed 0. Case 2 calls all 68 counting stubs:
+ * sv_private_stub_calls stayed 0. Case 2 calls all 89 counting stubs:
  * each returns its failure (EOPNOTSUPP, NULL with errno, -1 with errno,
  * or nothing for void ones) and adds exactly one to the counter. Case 3:
- * the two registration entry points and the data object, which neither
+ * the registration entry points and the data object, which neither
  * count nor act.
  */
 #include "harness.h"
@@ -36,6 +37,14 @@ int ibv_read_ibdev_sysfs_file(char *buf, size_t size, void *sysfs_dev, const cha
 int execute_ioctl(void *context, void *cmd);
 unsigned int __ioctl_final_num_attrs(unsigned int num_attrs, void *link);
 void verbs_register_driver_34(const void *ops);
+void verbs_register_driver_57(const void *ops);
+void verbs_register_driver_59(const void *ops);
+void verbs_register_driver_64(const void *ops);
+void verbs_register_driver_65(const void *ops);
+void *ibv_dmabuf_heap_cc_shared_init(void);
+void ibv_dmabuf_heap_destroy(void *heap);
+void *ibv_dmabuf_heap_alloc(void *heap, size_t size, int *dmabuf_fd);
+void ibv_dmabuf_heap_free(void *buf, size_t size, int dmabuf_fd);
 void sv_compat_ibv_register_driver(const char *name, void *init_func);
 extern bool verbs_allow_disassociate_destroy;
 
@@ -100,7 +109,24 @@ typedef int (*cmd_fn)(void *, void *, void *, void *, void *, void *);
 	X(ibv_cmd_reg_mr)                                                                          \
 	X(ibv_cmd_req_notify_cq)                                                                   \
 	X(ibv_cmd_rereg_mr)                                                                        \
-	X(ibv_cmd_resize_cq)
+	X(ibv_cmd_resize_cq)                                                                       \
+	X(ibv_cmd_query_device)                                                                    \
+	X(ibv_cmd_create_cq_ex2)                                                                   \
+	X(ibv_cmd_alloc_dmah)                                                                      \
+	X(ibv_cmd_free_dmah)                                                                       \
+	X(ibv_cmd_reg_mr_ex)                                                                       \
+	X(ibv_cmd_export_dmabuf_fd)                                                                \
+	X(ibv_cmd_query_port_speed)                                                                \
+	X(ibv_cmd_create_comp_cntr)                                                                \
+	X(ibv_cmd_destroy_comp_cntr)                                                               \
+	X(ibv_cmd_inc_comp_cntr)                                                                   \
+	X(ibv_cmd_inc_err_comp_cntr)                                                               \
+	X(ibv_cmd_qp_attach_comp_cntr)                                                             \
+	X(ibv_cmd_query_comp_cntr_caps)                                                            \
+	X(ibv_cmd_read_comp_cntr)                                                                  \
+	X(ibv_cmd_read_err_comp_cntr)                                                              \
+	X(ibv_cmd_set_comp_cntr)                                                                   \
+	X(ibv_cmd_set_err_comp_cntr)
 
 #define DECLARE_CMD(name) int name(void *, void *, void *, void *, void *, void *);
 CMD_LIST(DECLARE_CMD)
@@ -237,7 +263,7 @@ int main(void)
 		CHECK_MSG(calls() == before + 1, "%s: counted %lu calls", cmds[i].name,
 			  calls() - before);
 	}
-	CHECK_EQ_INT(SV_ARRAY_SIZE(cmds), 59);
+	CHECK_EQ_INT(SV_ARRAY_SIZE(cmds), 76);
 
 	before = calls();
 	CHECK_ERRNO_PTR(_verbs_init_and_alloc_context(NULL, -1, 4096, NULL, 0), EOPNOTSUPP);
@@ -251,14 +277,22 @@ int main(void)
 	CHECK_EQ_INT(errno, EOPNOTSUPP);
 	CHECK_RET(execute_ioctl(NULL, NULL), EOPNOTSUPP);
 	CHECK_EQ_INT(__ioctl_final_num_attrs(3, NULL), 3);
-	CHECK_EQ_INT(calls() - before, 9);
-	CHECK_EQ_INT(calls(), 68);
+	CHECK_ERRNO_PTR(ibv_dmabuf_heap_cc_shared_init(), EOPNOTSUPP);
+	CHECK_ERRNO_PTR(ibv_dmabuf_heap_alloc(NULL, 4096, NULL), EOPNOTSUPP);
+	ibv_dmabuf_heap_free(NULL, 4096, -1);
+	ibv_dmabuf_heap_destroy(NULL);
+	CHECK_EQ_INT(calls() - before, 13);
+	CHECK_EQ_INT(calls(), 89);
 
 	t_case("registration entry points ignore their arguments and do not count");
 	before = calls();
 	/* never dereferenced: a bogus pointer must not crash */
 	verbs_register_driver_34((const void *)(uintptr_t)1);
 	verbs_register_driver_34(NULL);
+	verbs_register_driver_57((const void *)(uintptr_t)1);
+	verbs_register_driver_59((const void *)(uintptr_t)1);
+	verbs_register_driver_64((const void *)(uintptr_t)1);
+	verbs_register_driver_65((const void *)(uintptr_t)1);
 	sv_compat_ibv_register_driver("old", (void *)(uintptr_t)1);
 	CHECK_EQ_INT(calls(), before);
 	CHECK_EQ_INT(sizeof(verbs_allow_disassociate_destroy), 1);

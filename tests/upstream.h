@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * upstream.h - for the C ports of rdma-core's Python test scenarios
- * (behaviour.md 4): cases that may be skipped, the way the upstream
+ * (docs/seed-apis.md 4): cases that may be skipped, the way the upstream
  * suite skips a test on a device that lacks a feature. Include after
  * harness.h.
  *

@@ -9,15 +9,11 @@
 # (wire_capture.py). Skips (exit 77) without tshark, python3-scapy or
 # the right to capture (root or CAP_NET_RAW).
 set -u
+. "$(dirname "$0")/tap.sh"
 bin=${1:?usage: wire_capture.sh SEQUENCE_BIN WORKDIR}
 dir=${2:?usage: wire_capture.sh SEQUENCE_BIN WORKDIR}
 here=$(cd "$(dirname "$0")" && pwd)
 py=/usr/bin/python3 # the system python, where apt puts python3-scapy
-
-skip() {
-	echo "1..0 # SKIP $*"
-	exit 77
-}
 
 [ -x "$py" ] || skip "$py not found"
 "$py" -c 'import scapy.contrib.roce' 2>/dev/null ||

@@ -8,16 +8,12 @@
 # ICRC with scapy.contrib.roce and every packet's dissection with tshark.
 # Skips (exit 77) when Debian's python3-scapy or tshark is missing.
 set -u
+. "$(dirname "$0")/tap.sh"
 unit=${1:?usage: wire_icrc_scapy.sh UNIT_WIRE WORKDIR}
 dir=${2:?usage: wire_icrc_scapy.sh UNIT_WIRE WORKDIR}
 here=$(dirname "$0")
 # the system python, where apt puts python3-scapy (not a pyenv one first on PATH)
 py=/usr/bin/python3
-
-skip() {
-	echo "1..0 # SKIP $*"
-	exit 77
-}
 
 [ -x "$py" ] || skip "$py not found"
 "$py" -c 'import scapy.contrib.roce' 2>/dev/null ||

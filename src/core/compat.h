@@ -2,10 +2,11 @@
 /*
  * compat.h - exported names that rdma-core declares outside the public
  * verbs.h (in its driver, sysfs and marshalling headers), and the internal
- * counter of the IBVERBS_PRIVATE_34 compatibility stubs.
+ * counter of the private-node compatibility stubs.
  *
  * The stubs themselves (ibv_cmd_*, verbs_*, execute_ioctl, ...) are
- * declared only in compat_private.c: nothing in softverbs may call them.
+ * defined only in compat_private.c and compat_cmd.c, under internal
+ * names: nothing in softverbs may call them.
  */
 #ifndef SV_COMPAT_H
 #define SV_COMPAT_H
@@ -14,11 +15,15 @@
 #include <stddef.h>
 
 /*
- * Number of calls that reached an IBVERBS_PRIVATE_34 stub in this
- * process (compat_private.c). A softverbs context never leads to one:
- * the count stays 0 unless foreign provider code calls in.
+ * Number of calls that reached a private-node stub in this process
+ * (compat_private.c, compat_cmd.c). A softverbs context never leads to
+ * one: the count stays 0 unless foreign provider code calls in.
  */
 extern atomic_ulong sv_private_stub_calls;
+/* Count one stub call. */
+void sv_private_stub_count(void);
+/* Count one stub call; EOPNOTSUPP as errno and as the result. */
+int sv_private_stub_fail(void);
 
 /* sysfs.c: IBVERBS_1.0 */
 /* "/sys", or $SYSFS_PATH without trailing slashes. Never NULL. */

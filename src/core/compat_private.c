@@ -1,22 +1,26 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * compat_private.c - compatibility stubs for rdma-core's IBVERBS_PRIVATE_34
- * node and the old ibv_register_driver@IBVERBS_1.1.
+ * compat_private.c - compatibility stubs for rdma-core's private nodes
+ * IBVERBS_PRIVATE_34 to _65 (all but the uverbs commands, compat_cmd.c)
+ * and the old ibv_register_driver@IBVERBS_1.1.
  *
  * COMPATIBILITY ONLY. These names are rdma-core's internal interface
  * between libibverbs and its kernel providers (libmlx5, libefa, ...): the
  * uverbs command marshalling (ibv_cmd_*, execute_ioctl), the provider
- * context life cycle (verbs_*) and provider registration. softverbs has no
- * kernel providers and implements none of it. The names exist only
- * because Debian's libmlx5.so.1 and libefa.so.1 are linked BIND_NOW
- * against them, and every perftest binary and pyverbs load those
- * libraries: a missing name would stop the process at start-up.
+ * context life cycle (verbs_*), provider registration and, since 64, a
+ * DMA-buf heap allocator. softverbs has no kernel providers and
+ * implements none of it. The names exist only because provider libraries
+ * (Debian's libmlx5.so.1 and libefa.so.1, or those of any rdma-core 34 to
+ * 65) are linked BIND_NOW against them, and every perftest binary and
+ * pyverbs load those libraries: a missing name or node would stop the
+ * process at start-up. Each name is exported at every private node that
+ * has it (private_abi.h).
  *
  * What the stubs do:
- *  - verbs_register_driver_34() is called twice before main() in such
- *    processes (by the constructors of libmlx5 and libefa). It ignores its
- *    argument: it records nothing and never calls through the pointer, so
- *    no foreign provider is ever matched to a softverbs device.
+ *  - verbs_register_driver_<N>() (one per node) is called before main()
+ *    in such processes (by the constructors of the providers). It ignores
+ *    its argument: it records nothing and never calls through the
+ *    pointer, so no foreign provider is ever matched to a softverbs device.
  *  - verbs_allow_disassociate_destroy is a bool data object, as in
  *    rdma-core (libmlx5 imports it as data); nothing in softverbs reads it.
  *  - every other stub fails cleanly: int stubs return EOPNOTSUPP (and set
@@ -37,40 +41,46 @@
 
 #include "core/compat.h"
 #include "core/core.h"
+#include "core/private_abi.h"
 
 atomic_ulong sv_private_stub_calls;
 
-static void count_call(void)
+/* Contract: see compat.h. */
+void sv_private_stub_count(void)
 {
 	atomic_fetch_add_explicit(&sv_private_stub_calls, 1, memory_order_relaxed);
 }
 
-/* Contract: count the call; EOPNOTSUPP as errno and as the result. */
-static int stub_fail(void)
+/* Contract: see compat.h. */
+int sv_private_stub_fail(void)
 {
-	count_call();
+	sv_private_stub_count();
 	errno = EOPNOTSUPP;
 	return EOPNOTSUPP;
 }
 
 /* ---- data --------------------------------------------------------------- */
 
-extern bool verbs_allow_disassociate_destroy;
-SV_EXPORT bool verbs_allow_disassociate_destroy;
+static bool allow_disassociate_destroy;
+SV_PRIVATE_SINCE_34(allow_disassociate_destroy, verbs_allow_disassociate_destroy);
 
 /* ---- provider registration ---------------------------------------------- */
 
-void verbs_register_driver_34(const void *ops);
-
 /* Called by provider constructors before main(); deliberately ignores ops. */
-SV_EXPORT void verbs_register_driver_34(const void *ops)
+static void register_driver(const void *ops)
 {
 }
+
+SV_PRIVATE_ONLY(register_driver, verbs_register_driver_34, 34);
+SV_PRIVATE_ONLY(register_driver, verbs_register_driver_57, 57);
+SV_PRIVATE_ONLY(register_driver, verbs_register_driver_59, 59);
+SV_PRIVATE_ONLY(register_driver, verbs_register_driver_64, 64);
+SV_PRIVATE_ONLY(register_driver, verbs_register_driver_65, 65);
 
 /*
  * ibv_register_driver@IBVERBS_1.1 (compat only, no default version): the
  * registration call of providers older than rdma-core's, taking a name and
- * an init function. Ignored like verbs_register_driver_34(). The local
+ * an init function. Ignored like verbs_register_driver_<N>(). The local
  * name is made local by the version script; only the versioned alias is
  * exported.
  */
@@ -82,141 +92,104 @@ SV_EXPORT void sv_compat_ibv_register_driver(const char *name, void *init_func)
 
 /* ---- provider context life cycle ---------------------------------------- */
 
-void *_verbs_init_and_alloc_context(void *device, int cmd_fd, size_t alloc_size,
-				    void *context_offset, uint32_t driver_id);
-void *verbs_open_device(void *device, void *private_data);
-void verbs_init_cq(void *cq, void *context, void *channel, void *cq_context);
-void verbs_set_ops(void *vctx, const void *ops);
-void verbs_uninit_context(void *vctx);
-void __verbs_log(void *vctx, uint32_t level, const char *fmt, ...);
-
-SV_EXPORT void *_verbs_init_and_alloc_context(void *device, int cmd_fd, size_t alloc_size,
-					      void *context_offset, uint32_t driver_id)
+static void *init_and_alloc_context(void *device, int cmd_fd, size_t alloc_size,
+				    void *context_offset, uint32_t driver_id)
 {
-	stub_fail();
+	sv_private_stub_fail();
 	return NULL;
 }
 
-SV_EXPORT void *verbs_open_device(void *device, void *private_data)
+static void *open_device(void *device, void *private_data)
 {
-	stub_fail();
+	sv_private_stub_fail();
 	return NULL;
 }
 
-SV_EXPORT void verbs_init_cq(void *cq, void *context, void *channel, void *cq_context)
+static void init_cq(void *cq, void *context, void *channel, void *cq_context)
 {
-	count_call();
+	sv_private_stub_count();
 }
 
-SV_EXPORT void verbs_set_ops(void *vctx, const void *ops)
+static void set_ops(void *vctx, const void *ops)
 {
-	count_call();
+	sv_private_stub_count();
 }
 
-SV_EXPORT void verbs_uninit_context(void *vctx)
+static void uninit_context(void *vctx)
 {
-	count_call();
+	sv_private_stub_count();
 }
 
-SV_EXPORT void __verbs_log(void *vctx, uint32_t level, const char *fmt, ...)
+static void verbs_log(void *vctx, uint32_t level, const char *fmt, ...)
 {
-	count_call();
+	sv_private_stub_count();
 }
+
+SV_PRIVATE_SINCE_34(init_and_alloc_context, _verbs_init_and_alloc_context);
+SV_PRIVATE_SINCE_34(open_device, verbs_open_device);
+SV_PRIVATE_SINCE_34(init_cq, verbs_init_cq);
+SV_PRIVATE_SINCE_34(set_ops, verbs_set_ops);
+SV_PRIVATE_SINCE_34(uninit_context, verbs_uninit_context);
+SV_PRIVATE_SINCE_34(verbs_log, __verbs_log);
 
 /* ---- sysfs and ioctl helpers --------------------------------------------- */
 
-int ibv_read_ibdev_sysfs_file(char *buf, size_t size, void *sysfs_dev, const char *fnfmt, ...);
-int execute_ioctl(void *context, void *cmd);
-unsigned int __ioctl_final_num_attrs(unsigned int num_attrs, void *link);
-
 /* -1 with errno, as the sysfs readers do. */
-SV_EXPORT int ibv_read_ibdev_sysfs_file(char *buf, size_t size, void *sysfs_dev, const char *fnfmt,
-					...)
+static int read_ibdev_sysfs_file(char *buf, size_t size, void *sysfs_dev, const char *fnfmt, ...)
 {
-	stub_fail();
+	sv_private_stub_fail();
 	return -1;
 }
 
-SV_EXPORT int execute_ioctl(void *context, void *cmd)
+static int exec_ioctl(void *context, void *cmd)
 {
-	return stub_fail();
+	return sv_private_stub_fail();
 }
 
 /*
  * Sizes a command buffer, so it cannot fail: the attribute count the
  * caller asked for (a buffer too small would be worse than a useless one).
  */
-SV_EXPORT unsigned int __ioctl_final_num_attrs(unsigned int num_attrs, void *link)
+static unsigned int final_num_attrs(unsigned int num_attrs, void *link)
 {
-	count_call();
+	sv_private_stub_count();
 	return num_attrs;
 }
 
-/* ---- uverbs commands ------------------------------------------------------ */
+SV_PRIVATE_SINCE_34(read_ibdev_sysfs_file, ibv_read_ibdev_sysfs_file);
+SV_PRIVATE_SINCE_34(exec_ioctl, execute_ioctl);
+SV_PRIVATE_SINCE_34(final_num_attrs, __ioctl_final_num_attrs);
 
-#define CMD_STUB(name)                                                                             \
-	int name(void *a1, void *a2, void *a3, void *a4, void *a5, void *a6);                      \
-	SV_EXPORT int name(void *a1, void *a2, void *a3, void *a4, void *a5, void *a6)             \
-	{                                                                                          \
-		return stub_fail();                                                                \
-	}
+/* ---- DMA-buf heap allocator (IBVERBS_PRIVATE_64 on) ---------------------- */
 
-CMD_STUB(ibv_cmd_advise_mr)
-CMD_STUB(ibv_cmd_alloc_dm)
-CMD_STUB(ibv_cmd_alloc_mw)
-CMD_STUB(ibv_cmd_alloc_pd)
-CMD_STUB(ibv_cmd_attach_mcast)
-CMD_STUB(ibv_cmd_close_xrcd)
-CMD_STUB(ibv_cmd_create_ah)
-CMD_STUB(ibv_cmd_create_counters)
-CMD_STUB(ibv_cmd_create_cq)
-CMD_STUB(ibv_cmd_create_cq_ex)
-CMD_STUB(ibv_cmd_create_flow)
-CMD_STUB(ibv_cmd_create_flow_action_esp)
-CMD_STUB(ibv_cmd_create_qp)
-CMD_STUB(ibv_cmd_create_qp_ex)
-CMD_STUB(ibv_cmd_create_qp_ex2)
-CMD_STUB(ibv_cmd_create_rwq_ind_table)
-CMD_STUB(ibv_cmd_create_srq)
-CMD_STUB(ibv_cmd_create_srq_ex)
-CMD_STUB(ibv_cmd_create_wq)
-CMD_STUB(ibv_cmd_dealloc_mw)
-CMD_STUB(ibv_cmd_dealloc_pd)
-CMD_STUB(ibv_cmd_dereg_mr)
-CMD_STUB(ibv_cmd_destroy_ah)
-CMD_STUB(ibv_cmd_destroy_counters)
-CMD_STUB(ibv_cmd_destroy_cq)
-CMD_STUB(ibv_cmd_destroy_flow)
-CMD_STUB(ibv_cmd_destroy_flow_action)
-CMD_STUB(ibv_cmd_destroy_qp)
-CMD_STUB(ibv_cmd_destroy_rwq_ind_table)
-CMD_STUB(ibv_cmd_destroy_srq)
-CMD_STUB(ibv_cmd_destroy_wq)
-CMD_STUB(ibv_cmd_detach_mcast)
-CMD_STUB(ibv_cmd_free_dm)
-CMD_STUB(ibv_cmd_get_context)
-CMD_STUB(ibv_cmd_modify_cq)
-CMD_STUB(ibv_cmd_modify_flow_action_esp)
-CMD_STUB(ibv_cmd_modify_qp)
-CMD_STUB(ibv_cmd_modify_qp_ex)
-CMD_STUB(ibv_cmd_modify_srq)
-CMD_STUB(ibv_cmd_modify_wq)
-CMD_STUB(ibv_cmd_open_qp)
-CMD_STUB(ibv_cmd_open_xrcd)
-CMD_STUB(ibv_cmd_poll_cq)
-CMD_STUB(ibv_cmd_post_recv)
-CMD_STUB(ibv_cmd_post_send)
-CMD_STUB(ibv_cmd_post_srq_recv)
-CMD_STUB(ibv_cmd_query_context)
-CMD_STUB(ibv_cmd_query_device_any)
-CMD_STUB(ibv_cmd_query_mr)
-CMD_STUB(ibv_cmd_query_port)
-CMD_STUB(ibv_cmd_query_qp)
-CMD_STUB(ibv_cmd_query_srq)
-CMD_STUB(ibv_cmd_read_counters)
-CMD_STUB(ibv_cmd_reg_dm_mr)
-CMD_STUB(ibv_cmd_reg_dmabuf_mr)
-CMD_STUB(ibv_cmd_reg_mr)
-CMD_STUB(ibv_cmd_req_notify_cq)
-CMD_STUB(ibv_cmd_rereg_mr)
-CMD_STUB(ibv_cmd_resize_cq)
+/*
+ * Providers use it for confidential-computing buffers; softverbs' own
+ * buffers come from mem/shmem.c. Nothing is ever handed out, so the
+ * release calls have nothing to release.
+ */
+static void *heap_cc_shared_init(void)
+{
+	sv_private_stub_fail();
+	return NULL;
+}
+
+static void heap_destroy(void *heap)
+{
+	sv_private_stub_count();
+}
+
+static void *heap_alloc(void *heap, size_t size, int *dmabuf_fd)
+{
+	sv_private_stub_fail();
+	return NULL;
+}
+
+static void heap_free(void *buf, size_t size, int dmabuf_fd)
+{
+	sv_private_stub_count();
+}
+
+SV_PRIVATE_SINCE_64(heap_cc_shared_init, ibv_dmabuf_heap_cc_shared_init);
+SV_PRIVATE_SINCE_64(heap_destroy, ibv_dmabuf_heap_destroy);
+SV_PRIVATE_SINCE_64(heap_alloc, ibv_dmabuf_heap_alloc);
+SV_PRIVATE_SINCE_64(heap_free, ibv_dmabuf_heap_free);

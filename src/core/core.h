@@ -321,5 +321,12 @@ int ibv_dofork_range(void *base, size_t size);
 
 /* Drivers the core probes, in order. Each returns 0 or -errno. */
 int sv_sw_probe(struct sv_device ***devs, int *ndevs);
+/*
+ * The library is being unloaded (dlclose) or the process exits
+ * (core/unload.c): each driver ends every thread it started, so that
+ * none runs once the library is unmapped. Safe while the program's
+ * threads still use its objects (nothing is freed or closed).
+ */
+void sv_sw_unload(void);
 
 #endif

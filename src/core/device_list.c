@@ -73,7 +73,8 @@ SV_EXPORT const char *ibv_get_device_name(struct ibv_device *device)
 
 SV_EXPORT __be64 ibv_get_device_guid(struct ibv_device *device)
 {
-	return sv_dev(device)->guid;
+	/* a device sets its GUID when its address is bound (first open) */
+	return __atomic_load_n(&sv_dev(device)->guid, __ATOMIC_RELAXED);
 }
 
 SV_EXPORT int ibv_get_device_index(struct ibv_device *device)

@@ -3,9 +3,9 @@
  * mr.c - memory registration verbs: rdma-core's core rules.
  *
  * Before a device sees a registration the core
- *   - drops the optional access bits (IBV_ACCESS_OPTIONAL_RANGE): the
- *     device has no optional access support, and rdma-core then clears
- *     them rather than refusing them;
+ *   - passes the optional access bits (IBV_ACCESS_OPTIONAL_RANGE) on, as
+ *     rdma-core does on a kernel with optional-access support: the device
+ *     ignores them, or refuses all but relaxed ordering on the fd path;
  *   - translates an ibv_buf (IBV_REG_MR_MASK_BUF) into an address or
  *     DMA-buf registration;
  *   - applies fork protection to address-based, non-ODP ranges, undoing
@@ -29,12 +29,6 @@
 #define MASK_FD_OFFSET IBV_REG_MR_MASK_FD_OFFSET
 #define MASK_DMAH IBV_REG_MR_MASK_DMAH
 #define MASK_BUF IBV_REG_MR_MASK_BUF
-
-/* `access` without the optional (hint) bits. */
-static int drop_optional(int access)
-{
-	return (int)((unsigned int)access & ~(unsigned int)IBV_ACCESS_OPTIONAL_RANGE);
-}
 
 /*
  * Register the final request `attr` on `pd`. With `dontfork`, the range
@@ -81,7 +75,7 @@ static struct ibv_mr *reg_va(struct ibv_pd *pd, void *addr, size_t length, uint6
 {
 	struct ibv_mr_init_attr attr = {
 		.length = length,
-		.access = drop_optional(access),
+		.access = access,
 		.comp_mask = MASK_ADDR | MASK_IOVA,
 		.iova = iova,
 		.addr = addr,
@@ -94,13 +88,13 @@ static struct ibv_mr *reg_va(struct ibv_pd *pd, void *addr, size_t length, uint6
 	return reg_final(pd, &attr, false, !(access & IBV_ACCESS_ON_DEMAND));
 }
 
-/* Contract: man ibv_reg_mr; iova = addr, optional access bits dropped. */
+/* Contract: man ibv_reg_mr; iova = addr. */
 SV_EXPORT struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length, int access)
 {
 	return reg_va(pd, addr, length, (uintptr_t)addr, access);
 }
 
-/* Contract: man ibv_reg_mr_iova; optional access bits dropped. */
+/* Contract: man ibv_reg_mr_iova. */
 SV_EXPORT struct ibv_mr *ibv_reg_mr_iova(struct ibv_pd *pd, void *addr, size_t length,
 					 uint64_t iova, int access)
 {
@@ -115,7 +109,7 @@ SV_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t 
 }
 
 /*
- * Contract: behaviour.md 1.6. DMA-buf registration; no fork protection
+ * Contract: docs/seed-apis.md 1.6. DMA-buf registration; no fork protection
  * and no access filtering here; mr->addr is `offset`.
  */
 SV_EXPORT struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, size_t length,
@@ -138,7 +132,7 @@ SV_EXPORT struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, s
 }
 
 /*
- * Translate IBV_REG_MR_MASK_BUF (behaviour.md 1.5 step 2): check that
+ * Translate IBV_REG_MR_MASK_BUF (docs/seed-apis.md 1.5.2): check that
  * [addr, +length) lies in the buffer allocated on this very `pd`, then
  * turn a DMA-buf-backed buffer into an fd request whose iova is the
  * virtual address. Every failure is -EINVAL, in rdma-core's order.
@@ -178,7 +172,7 @@ static int attr_from_buf(struct ibv_pd *pd, struct ibv_mr_init_attr *attr)
 }
 
 /*
- * Contract: behaviour.md 1.5 "core", steps 1-6. `in` is only read. A
+ * Contract: docs/seed-apis.md 1.5.1-1.5.3, 1.5.5. `in` is only read. A
  * NULL pd or `in` is EINVAL (rdma-core would crash).
  */
 SV_EXPORT struct ibv_mr *ibv_reg_mr_ex(struct ibv_pd *pd, struct ibv_mr_init_attr *in)
@@ -213,11 +207,10 @@ SV_EXPORT struct ibv_mr *ibv_reg_mr_ex(struct ibv_pd *pd, struct ibv_mr_init_att
 		}
 	}
 	dontfork = !(attr.access & IBV_ACCESS_ON_DEMAND) && !(attr.comp_mask & MASK_FD);
-	attr.access = drop_optional(attr.access);
 	return reg_final(pd, &attr, false, dontfork);
 }
 
-/* Contract: behaviour.md 1.4: ibv_reg_mr_ex with BUF|ADDR. */
+/* Contract: docs/seed-apis.md 1.4: ibv_reg_mr_ex with BUF|ADDR. */
 SV_EXPORT struct ibv_mr *ibv_reg_buf_mr(struct ibv_pd *pd, struct ibv_buf *buf, void *addr,
 					size_t length, int access)
 {
@@ -234,7 +227,11 @@ SV_EXPORT struct ibv_mr *ibv_reg_buf_mr(struct ibv_pd *pd, struct ibv_buf *buf, 
 
 /*
  * Contract: man ibv_rereg_mr. Returns 0 or an enum ibv_rereg_mr_err_code
- * with errno set. Only address-based MRs can be re-registered. A new
+ * with errno set. rdma-core's input rules come first, each
+ * IBV_REREG_MR_ERR_INPUT with EINVAL before the device is called (the MR
+ * stays as it was): an MR that is not address-based, flags outside
+ * IBV_REREG_MR_FLAGS_SUPPORTED, a new translation without address or
+ * length, access bits without IBV_REREG_MR_CHANGE_ACCESS. A new
  * translation is fork-protected before the device call; after success
  * the old range is released.
  */
@@ -249,7 +246,7 @@ SV_EXPORT int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void
 	int ret;
 
 	if (!mr || sv_mr_of(mr)->type != SV_MR_TYPE_VA || (flags & ~IBV_REREG_MR_FLAGS_SUPPORTED) ||
-	    (trans && (!length || !addr))) {
+	    (trans && (!length || !addr)) || (access && !(flags & IBV_REREG_MR_CHANGE_ACCESS))) {
 		errno = EINVAL;
 		return IBV_REREG_MR_ERR_INPUT;
 	}

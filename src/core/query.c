@@ -12,6 +12,7 @@
 
 #include "core/core.h"
 #include "core/private.h"
+#include "core/private_abi.h"
 
 /* Contract: a -errno result as -1 with errno set; 0 stays 0. */
 static int ret_minus_one(int ret)
@@ -157,11 +158,11 @@ SV_EXPORT ssize_t _ibv_query_gid_table(struct ibv_context *context, struct ibv_g
 }
 
 /*
- * IBVERBS_PRIVATE_34, used by ibv_devinfo: the sysfs view of a GID's type.
- * Every GID of the software device is RoCE v2.
+ * ibv_query_gid_type, of every private node (34 to 65), used by
+ * ibv_devinfo: the sysfs view of a GID's type (RoCE v2, or IB / RoCE v1).
  */
-SV_EXPORT int ibv_query_gid_type(struct ibv_context *context, uint8_t port_num, unsigned int index,
-				 enum ibv_gid_type_sysfs *type)
+static int query_gid_type(struct ibv_context *context, uint8_t port_num, unsigned int index,
+			  enum ibv_gid_type_sysfs *type)
 {
 	struct ibv_gid_entry e;
 	int ret = query_gid_entry(context, port_num, index, &e);
@@ -179,6 +180,8 @@ SV_EXPORT int ibv_query_gid_type(struct ibv_context *context, uint8_t port_num, 
 		*type = IBV_GID_TYPE_SYSFS_IB_ROCE_V1;
 	return 0;
 }
+
+SV_PRIVATE_SINCE_34(query_gid_type, ibv_query_gid_type);
 
 SV_EXPORT int ibv_query_pkey(struct ibv_context *context, uint8_t port_num, int index, __be16 *pkey)
 {

@@ -5,6 +5,7 @@
  * Every function is total: an unknown value gets a fixed fallback.
  */
 #include "core/core.h"
+#include "core/private_abi.h"
 
 #define NAME_OF(table, v, fallback)                                                                \
 	(((unsigned)(v) < SV_ARRAY_SIZE(table) && (table)[v]) ? (table)[v] : (fallback))
@@ -96,7 +97,11 @@ SV_EXPORT const char *ibv_wc_status_str(enum ibv_wc_status s)
 	return NAME_OF(names, s, "unknown");
 }
 
-SV_EXPORT const char *ibv_wr_opcode_str(enum ibv_wr_opcode op)
+/*
+ * Declared in verbs.h, but rdma-core exports it from its private nodes
+ * only (57 to 65).
+ */
+static const char *wr_opcode_str(enum ibv_wr_opcode op)
 {
 	static const char *const names[] = {
 		[IBV_WR_RDMA_WRITE] = "RDMA_WRITE",
@@ -117,6 +122,8 @@ SV_EXPORT const char *ibv_wr_opcode_str(enum ibv_wr_opcode op)
 
 	return NAME_OF(names, op, "unknown");
 }
+
+SV_PRIVATE_SINCE_57(wr_opcode_str, ibv_wr_opcode_str);
 
 /*
  * One row per rate: the enum, its multiple of 2.5 Gb/s (-1 where the

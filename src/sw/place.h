@@ -46,11 +46,28 @@ int sw_place(const struct sw_place_hint *hint, void *dst, const void *src, size_
 void sw_place_persist(const struct sw_place_hint *hint, void *dst, size_t len);
 
 /*
+ * An 8-byte atomic on registered memory at `target` (8-byte aligned):
+ * compare-and-swap (`cas`: if *target == compare, store swap_add) or
+ * fetch-and-add of swap_add, sequentially consistent, then persisted as
+ * `hint` asks. Returns the value *target held before.
+ */
+uint64_t sw_place_atomic(const struct sw_place_hint *hint, uint64_t *target, bool cas,
+			 uint64_t compare, uint64_t swap_add);
+
+/*
  * Take / drop a reference on the worker pinned to `cpu`, starting it on
  * the first reference and joining it on the last. A DMA handle with a
  * CPU id holds one reference for its lifetime. 0 or -errno.
  */
 int sw_place_worker_get(uint32_t cpu);
 void sw_place_worker_put(uint32_t cpu);
+
+/*
+ * At unload or exit (ctrl/unload.c): end every worker thread of this
+ * process and wait for it. The workers stay allocated (DMA handles still
+ * refer to them); a placement on one runs in the calling thread, and the
+ * last reference's put frees it without a second join.
+ */
+void sw_place_quiesce(void);
 
 #endif

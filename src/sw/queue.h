@@ -75,8 +75,10 @@ struct sw_av {
 };
 
 /*
- * Resolve `attr` for a port of `ctx`: is_global (RoCE), port 1, a listed
- * sgid_index, a unicast dgid of the source GID's family. 0 or -EINVAL.
+ * Resolve `attr` for a port of `ctx`: port 1, and is_global with a listed
+ * sgid_index and a unicast dgid of the source GID's family; on the
+ * InfiniBand link layer also no GRH and a DLID that names a device
+ * (ctrl/lid.c). 0 or -EINVAL.
  */
 int sw_av_from_attr(struct ibv_context *ctx, const struct ibv_ah_attr *attr, struct sw_av *av);
 

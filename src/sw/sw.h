@@ -91,6 +91,8 @@ struct sw_config {
 	int progress_cpu; /* SOFTVERBS_PROGRESS_CPU; -1 = not pinned */
 	bool stats; /* SOFTVERBS_STATS: counters at exit */
 	bool shm; /* SOFTVERBS_SHM: same-host link (default 1) */
+	/* SOFTVERBS_LINK_LAYER: IBV_LINK_LAYER_ETHERNET (eth, default) or _INFINIBAND (ib) */
+	uint8_t link_layer;
 	struct sw_fault fault; /* SOFTVERBS_FAULT */
 	char error[256]; /* non-empty: a malformed setting; open fails */
 };
@@ -124,6 +126,7 @@ struct sw_port {
 	enum ibv_mtu active_mtu;
 	uint32_t ifindex; /* interface owning the address, 0 if none */
 	uint32_t gid_tbl_len;
+	uint32_t addr_slot; /* the GID index of the address (sock 0) */
 	struct sw_gid_slot gid[SW_GID_TBL_MAX];
 };
 
@@ -219,12 +222,36 @@ struct sw_dev {
 	atomic_ullong dm_bytes; /* device memory allocated, against SW_MAX_DM_SIZE */
 	pid_t pid; /* creator: a forked child probes its own device */
 	atomic_ullong wc_errors, wc_flushed; /* error completions of all its QPs */
+	struct sw_dev *next_live, **pprev_live; /* every device not yet freed (ctrl/unload.c) */
 };
 
 static inline struct sw_dev *sw_dev_of(struct ibv_context *ctx)
 {
 	return sv_container_of(ctx->device, struct sw_dev, core.ibv);
 }
+
+/*
+ * ctrl/lid.c: identities derived from an address (rules in lid.c).
+ * sw_lid_of: the LID of a device at `addr` (0x0001-0x8000).
+ * sw_addr_of_lid: the address of the peer with `lid`, seen from a device
+ * at `own` (the same /17); -EINVAL for a LID that names no device.
+ * sw_guid_of: the node GUID of a device at addr:udp_port.
+ */
+uint16_t sw_lid_of(const union sw_sa *addr);
+int sw_addr_of_lid(const union sw_sa *own, uint16_t lid, union sw_sa *peer);
+__be64 sw_guid_of(const union sw_sa *addr, uint16_t udp_port);
+
+static inline bool sw_dev_is_ib(const struct sw_dev *dev)
+{
+	return dev->cfg.link_layer == IBV_LINK_LAYER_INFINIBAND;
+}
+
+/*
+ * ctrl/unload.c: the list of live devices, which sv_sw_unload() walks.
+ * A device is added when created and removed when freed.
+ */
+void sw_live_add(struct sw_dev *dev);
+void sw_live_remove(struct sw_dev *dev);
 
 /* ctrl/device.c */
 int sw_device_create(struct sw_dev **dev);

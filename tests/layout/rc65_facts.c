@@ -1,8 +1,9 @@
 /*
  * rdma-core 65 facts that Debian's rdma-core 44 header does not have, so
  * that probe.c cannot compare them: checked here against our header only.
- * Sources: /work/shared/spec/behaviour.md section 2 and abi.md section 4
- * plus its "Public header changes from rdma-core 44 to rdma-core 65" list.
+ * The facts are listed in docs/seed-apis.md section 2 (buffers, MR
+ * registration, parent domains, DMA handles) and docs/compatibility.md,
+ * "The public header: rdma-core 44 to 65" (everything else).
  *
  * Prints every failed check and a summary line; exits 1 on any failure.
  */
@@ -41,7 +42,7 @@ static void check_long(const char *what, long long got, long long want)
 
 static void layouts(void)
 {
-	/* behaviour.md section 2 */
+	/* docs/seed-apis.md section 2 */
 	SIZE(struct ibv_mr_init_attr, 72);
 	OFF(struct ibv_mr_init_attr, length, 0);
 	OFF(struct ibv_mr_init_attr, access, 8);
@@ -84,7 +85,7 @@ static void layouts(void)
 	OFF(struct ibv_dmah, context, 0);
 	TYPE(MEMBER(struct ibv_dmah, context), struct ibv_context *);
 
-	/* abi.md: new types */
+	/* docs/compatibility.md, "The public header": new types */
 	SIZE(struct ibv_fd_arr, 16);
 	OFF(struct ibv_fd_arr, arr, 0);
 	OFF(struct ibv_fd_arr, count, 8);
@@ -109,8 +110,8 @@ static void layouts(void)
 	OFF(struct ibv_qp_attach_comp_cntr_attr, comp_mask, 0);
 	OFF(struct ibv_qp_attach_comp_cntr_attr, op_mask, 4);
 
-	/* struct verbs_context: six ops prepended (abi.md "Public header
-	 * changes"), "context" still last */
+	/* struct verbs_context: six ops prepended (docs/compatibility.md,
+	 * "The public header"), "context" still last */
 	SIZE(struct verbs_context, 696);
 	OFF(struct verbs_context, free_buf, 0);
 	OFF(struct verbs_context, alloc_buf, 8);
@@ -126,7 +127,7 @@ static void layouts(void)
 	SIZE(struct ibv_context, 328);
 	OFF(struct ibv_context, abi_compat, 320);
 
-	/* every rdma-core 44 op keeps its offset from "context" (abi.md 4.2) */
+	/* every rdma-core 44 op keeps its offset from "context" (docs/compatibility.md, "The public header") */
 	VOFF(query_port, -320);
 	VOFF(advise_mr, -312);
 	VOFF(alloc_null_mr, -304);
@@ -211,7 +212,7 @@ static void layouts(void)
 
 static void constants(void)
 {
-	/* behaviour.md section 2 */
+	/* docs/seed-apis.md section 2 */
 	EQ(IBV_REG_MR_MASK_IOVA, 1 << 0);
 	EQ(IBV_REG_MR_MASK_ADDR, 1 << 1);
 	EQ(IBV_REG_MR_MASK_FD, 1 << 2);
@@ -230,7 +231,7 @@ static void constants(void)
 	EQ(IBV_DEVICE_CC_DMA_BOUNCE, 0x20000000000LL);
 	TYPE(IBV_DEVICE_CC_DMA_BOUNCE, unsigned long long);
 
-	/* abi.md: new constants */
+	/* docs/compatibility.md, "The public header": new constants */
 	EQ(IBV_ODP_SUPPORT_FLUSH, 1 << 6);
 	EQ(IBV_ODP_SUPPORT_ATOMIC_WRITE, 1 << 7);
 	EQ(IBV_PORT_LINK_SPEED_XDR_SUP, 1 << 12);
@@ -266,7 +267,7 @@ static void constants(void)
 
 static void prototypes(void)
 {
-	/* the new entry points (brief and abi.md) */
+	/* the new entry points (docs/compatibility.md, "The public header") */
 	TYPE(ibv_alloc_buf, void *(struct ibv_pd *, size_t, struct ibv_buf **));
 	TYPE(ibv_free_buf, void(struct ibv_buf *));
 	TYPE(ibv_reg_buf_mr, struct ibv_mr *(struct ibv_pd *, struct ibv_buf *,

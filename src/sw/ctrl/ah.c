@@ -5,7 +5,10 @@
  * The port is RoCE v2: every destination is global, its GID an IPv6
  * address or an IPv4-mapped one (::ffff:a.b.c.d), and packets go to that
  * address at the device's configured UDP port, from the socket of the
- * source GID (sgid_index). An AH holds a reference
+ * source GID (sgid_index). On the InfiniBand link layer
+ * (SOFTVERBS_LINK_LAYER=ib) the GRH is optional: without one (is_global
+ * 0) the DLID names the peer, whose address follows from it (lid.c); the
+ * packets are RoCE v2 over UDP all the same. An AH holds a reference
  * on its protection domain proper (a parent domain's base). max_ah is
  * counted per process (the device is one per process).
  */
@@ -22,7 +25,8 @@ static atomic_uint next_ah_handle = 1;
  * Contract: see queue.h. The destination must be reachable from the
  * source GID's socket: the same family (an IPv4-mapped dgid from an IPv4
  * source, an IPv6 one from an IPv6 source), not multicast or zero; a
- * link-local destination goes out on the source's interface.
+ * link-local destination goes out on the source's interface. Without a
+ * GRH (InfiniBand only) the packets leave from the device's address.
  */
 int sw_av_from_attr(struct ibv_context *ctx, const struct ibv_ah_attr *attr, struct sw_av *av)
 {
@@ -31,8 +35,20 @@ int sw_av_from_attr(struct ibv_context *ctx, const struct ibv_ah_attr *attr, str
 	const union sw_sa *src;
 	union sw_sa dst;
 
-	if (attr->port_num != 1 || !attr->is_global)
+	if (attr->port_num != 1)
 		return -EINVAL;
+	if (!attr->is_global) {
+		/* RoCE needs the GRH; InfiniBand routes by DLID within the subnet */
+		if (!sw_dev_is_ib(dev) || sw_addr_of_lid(&dev->port.local, attr->dlid, &dst))
+			return -EINVAL;
+		memset(av, 0, sizeof(*av));
+		av->dst = dst;
+		sw_sa_gid(&dst, &av->dgid);
+		av->sgid_index = (uint8_t)dev->port.addr_slot;
+		av->hop_limit = 0xff;
+		av->sl = attr->sl;
+		return 0;
+	}
 	sg = sw_port_gid(&dev->port, attr->grh.sgid_index);
 	if (!sg)
 		return -EINVAL;

@@ -50,7 +50,7 @@ static void cfg_quote(char *out, size_t size, const char *value)
 {
 	size_t i, max = size - 4;
 
-	for (i = 0; value[i] && i < max; i++)
+	for (i = 0; i < max && value[i]; i++)
 		out[i] = isprint((unsigned char)value[i]) ? value[i] : '?';
 	if (value[i])
 		memcpy(out + i, "...", 4);
@@ -422,6 +422,23 @@ static void cfg_load_heap(struct sw_config *cfg)
 	}
 }
 
+/* Contract: SOFTVERBS_LINK_LAYER into cfg->link_layer (default eth). */
+static void cfg_load_link_layer(struct sw_config *cfg)
+{
+	const char *v = getenv("SOFTVERBS_LINK_LAYER");
+	char q[52];
+
+	cfg->link_layer = IBV_LINK_LAYER_ETHERNET;
+	if (!v || !strcmp(v, "eth"))
+		return;
+	if (!strcmp(v, "ib")) {
+		cfg->link_layer = IBV_LINK_LAYER_INFINIBAND;
+		return;
+	}
+	cfg_quote(q, sizeof(q), v);
+	cfg_fail(cfg, "SOFTVERBS_LINK_LAYER=\"%s\" is invalid: expected eth or ib", q);
+}
+
 /* Contract: see sw.h. Unset variables give the defaults. */
 void sw_config_load(struct sw_config *cfg)
 {
@@ -437,5 +454,6 @@ void sw_config_load(struct sw_config *cfg)
 	cfg_load_progress_cpu(cfg);
 	cfg_load_bool(cfg, "SOFTVERBS_STATS", &cfg->stats, false);
 	cfg_load_bool(cfg, "SOFTVERBS_SHM", &cfg->shm, true);
+	cfg_load_link_layer(cfg);
 	cfg_load_fault(cfg);
 }

@@ -99,6 +99,10 @@ int sw_context_open(struct sv_device *core, struct sv_context **ctx, const struc
 	if (dev->nctx == 0) {
 		ret = sw_port_open(&dev->port, &dev->cfg);
 		if (!ret) {
+			/* the node GUID of the bound address and port (lid.c) */
+			__atomic_store_n(&dev->core.guid,
+					 sw_guid_of(&dev->port.local, dev->port.udp_port),
+					 __ATOMIC_RELAXED);
 			ret = sw_engine_start(dev);
 			if (ret)
 				sw_port_close(&dev->port);

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/compat.h"
 #include "sw/queue.h"
 #include "sw/sw.h"
 
@@ -58,17 +59,25 @@ static void host_identity(char *buf, size_t size)
 }
 
 /*
- * Contract: a nonzero GUID, stable for this host and device name, in
- * network byte order.
+ * Contract: the node GUID a new device reports before its port is bound,
+ * in network byte order. With SOFTVERBS_ADDR it is already the GUID of
+ * its address and port (lid.c). Otherwise the address is chosen when the
+ * first context opens (which then sets the address GUID, context.c);
+ * until then a nonzero value of this host, device name and process
+ * stands in, so that no two processes' devices share one.
  */
-static __be64 device_guid(const char *name)
+static __be64 device_guid(const struct sw_config *cfg)
 {
 	char host[256];
 	uint64_t h = 0xcbf29ce484222325ULL;
+	pid_t pid = getpid();
 
+	if (cfg->have_addr)
+		return sw_guid_of(&cfg->addr, cfg->udp_port);
 	host_identity(host, sizeof(host));
 	h = hash_bytes(h, host, strlen(host) + 1);
-	h = hash_bytes(h, name, strlen(name));
+	h = hash_bytes(h, cfg->name, strlen(cfg->name));
+	h = hash_bytes(h, &pid, sizeof(pid));
 	/* spread the bits (splitmix64 finaliser) */
 	h ^= h >> 30;
 	h *= 0xbf58476d1ce4e5b9ULL;
@@ -89,7 +98,7 @@ static bool config_equal(const struct sw_config *a, const struct sw_config *b)
 	       a->gid_layout == b->gid_layout && a->udp_port == b->udp_port && a->mtu == b->mtu &&
 	       a->cc_dma_bounce == b->cc_dma_bounce && a->cc_heap == b->cc_heap &&
 	       a->busy_poll == b->busy_poll && a->progress_cpu == b->progress_cpu &&
-	       a->stats == b->stats && a->shm == b->shm &&
+	       a->stats == b->stats && a->shm == b->shm && a->link_layer == b->link_layer &&
 	       !memcmp(&a->fault, &b->fault, sizeof(a->fault)) && !strcmp(a->error, b->error);
 }
 
@@ -98,6 +107,7 @@ static void sw_device_release(struct sv_device *core)
 {
 	struct sw_dev *dev = sv_container_of(core, struct sw_dev, core);
 
+	sw_live_remove(dev);
 	sw_port_close(&dev->port);
 	sw_queue_dev_fini(dev);
 	sw_mem_dev_fini(dev);
@@ -105,19 +115,30 @@ static void sw_device_release(struct sv_device *core)
 	free(dev);
 }
 
-/* Contract: fill the struct ibv_device names and paths of `dev`. */
+/*
+ * Contract: fill the struct ibv_device names and paths of `dev`. The
+ * paths are under ibv_get_sysfs_path() ($SYSFS_PATH or /sys), as
+ * rdma-core makes them; softverbs-run mounts its tree there. A path that
+ * would not fit is left empty.
+ */
 static void device_fill_ibv(struct sw_dev *dev)
 {
 	struct ibv_device *ibv = &dev->core.ibv;
+	const char *sysfs = ibv_get_sysfs_path();
+	int n;
 
 	ibv->node_type = IBV_NODE_CA;
 	ibv->transport_type = IBV_TRANSPORT_IB;
 	snprintf(ibv->name, sizeof(ibv->name), "%s", dev->cfg.name);
 	snprintf(ibv->dev_name, sizeof(ibv->dev_name), "uverbs%u", dev->core.index);
-	snprintf(ibv->dev_path, sizeof(ibv->dev_path), "/sys/class/infiniband_verbs/uverbs%u",
-		 dev->core.index);
-	snprintf(ibv->ibdev_path, sizeof(ibv->ibdev_path), "/sys/class/infiniband/%s",
-		 dev->cfg.name);
+	n = snprintf(ibv->dev_path, sizeof(ibv->dev_path), "%s/class/infiniband_verbs/%s", sysfs,
+		     ibv->dev_name);
+	if (n < 0 || (size_t)n >= sizeof(ibv->dev_path))
+		ibv->dev_path[0] = '\0';
+	n = snprintf(ibv->ibdev_path, sizeof(ibv->ibdev_path), "%s/class/infiniband/%s", sysfs,
+		     ibv->name);
+	if (n < 0 || (size_t)n >= sizeof(ibv->ibdev_path))
+		ibv->ibdev_path[0] = '\0';
 }
 
 /*
@@ -147,7 +168,7 @@ static int device_new(const struct sw_config *cfg, uint32_t index, struct sw_dev
 	dev->port.fd = dev->port.ll_fd = -1;
 	dev->core.index = index;
 	dev->pid = getpid();
-	dev->core.guid = device_guid(cfg->name);
+	dev->core.guid = device_guid(cfg);
 	dev->core.open = sw_context_open;
 	dev->core.release = sw_device_release;
 	atomic_init(&dev->core.refcnt, 1);
@@ -155,6 +176,7 @@ static int device_new(const struct sw_config *cfg, uint32_t index, struct sw_dev
 	atomic_init(&dev->ntd, 0);
 	atomic_init(&dev->ndmah, 0);
 	device_fill_ibv(dev);
+	sw_live_add(dev);
 	*out = dev;
 	return 0;
 }
@@ -225,8 +247,8 @@ void sw_device_fill_attr(const struct sw_dev *dev, struct ibv_device_attr_ex *at
 	if (page <= 0)
 		page = 4096;
 	snprintf(a->fw_ver, sizeof(a->fw_ver), "%s", SW_FW_VER);
-	a->node_guid = dev->core.guid;
-	a->sys_image_guid = dev->core.guid;
+	a->node_guid = __atomic_load_n(&dev->core.guid, __ATOMIC_RELAXED);
+	a->sys_image_guid = a->node_guid;
 	a->max_mr_size = SW_MAX_MR_SIZE;
 	a->page_size_cap = ~((uint64_t)page - 1);
 	a->vendor_id = SW_VENDOR_ID;
@@ -283,19 +305,26 @@ enum {
 	SW_PHYS_STATE_LINK_UP = 5,
 };
 
-/* Contract: see sw.h. Valid while a context is open (the port is bound). */
+/*
+ * Contract: see sw.h. Valid while a context is open (the port is bound).
+ * RoCE (Ethernet link layer, the default): LID 0 and IP-based GIDs. The
+ * InfiniBand link layer: the LID of the bound address (lid.c), no subnet
+ * manager (SM LID 0), GIDs that are not IP-based.
+ */
 void sw_device_fill_port(const struct sw_dev *dev, struct ibv_port_attr *attr)
 {
+	bool ib = sw_dev_is_ib(dev);
+
 	attr->state = IBV_PORT_ACTIVE;
 	attr->max_mtu = IBV_MTU_4096;
 	attr->active_mtu = dev->port.active_mtu;
 	attr->gid_tbl_len = (int)dev->port.gid_tbl_len;
-	attr->port_cap_flags = IBV_PORT_CM_SUP | IBV_PORT_IP_BASED_GIDS;
+	attr->port_cap_flags = IBV_PORT_CM_SUP | (ib ? 0 : IBV_PORT_IP_BASED_GIDS);
 	attr->max_msg_sz = (uint32_t)SW_MAX_MSG_SZ;
 	attr->bad_pkey_cntr = 0;
 	attr->qkey_viol_cntr = 0;
 	attr->pkey_tbl_len = SW_MAX_PKEYS;
-	attr->lid = 0;
+	attr->lid = ib ? sw_lid_of(&dev->port.local) : 0;
 	attr->sm_lid = 0;
 	attr->lmc = 0;
 	attr->max_vl_num = 1;
@@ -305,7 +334,7 @@ void sw_device_fill_port(const struct sw_dev *dev, struct ibv_port_attr *attr)
 	attr->active_width = SW_WIDTH_4X;
 	attr->active_speed = SW_SPEED_EDR;
 	attr->phys_state = SW_PHYS_STATE_LINK_UP;
-	attr->link_layer = IBV_LINK_LAYER_ETHERNET;
+	attr->link_layer = dev->cfg.link_layer;
 	attr->flags = 0;
 	attr->port_cap_flags2 = 0;
 	attr->active_speed_ex = 0;

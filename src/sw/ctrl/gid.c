@@ -30,6 +30,8 @@ static void slot_set(struct sw_port *port, unsigned int i, int sock)
 {
 	sw_sa_gid(sock ? &port->ll : &port->local, &port->gid[i].gid);
 	port->gid[i].sock = sock;
+	if (!sock)
+		port->addr_slot = i;
 }
 
 /* Contract: see sw.h. */

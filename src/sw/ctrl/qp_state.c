@@ -34,13 +34,20 @@
  * Value checks: port_num 1; pkey_index 0 (one P_Key); path_mtu 256..4096
  * (the port's max_mtu); dest_qp_num < 2^24; timeout and min_rnr_timer <=
  * 31; retry_cnt and rnr_retry <= 7; max_rd_atomic <= max_qp_init_rd_atom
- * and max_dest_rd_atomic <= max_qp_rd_atom; access flags within
- * LOCAL_WRITE | REMOTE_WRITE | REMOTE_READ | REMOTE_ATOMIC (ON_DEMAND is
- * accepted and ignored); the AV (and
+ * and max_dest_rd_atomic <= max_qp_rd_atom; the AV (and
  * the alternate path's) must resolve (RoCE: a GRH with an IPv4-mapped
  * GID); path_mig_state a valid enum. PSNs are taken modulo 2^24. Mask
  * bits beyond IBV_QP_DEST_QPN (IBV_QP_RATE_LIMIT included) give
  * EOPNOTSUPP, as the kernel's classic modify-QP command does for rxe.
+ *
+ * Access flags: neither rdma-core nor the kernel's core looks at
+ * qp_access_flags; the drivers do. As rxe (the software RoCE reference),
+ * the set a QP may carry is LOCAL_WRITE, the three remote bits, MW_BIND,
+ * ON_DEMAND, FLUSH_GLOBAL, FLUSH_PERSISTENT and the optional range
+ * (relaxed ordering); any other bit (ZERO_BASED, HUGETLB, undefined ones)
+ * gives EINVAL (mlx5 would ignore it too). Only the remote bits mean
+ * something to the responder; ibv_query_qp returns the value as given,
+ * as rxe does.
  *
  * Effects: RESET empties both rings without completions, drops the QP's
  * unread completions from its CQs (as mlx5) and forgets the attributes; ERR flushes
@@ -55,16 +62,17 @@
 
 #define M(x) IBV_QP_##x
 
+/* What a QP's access flags may hold (rxe's set); the responder uses the remote bits. */
+#define SW_QP_ACCESS                                                                               \
+	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |               \
+	 IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ON_DEMAND |                    \
+	 IBV_ACCESS_FLUSH_GLOBAL | IBV_ACCESS_FLUSH_PERSISTENT | IBV_ACCESS_OPTIONAL_RANGE)
+
 /*
  * The attribute bits of the classic modify-QP command (up to DEST_QPN);
  * the kernel refuses the others there with EOPNOTSUPP, as it does for rxe.
  */
 #define SW_QP_ATTR_KNOWN ((M(DEST_QPN) << 1) - 1)
-
-/* ON_DEMAND means nothing for a QP; mlx5 ignores it and pyverbs' ODP tests pass it */
-#define SW_QP_ACCESS                                                                               \
-	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |               \
-	 IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_ON_DEMAND)
 
 enum {
 	T_RC,

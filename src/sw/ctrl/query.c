@@ -60,7 +60,8 @@ int sw_query_gid_ex(struct ibv_context *ctx, uint8_t port, uint32_t index,
 	entry->gid = g->gid;
 	entry->gid_index = index;
 	entry->port_num = port;
-	entry->gid_type = IBV_GID_TYPE_ROCE_V2;
+	/* the same value on the InfiniBand link layer, as an IB GID (lid.c) */
+	entry->gid_type = sw_dev_is_ib(dev) ? IBV_GID_TYPE_IB : IBV_GID_TYPE_ROCE_V2;
 	entry->ndev_ifindex = dev->port.ifindex;
 	return 0;
 }

@@ -2,51 +2,60 @@
 /*
  * access.c - access-flag rules for registration and for each use of an MR.
  *
- * Registration follows the kernel's REG_MR handling: the fd path first
- * narrows the allowed set, then unknown bits are refused, then the
- * generic MR access rules apply. Bits of IBV_ACCESS_OPTIONAL_RANGE are
- * hints a device may ignore; the core strips them before most calls and
- * this layer ignores any that arrive.
+ * Registration follows the kernel's REG_MR handling (ib_check_mr_access
+ * and the uverbs methods), in its order:
+ *   1. the fd (DMA-buf) path allows LOCAL_WRITE, REMOTE_READ,
+ *      REMOTE_WRITE, REMOTE_ATOMIC and RELAXED_ORDERING only   -> EINVAL
+ *   2. REMOTE_WRITE or REMOTE_ATOMIC without LOCAL_WRITE         -> EINVAL
+ *   3. a bit outside the kernel's supported set: the named bits
+ *      up to FLUSH_PERSISTENT and the optional range            -> EINVAL
+ *   4. FLUSH_GLOBAL or FLUSH_PERSISTENT: the device does not
+ *      report IBV_DEVICE_FLUSH_GLOBAL / _PERSISTENT (it has no
+ *      RDMA FLUSH operation), as the kernel refuses them then   -> EOPNOTSUPP
+ * Bits of IBV_ACCESS_OPTIONAL_RANGE (relaxed ordering and the hints after
+ * it) reach the device, as with a kernel that supports optional access;
+ * the address path accepts and ignores them.
  *
  * On-demand paging: the device never pins memory, it reads and writes
  * the process's pages with the CPU, which faults them in on demand; so
  * every MR behaves as an ODP MR does and IBV_ACCESS_ON_DEMAND is
  * accepted on the address path (explicit ODP; the device reports the ODP
  * capabilities, not implicit ODP: see mr.c). The fd path refuses it
- * (EINVAL), as the kernel does. The flush bits are accepted: memory the
- * device writes is ordinary process memory, visible (global) once
- * written.
+ * (EINVAL, step 1), as the kernel does. MW_BIND, ZERO_BASED and HUGETLB
+ * are accepted and mean nothing to the device (no memory windows; every
+ * MR is addressed by its iova; huge pages are the application's).
  */
 #include "sw/sw.h"
 
-/* Every non-optional access bit of the rdma-core 65 API. */
-#define KNOWN_ACCESS                                                                               \
-	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |               \
-	 IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |                   \
-	 IBV_ACCESS_ON_DEMAND | IBV_ACCESS_HUGETLB | IBV_ACCESS_FLUSH_GLOBAL |                     \
-	 IBV_ACCESS_FLUSH_PERSISTENT)
+/* The kernel's supported set: every named bit up to FLUSH_PERSISTENT, and the optional range. */
+#define SUPPORTED_ACCESS                                                                           \
+	((((unsigned int)IBV_ACCESS_FLUSH_PERSISTENT << 1) - 1) |                                  \
+	 (unsigned int)IBV_ACCESS_OPTIONAL_RANGE)
 
-/* What a DMA-buf (fd) registration may ask for, optional bits aside. */
+/* What a DMA-buf (fd) registration may ask for. */
 #define FD_PATH_ACCESS                                                                             \
 	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE |               \
-	 IBV_ACCESS_REMOTE_ATOMIC)
+	 IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_RELAXED_ORDERING)
+
+#define FLUSH_ACCESS (IBV_ACCESS_FLUSH_GLOBAL | IBV_ACCESS_FLUSH_PERSISTENT)
 
 /*
  * Contract: 0 if `access` is acceptable for a registration (fd path if
- * `fd_path`), else -EINVAL (unknown bit, bit not allowed on the fd path,
- * remote write/atomic without local write).
+ * `fd_path`), else -EINVAL or -EOPNOTSUPP (steps above).
  */
 int sw_access_check(int access, bool fd_path)
 {
-	unsigned int a = (unsigned int)access & ~(unsigned int)IBV_ACCESS_OPTIONAL_RANGE;
+	unsigned int a = (unsigned int)access;
 
 	if (fd_path && (a & ~(unsigned int)FD_PATH_ACCESS))
-		return -EINVAL;
-	if (a & ~(unsigned int)KNOWN_ACCESS)
 		return -EINVAL;
 	if ((a & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
 	    !(a & IBV_ACCESS_LOCAL_WRITE))
 		return -EINVAL;
+	if (a & ~SUPPORTED_ACCESS)
+		return -EINVAL;
+	if (a & FLUSH_ACCESS)
+		return -EOPNOTSUPP;
 	return 0;
 }
 

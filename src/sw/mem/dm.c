@@ -132,10 +132,10 @@ int sw_alloc_dm(struct ibv_context *ctx, struct ibv_alloc_dm_attr *attr, struct 
 /* Contract: unlink `dm` from its context, return its space, free it. */
 static void dm_destroy(struct sw_context *c, struct sw_dm *dm)
 {
-	if (dm->prev)
-		dm->prev->next = dm->next;
-	else
+	if (c->dms == dm) /* the head: the only entry without a prev */
 		c->dms = dm->next;
+	else
+		dm->prev->next = dm->next;
 	if (dm->next)
 		dm->next->prev = dm->prev;
 	atomic_fetch_sub(&sw_dev_of(dm->ibv.context)->dm_bytes, dm->alloc_len);

@@ -3,7 +3,7 @@
  * mr.c - registration, re-registration and deregistration of MRs.
  *
  * Validation follows rdma-core's ibv_cmd_reg_mr_ex and the kernel's
- * UVERBS_METHOD_REG_MR, in their order (behaviour.md 1.5, 1.6, 3.3):
+ * UVERBS_METHOD_REG_MR, in their order (docs/seed-apis.md 1.5.4, 1.6, 3.3):
  *   1. mask: FD needs FD_OFFSET and no ADDR; otherwise ADDR and no
  *      FD_OFFSET; the fd path needs IOVA                   -> EINVAL
  *   2. page offsets of (addr, iova) or (fd_offset, iova)    -> EINVAL

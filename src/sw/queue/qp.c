@@ -20,7 +20,7 @@
  *
  * References: the send and receive CQs and the SRQ count the QP in their
  * usecnt (their destroy gives EBUSY); the protection domain proper counts
- * it, and so does a parent domain the QP was created on (behaviour.md
+ * it, and so does a parent domain the QP was created on (docs/seed-apis.md
  * 1.7). The QP itself is refcounted: 1 while it exists plus one per
  * transport lookup in progress; the last sw_qp_put() (qp_table.c) frees
  * it.

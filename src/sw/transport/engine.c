@@ -25,8 +25,7 @@ static void engine_config(struct sw_engine *eng)
 	const struct sw_config *cfg = &eng->dev->cfg;
 
 	eng->busy_poll = cfg->busy_poll;
-	eng->fault = cfg->fault;
-	eng->rng = eng->fault.seed ? eng->fault.seed : 1;
+	sw_fault_init(&eng->fault, &cfg->fault);
 }
 
 /* Contract: see transport.h. Called with dev->lock held, port open. */
@@ -64,7 +63,7 @@ int sw_engine_start(struct sw_dev *dev)
 		cpu_set_t one;
 
 		CPU_ZERO(&one);
-		CPU_SET(dev->cfg.progress_cpu, &one);
+		CPU_SET((size_t)dev->cfg.progress_cpu, &one);
 		ret = pthread_setaffinity_np(eng->thread, sizeof(one), &one);
 		if (ret) {
 			eng->running = true;
@@ -82,14 +81,18 @@ err_free:
 	return ret;
 }
 
-/* SOFTVERBS_STATS=1: the device's counters on stderr when it stops. */
-static void engine_report(const struct sw_engine *eng)
+/*
+ * SOFTVERBS_STATS=1: the device's counters on stderr when it stops, or
+ * at exit or unload if the program never closed it; once.
+ */
+static void engine_report(struct sw_engine *eng)
 {
 	const struct sw_counters *c = &eng->cnt;
 	char addr[SW_ADDR_STRLEN];
 
-	if (!eng->dev->cfg.stats)
+	if (!eng->dev->cfg.stats || eng->reported)
 		return;
+	eng->reported = true;
 	fprintf(stderr,
 		"softverbs: %s %s: tx %llu pkts %llu bytes, rx %llu pkts %llu bytes\n"
 		"softverbs:   retransmits %llu timeouts %llu duplicates %llu tx_again %llu\n"
@@ -120,6 +123,28 @@ static void engine_report(const struct sw_engine *eng)
 		(unsigned long long)c->ip_id_random);
 }
 
+/* Contract: end the progress thread and wait for it, once. */
+static void engine_join(struct sw_engine *eng)
+{
+	if (eng->joined)
+		return;
+	atomic_store(&eng->stop, true);
+	sw_engine_wake(eng);
+	pthread_join(eng->thread, NULL);
+	eng->joined = true;
+}
+
+/* Contract: see transport.h. */
+void sw_engine_quiesce(struct sw_dev *dev)
+{
+	struct sw_engine *eng = dev->eng;
+
+	if (!eng)
+		return;
+	engine_join(eng);
+	engine_report(eng);
+}
+
 /* Contract: stop the thread and free the engine. QPs must be gone. */
 void sw_engine_stop(struct sw_dev *dev)
 {
@@ -127,9 +152,7 @@ void sw_engine_stop(struct sw_dev *dev)
 
 	if (!eng)
 		return;
-	atomic_store(&eng->stop, true);
-	sw_engine_wake(eng);
-	pthread_join(eng->thread, NULL);
+	engine_join(eng);
 	sw_gsi_detach(eng);
 	sw_shm_stop(eng);
 	engine_report(eng);
@@ -137,7 +160,7 @@ void sw_engine_stop(struct sw_dev *dev)
 	close(eng->wake_fd);
 	pthread_mutex_destroy(&eng->active_lock);
 	free(eng->active);
-	free(eng->held);
+	sw_fault_fini(&eng->fault);
 	free(eng);
 }
 

@@ -5,9 +5,8 @@
  *
  * Everything the requester, responder and completer send goes through
  * sw_net_send() or sw_net_send_batch(); everything received comes from
- * the progress thread's batch receive. Fault injection (SOFTVERBS_FAULT)
- * sits here, above the choice of link, on the send side; the receive
- * side is in progress.c.
+ * the progress thread's batch receive. Fault injection (SOFTVERBS_FAULT,
+ * fault.c) sits above the choice of link on both sides.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -65,19 +64,8 @@ void sw_net_icrc_out(const struct sw_engine *eng, const struct sw_av *av, struct
 	sw_icrc_ctx_set(c, sw_port_addr_of(port, sw_port_gid(port, av->sgid_index)), &av->dst);
 }
 
-/* xorshift64*: cheap, good enough to pick packets for fault injection. */
-static uint32_t fault_rand(struct sw_engine *eng)
-{
-	uint64_t x = eng->rng;
-
-	x ^= x >> 12;
-	x ^= x << 25;
-	x ^= x >> 27;
-	eng->rng = x;
-	return (uint32_t)((x * 0x2545F4914F6CDD1DULL) >> 32) % 1000000u;
-}
-
-static int raw_send(struct sw_engine *eng, const uint8_t *pkt, size_t len, const struct sw_av *av)
+/* Contract: see transport.h. */
+int sw_net_send_raw(struct sw_engine *eng, const uint8_t *pkt, size_t len, const struct sw_av *av)
 {
 	int r = sw_shm_send(eng, &pkt, &len, 1, &av->dst);
 	ssize_t n;
@@ -97,48 +85,12 @@ static int raw_send(struct sw_engine *eng, const uint8_t *pkt, size_t len, const
 	return 0;
 }
 
-/* Contract: see transport.h. Fault injection may drop, duplicate or delay. */
+/* Contract: see transport.h. Fault injection (fault.c) may drop, duplicate or delay. */
 int sw_net_send(struct sw_engine *eng, const uint8_t *pkt, size_t len, const struct sw_av *av)
 {
-	struct sw_fault *f = &eng->fault;
-	int ret;
-
-	if (!f->on_tx)
-		return raw_send(eng, pkt, len, av);
-	/* fault state is shared by senders: serialise them */
-	pthread_mutex_lock(&eng->active_lock);
-	if (f->again_ppm && fault_rand(eng) < f->again_ppm) {
-		atomic_fetch_add_explicit(&eng->cnt.tx_again, 1, memory_order_relaxed);
-		pthread_mutex_unlock(&eng->active_lock);
-		return -EAGAIN; /* as if the socket were full */
-	}
-	if (f->drop_ppm && fault_rand(eng) < f->drop_ppm) {
-		atomic_fetch_add_explicit(&eng->cnt.fault_drops, 1, memory_order_relaxed);
-		pthread_mutex_unlock(&eng->active_lock);
-		return 0; /* lost on the wire */
-	}
-	if (f->reorder_ppm && !eng->held && fault_rand(eng) < f->reorder_ppm) {
-		eng->held = malloc(len);
-		if (eng->held) {
-			memcpy(eng->held, pkt, len);
-			eng->held_len = len;
-			eng->held_av = *av;
-			atomic_fetch_add_explicit(&eng->cnt.fault_reorders, 1,
-						  memory_order_relaxed);
-			pthread_mutex_unlock(&eng->active_lock);
-			return 0; /* goes out after the next packet */
-		}
-	}
-	ret = raw_send(eng, pkt, len, av);
-	if (!ret && f->dup_ppm && fault_rand(eng) < f->dup_ppm && !raw_send(eng, pkt, len, av))
-		atomic_fetch_add_explicit(&eng->cnt.fault_dups, 1, memory_order_relaxed);
-	if (eng->held && !ret) {
-		raw_send(eng, eng->held, eng->held_len, &eng->held_av);
-		free(eng->held);
-		eng->held = NULL;
-	}
-	pthread_mutex_unlock(&eng->active_lock);
-	return ret;
+	if (eng->fault.cfg.on_tx)
+		return sw_fault_send(eng, pkt, len, av);
+	return sw_net_send_raw(eng, pkt, len, av);
 }
 
 static pthread_key_t tx_key;
@@ -175,7 +127,7 @@ uint32_t sw_net_send_batch(struct sw_engine *eng, const struct sw_tx_batch *b,
 {
 	struct mmsghdr msg[SW_TX_BATCH];
 	struct iovec iov[SW_TX_BATCH];
-	struct sw_fault *f = &eng->fault;
+	const struct sw_fault *f = &eng->fault.cfg;
 	uint32_t sent = 0, n = b->n, i;
 
 	if (f->on_tx && (f->drop_ppm || f->dup_ppm || f->reorder_ppm)) {
@@ -185,10 +137,7 @@ uint32_t sw_net_send_batch(struct sw_engine *eng, const struct sw_tx_batch *b,
 	}
 	if (f->on_tx && f->again_ppm) {
 		/* a full socket part-way through the batch */
-		pthread_mutex_lock(&eng->active_lock);
-		if (fault_rand(eng) < f->again_ppm)
-			n = fault_rand(eng) % n;
-		pthread_mutex_unlock(&eng->active_lock);
+		n = sw_fault_batch_room(eng, n);
 		if (!n) {
 			atomic_fetch_add_explicit(&eng->cnt.tx_again, 1, memory_order_relaxed);
 			return 0;

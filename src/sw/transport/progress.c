@@ -209,25 +209,6 @@ static void rx_one(struct sw_engine *eng, struct rx_batch *b, struct rx_slot *s,
 	sw_qp_put(qp);
 }
 
-/* Receive-side fault injection: true if this packet is to be lost. */
-static bool rx_fault_drop(struct sw_engine *eng)
-{
-	struct sw_fault *f = &eng->fault;
-	uint64_t x;
-
-	if (!f->on_rx || !f->drop_ppm)
-		return false;
-	x = eng->rng;
-	x ^= x >> 12;
-	x ^= x << 25;
-	x ^= x >> 27;
-	eng->rng = x;
-	if ((uint32_t)((x * 0x2545F4914F6CDD1DULL) >> 32) % 1000000u >= f->drop_ppm)
-		return false;
-	atomic_fetch_add_explicit(&eng->cnt.fault_drops, 1, memory_order_relaxed);
-	return true;
-}
-
 /* A datagram larger than any packet of ours: never a valid one cut short. */
 static void rx_drop_oversize(struct sw_engine *eng)
 {
@@ -267,7 +248,7 @@ static int rx_socket(struct sw_engine *eng, struct rx_batch *b, int first, int f
 	for (i = first; i < first + n; i++) {
 		union sw_sa dst;
 
-		if (rx_fault_drop(eng))
+		if (sw_fault_rx_drop(eng))
 			continue;
 		if (b->msg[i].msg_hdr.msg_flags & MSG_TRUNC) {
 			rx_drop_oversize(eng);
@@ -296,7 +277,7 @@ static int rx_batch(struct sw_engine *eng, struct rx_batch *b)
 
 		if (len <= 0)
 			break;
-		if (!rx_fault_drop(eng))
+		if (!sw_fault_rx_drop(eng))
 			rx_one(eng, b, s, (size_t)len, &port->local);
 	}
 	if (!n)

@@ -116,9 +116,41 @@ static const struct sw_place_hint *hint_of(const struct sw_mr *mr)
 	return mr->has_hint ? &mr->hint : NULL;
 }
 
-/* Complete the receive WQE held for the current message. */
+/*
+ * wc.sl of a RoCE UD receive, as mlx5 reports it there: the packet type,
+ * bit 3 set for a UDP (RoCE v2) frame, bits 2:0 its network header, 2 for
+ * IPv4 and 1 for IPv6 (0: RoCE v1's GRH). UCX's UD transport reads the low
+ * three bits to find the destination address in the GRH area.
+ */
+enum {
+	SW_WC_SL_ROCE_V2_IPV4 = 0x8 | 0x2,
+	SW_WC_SL_ROCE_V2_IPV6 = 0x8 | 0x1,
+};
+
+/*
+ * The address fields of a successful UD receive from `src`. RoCE: the
+ * GRH area is filled (IBV_WC_GRH), sl is the packet type, slid 0. The
+ * InfiniBand link layer: the sender's LID (ctrl/lid.c) and no GRH (the
+ * wire does not say whether the sender used one), sl 0 (it carries none).
+ * dlid_path_bits and pkey_index are 0 (LMC 0, one P_Key) on both.
+ */
+static void ud_recv_fields(const struct sw_qp *qp, const union sw_sa *src, struct ibv_wc *wc)
+{
+	if (sw_dev_is_ib(sw_dev_of(qp->ibv.qp_base.context))) {
+		wc->slid = sw_lid_of(src);
+		return;
+	}
+	wc->wc_flags |= IBV_WC_GRH;
+	wc->sl = sw_sa_is_v6(src) ? SW_WC_SL_ROCE_V2_IPV6 : SW_WC_SL_ROCE_V2_IPV4;
+}
+
+/*
+ * Complete the receive WQE held for the current message. `ud_src`: the
+ * sender of a UD message received in full, else NULL.
+ */
 static void complete_recv(struct sw_qp *qp, enum ibv_wc_status status, enum ibv_wc_opcode op,
-			  uint32_t byte_len, const struct sw_pkt *pkt, uint32_t src_qp, bool grh)
+			  uint32_t byte_len, const struct sw_pkt *pkt, uint32_t src_qp,
+			  const union sw_sa *ud_src)
 {
 	struct sw_resp *resp = qp->resp;
 	struct ibv_wc wc;
@@ -130,9 +162,9 @@ static void complete_recv(struct sw_qp *qp, enum ibv_wc_status status, enum ibv_
 	wc.byte_len = byte_len;
 	wc.qp_num = qp->ibv.qp_base.qp_num;
 	wc.src_qp = src_qp;
-	if (grh)
-		wc.wc_flags |= IBV_WC_GRH;
-	if (status == IBV_WC_SUCCESS && (pkt->info->flags & SW_F_IMMDT)) {
+	if (ud_src)
+		ud_recv_fields(qp, ud_src, &wc);
+	if (status == IBV_WC_SUCCESS && pkt->info && (pkt->info->flags & SW_F_IMMDT)) {
 		wc.wc_flags |= IBV_WC_WITH_IMM;
 		wc.imm_data = pkt->imm_be;
 	}
@@ -205,22 +237,27 @@ static void handle_ud(struct sw_qp *qp, const struct sw_pkt *pkt, const union sw
 	}
 	resp->have_wqe = true;
 	if (SW_GRH_LEN + (uint64_t)pkt->paylen > resp->wqe->length) {
-		complete_recv(qp, IBV_WC_LOC_LEN_ERR, IBV_WC_RECV, 0, pkt, pkt->sqpn, false);
+		complete_recv(qp, IBV_WC_LOC_LEN_ERR, IBV_WC_RECV, 0, pkt, pkt->sqpn, NULL);
 		return;
 	}
-	build_grh(grh, src, dst, pkt->paylen + sw_pkt_hdr_len(pkt) + pkt->padcnt + SW_ICRC_LEN,
-		  &pkt->ipv);
-	ret = sw_sge_scatter(qp, resp->wqe->sge, resp->wqe->num_sge, 0, grh, SW_GRH_LEN);
+	/* InfiniBand link layer: no GRH, the 40 bytes stay as they were */
+	ret = 0;
+	if (!sw_dev_is_ib(sw_dev_of(qp->ibv.qp_base.context))) {
+		build_grh(grh, src, dst,
+			  (uint32_t)(pkt->paylen + sw_pkt_hdr_len(pkt) + pkt->padcnt + SW_ICRC_LEN),
+			  &pkt->ipv);
+		ret = sw_sge_scatter(qp, resp->wqe->sge, resp->wqe->num_sge, 0, grh, SW_GRH_LEN);
+	}
 	if (!ret && pkt->paylen)
 		ret = sw_sge_scatter(qp, resp->wqe->sge, resp->wqe->num_sge, SW_GRH_LEN,
 				     pkt->payload, pkt->paylen);
 	if (ret) {
 		complete_recv(qp, ret == -EINVAL ? IBV_WC_LOC_LEN_ERR : IBV_WC_LOC_PROT_ERR,
-			      IBV_WC_RECV, 0, pkt, pkt->sqpn, false);
+			      IBV_WC_RECV, 0, pkt, pkt->sqpn, NULL);
 		return;
 	}
 	complete_recv(qp, IBV_WC_SUCCESS, IBV_WC_RECV, SW_GRH_LEN + pkt->paylen, pkt, pkt->sqpn,
-		      true);
+		      src);
 }
 
 /* ---- RC: SEND ---- */
@@ -256,7 +293,7 @@ static int handle_send(struct sw_qp *qp, const struct sw_pkt *pkt)
 	}
 	if ((uint64_t)resp->offset + pkt->paylen > resp->wqe->length) {
 		complete_recv(qp, IBV_WC_LOC_LEN_ERR, IBV_WC_RECV, 0, pkt, qp->attr.dest_qp_num,
-			      false);
+			      NULL);
 		resp->in_send = false;
 		fatal_nak(qp, SW_AETH_NAK_INV_REQ, pkt->psn);
 		return -1;
@@ -266,7 +303,7 @@ static int handle_send(struct sw_qp *qp, const struct sw_pkt *pkt)
 			    0;
 	if (ret) {
 		complete_recv(qp, IBV_WC_LOC_PROT_ERR, IBV_WC_RECV, 0, pkt, qp->attr.dest_qp_num,
-			      false);
+			      NULL);
 		resp->in_send = false;
 		fatal_nak(qp, SW_AETH_NAK_REM_OP, pkt->psn);
 		return -1;
@@ -274,7 +311,7 @@ static int handle_send(struct sw_qp *qp, const struct sw_pkt *pkt)
 	resp->offset += pkt->paylen;
 	if (flags & SW_F_LAST) {
 		complete_recv(qp, IBV_WC_SUCCESS, IBV_WC_RECV, resp->offset, pkt,
-			      qp->attr.dest_qp_num, false);
+			      qp->attr.dest_qp_num, NULL);
 		resp->in_send = false;
 		resp->msn = sw_psn_add(resp->msn, 1);
 	}
@@ -367,7 +404,7 @@ static int handle_write(struct sw_qp *qp, const struct sw_pkt *pkt)
 		resp->msn = sw_psn_add(resp->msn, 1);
 		if (flags & SW_F_IMMDT)
 			complete_recv(qp, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM, resp->wr_total,
-				      pkt, qp->attr.dest_qp_num, false);
+				      pkt, qp->attr.dest_qp_num, NULL);
 	}
 	return 0;
 }
@@ -389,7 +426,9 @@ static int send_read_resp(struct sw_qp *qp, const struct sw_rd_res *res, uint32_
 	for (uint32_t k = from; k < res->npkts; k++) {
 		struct sw_pkt p = {0};
 		uint32_t off = k * mtu;
-		uint32_t n = res->len - off < mtu ? res->len - off : mtu;
+		uint32_t n = !mr		  ? 0 :
+			     res->len - off < mtu ? res->len - off :
+						    mtu; /* no MR: len 0 */
 
 		if (res->npkts == 1)
 			p.opcode = SW_OP_READ_RESP_ONLY;
@@ -488,15 +527,8 @@ static int handle_atomic(struct sw_qp *qp, const struct sw_pkt *pkt)
 		return -1;
 	}
 	target = (uint64_t *)(void *)(mr->host + (pkt->va - mr->iova));
-	if (pkt->opcode == SW_OP_CMP_SWAP) {
-		orig = pkt->compare;
-		__atomic_compare_exchange_n(target, &orig, pkt->swap_add, false, __ATOMIC_SEQ_CST,
-					    __ATOMIC_SEQ_CST);
-	} else {
-		orig = __atomic_fetch_add(target, pkt->swap_add, __ATOMIC_SEQ_CST);
-	}
-	if (mr->has_hint)
-		sw_place_persist(&mr->hint, target, sizeof(*target));
+	orig = sw_place_atomic(mr->has_hint ? &mr->hint : NULL, target,
+			       pkt->opcode == SW_OP_CMP_SWAP, pkt->compare, pkt->swap_add);
 	sw_mr_put(mr);
 	res = res_alloc(resp);
 	res->atomic = true;

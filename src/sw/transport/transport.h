@@ -71,6 +71,17 @@ struct sw_counters {
 
 struct sw_shm;
 
+/* fault.c: fault injection, the configuration and its state. */
+struct sw_fault_state {
+	struct sw_fault cfg;
+	pthread_mutex_t lock; /* the send side: tx_rng and the held packet */
+	uint64_t tx_rng;
+	uint64_t rx_rng; /* the receive side's, progress thread only */
+	uint8_t *held; /* a packet held back for reordering, or NULL */
+	size_t held_len;
+	struct sw_av held_av;
+};
+
 /* ipid.c: the IPv4 ID windows of the senders seen; progress thread only. */
 enum {
 	SW_IPID_PEERS_LOG2 = 6
@@ -104,6 +115,8 @@ struct sw_engine {
 	struct sw_dev *dev;
 	pthread_t thread;
 	bool running;
+	bool joined; /* the thread has ended (stop, or quiesce at unload) */
+	bool reported; /* SOFTVERBS_STATS totals printed */
 	atomic_bool stop;
 	int wake_fd; /* eventfd: post_send asks for attention */
 	atomic_bool wake_pending; /* sw_engine_wake() since the thread last looked */
@@ -119,11 +132,7 @@ struct sw_engine {
 	struct sw_qp **active; /* QPs with timers or deferred work */
 	uint32_t nactive, cap_active;
 	struct sw_counters cnt;
-	struct sw_fault fault;
-	uint64_t rng; /* fault injection PRNG state */
-	uint8_t *held; /* a packet held back for reordering */
-	size_t held_len;
-	struct sw_av held_av;
+	struct sw_fault_state fault; /* SOFTVERBS_FAULT (fault.c) */
 	struct sw_shm *shm; /* the same-host link, NULL when off (SOFTVERBS_SHM=0) */
 	struct sw_ipid_tab ipid; /* the receive path's (progress thread) */
 	struct softverbs_gsi *gsi; /* QP1 while librdmacm has it open (gsi.c) */
@@ -132,6 +141,13 @@ struct sw_engine {
 /* engine.c: start/stop with the device's port (first/last context). */
 int sw_engine_start(struct sw_dev *dev);
 void sw_engine_stop(struct sw_dev *dev);
+/*
+ * engine.c: at unload or exit (ctrl/unload.c): end the progress thread
+ * and print the SOFTVERBS_STATS totals, freeing and closing nothing (the
+ * program may still hold the device's objects). dev->lock held. A later
+ * sw_engine_stop() finishes the job.
+ */
+void sw_engine_quiesce(struct sw_dev *dev);
 
 static inline struct sw_engine *sw_engine_of(struct sw_qp *qp)
 {
@@ -166,6 +182,20 @@ int sw_rx_inject(struct sw_engine *eng, const uint8_t *buf, size_t len, const un
 
 /* ---- net.c ---- */
 
+/* fault.c: set up from the configuration / free the held packet. */
+void sw_fault_init(struct sw_fault_state *s, const struct sw_fault *cfg);
+void sw_fault_fini(struct sw_fault_state *s);
+/* fault.c, progress thread: true if this received packet is to be lost (counted). */
+bool sw_fault_rx_drop(struct sw_engine *eng);
+/*
+ * fault.c, any thread: sw_net_send() with send-side faults on: the packet
+ * may be refused (-EAGAIN), lost, held back until the next one, or sent
+ * twice; otherwise as sw_net_send_raw().
+ */
+int sw_fault_send(struct sw_engine *eng, const uint8_t *pkt, size_t len, const struct sw_av *av);
+/* fault.c: how many of a batch of `n` may go before the socket "fills" (again=F). */
+uint32_t sw_fault_batch_room(struct sw_engine *eng, uint32_t n);
+
 /* Configure the device socket (buffers, DF). 0 or -errno. */
 int sw_net_setup(int fd);
 
@@ -175,6 +205,9 @@ int sw_net_setup(int fd);
  * another -errno (counted and treated as a loss).
  */
 int sw_net_send(struct sw_engine *eng, const uint8_t *pkt, size_t len, const struct sw_av *av);
+
+/* Send one packet along `av` over its link or UDP, without fault injection; as sw_net_send(). */
+int sw_net_send_raw(struct sw_engine *eng, const uint8_t *pkt, size_t len, const struct sw_av *av);
 
 /* The socket packets along `av` leave by: the one of its source GID. */
 static inline int sw_net_fd(const struct sw_engine *eng, const struct sw_av *av)
