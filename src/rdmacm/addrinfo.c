@@ -171,7 +171,6 @@ CM_EXPORT int rdma_create_ep(struct rdma_cm_id **id, struct rdma_addrinfo *res, 
 
 			if (!a) {
 				errno = ENOMEM;
-				ret = -1;
 				goto err;
 			}
 			*a = *qp_init_attr;

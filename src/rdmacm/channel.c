@@ -254,13 +254,13 @@ int cm_sync_wait(struct cm_id *id)
 
 CM_EXPORT struct rdma_event_channel *rdma_create_event_channel(void)
 {
-	struct cm_channel *c;
+	struct cm_channel *c = NULL;
 	int ret = cm_init();
 
 	if (!ret)
 		ret = cm_channel_create(false, &c);
-	if (ret) {
-		errno = -ret;
+	if (ret || !c) {
+		errno = ret ? -ret : ENOMEM;
 		return NULL;
 	}
 	return &c->ch;

@@ -136,7 +136,7 @@ static ssize_t set_err_sz(ssize_t ret)
 CM_EXPORT int rsocket(int domain, int type, int protocol)
 {
 	int flags = type & (SOCK_NONBLOCK | SOCK_CLOEXEC);
-	struct rsocket *rs;
+	struct rsocket *rs = NULL;
 	int ret;
 
 	type &= ~(SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -144,8 +144,8 @@ CM_EXPORT int rsocket(int domain, int type, int protocol)
 	    (protocol && protocol != IPPROTO_TCP))
 		return set_err(-ENOTSUP);
 	ret = rs_alloc(type, &rs);
-	if (ret)
-		return set_err(ret);
+	if (ret || !rs)
+		return set_err(ret ? ret : -ENOMEM);
 	if (rdma_create_id(rs->ch, &rs->id, rs, RDMA_PS_TCP)) {
 		ret = -errno;
 		rs_free(rs);
