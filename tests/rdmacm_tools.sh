@@ -147,6 +147,7 @@ pair() {
 			wait "$cpid"
 			crc=$?
 			cpid=''
+			[ $crc -ge 128 ] && [ $crc -ne 137 ] && break # a crash: see below
 			if [ $crc -ne 0 ] && [ $c -lt 5 ] && alive "$spid" &&
 				grep -qE 'REJECTED(;|,) error:? 8|Connection refused' "$tmp/client.out"; then
 				sleep 1
@@ -154,6 +155,18 @@ pair() {
 			fi
 			break
 		done
+		# perftest 4.5's -R client, once rejected, tries again on the
+		# connection nodes it has just freed (a crash of its own, which the
+		# kernel's rdma_cm gets as well): the whole pair again
+		if [ $crc -ge 128 ] && [ $crc -ne 137 ] && [ $attempt -lt 3 ] &&
+			grep -q 'RDMA_CM_EVENT_REJECTED' "$tmp/client.out"; then
+			echo "# $name: the client crashed (status $crc) after a rejection; the pair again"
+			kill "$spid" 2>/dev/null
+			wait "$spid" 2>/dev/null
+			spid=''
+			sleep 1
+			continue
+		fi
 		if [ "$stop" = stop ] && [ $crc -eq 0 ]; then
 			kill "$spid" 2>/dev/null
 			wait "$spid"

@@ -4,7 +4,9 @@
  * calls built on them: rdma_create_ep, rdma_destroy_ep, rdma_get_request.
  *
  * rdma_getaddrinfo is getaddrinfo(3) with the hints translated (QP type to
- * socket type, port space to protocol) and only the first result kept.
+ * socket type, port space to protocol) and only the first result kept;
+ * with neither node nor service, the result is the hints themselves (their
+ * flags, family, QP type, port space and both addresses).
  * There is no SA and no ibacm: ai_route and ai_connect stay empty, and
  * RAI_SA is refused.
  */
@@ -109,9 +111,13 @@ CM_EXPORT int rdma_getaddrinfo(const char *node, const char *service,
 		r->ai_family = hints->ai_family;
 		r->ai_qp_type = hints->ai_qp_type;
 		r->ai_port_space = hints->ai_port_space;
-		if (hints->ai_dst_len && hints->ai_dst_addr &&
-		    copy_addr(&r->ai_dst_addr, &r->ai_dst_len, hints->ai_dst_addr,
-			      hints->ai_dst_len)) {
+		/* both addresses of the hints: libfabric's rxm passes its source this way */
+		if ((hints->ai_src_len && hints->ai_src_addr &&
+		     copy_addr(&r->ai_src_addr, &r->ai_src_len, hints->ai_src_addr,
+			       hints->ai_src_len)) ||
+		    (hints->ai_dst_len && hints->ai_dst_addr &&
+		     copy_addr(&r->ai_dst_addr, &r->ai_dst_len, hints->ai_dst_addr,
+			       hints->ai_dst_len))) {
 			rdma_freeaddrinfo(r);
 			return cm_ret(-ENOMEM);
 		}

@@ -7,12 +7,13 @@
  * has one IPv4 address D. A bind to D (or ::ffff:D) binds the id to that
  * device; 0.0.0.0 and :: are wildcards (no device until a connection
  * needs one); any other 127/8 address, and ::1, is a loopback bind to
- * the process's device when that device itself is on loopback (a 127/8
- * address, the default), as the kernel binds loopback to some RDMA
- * device; a device on a real interface has nothing on loopback (ENODEV,
- * which libfabric's address enumeration relies on). Another address fails
- * with EADDRNOTAVAIL, or ENODEV when a local interface has it (it has no
- * softverbs device).
+ * the process's first device on loopback (a 127/8 address, the default);
+ * when every device is on a real interface, it binds no device, as the
+ * wildcard does (libfabric's verbs provider binds "localhost" for a
+ * passive endpoint and, finding no device on the id, takes the address
+ * of its device's interface instead). Another address fails with
+ * EADDRNOTAVAIL, or ENODEV when a local interface has it (it has no
+ * softverbs device: libfabric's address enumeration skips it).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -327,8 +328,8 @@ static int do_bind(struct cm_id *cid, const struct sockaddr *sa)
 		    !v4mapped(&((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr))
 			d = NULL;
 		if (!d && sa_is_loopback(sa))
-			d = loopback_dev();
-		if (!d)
+			d = loopback_dev(); /* NULL: bound without a device */
+		else if (!d)
 			return host_has_addr(sa) ? -ENODEV : -EADDRNOTAVAIL;
 	}
 	if (cid->afonly < 0)
