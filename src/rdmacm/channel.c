@@ -171,13 +171,26 @@ void cm_wait_acked(struct cm_id *id)
 	pthread_mutex_unlock(&cm.lock);
 }
 
+/* A waiter of a destroyed channel: the last one frees it; none returns. Lock held. */
+static _Noreturn void park_dead(struct cm_channel *c)
+{
+	if (!c->waiters)
+		cm_channel_free(c);
+	pthread_mutex_unlock(&cm.lock);
+	for (;;)
+		pause();
+}
+
 /* Contract: see cm.h. */
 int cm_get_event(struct cm_channel *c, struct rdma_cm_event **out)
 {
 	struct cm_event *e;
+	int ret;
 
+	pthread_mutex_lock(&cm.lock);
 	for (;;) {
-		pthread_mutex_lock(&cm.lock);
+		if (c->dead)
+			park_dead(c);
 		e = c->head;
 		if (e) {
 			c->head = e->next;
@@ -199,16 +212,28 @@ int cm_get_event(struct cm_channel *c, struct rdma_cm_event **out)
 			*out = &e->ev;
 			return 0;
 		}
-		pthread_mutex_unlock(&cm.lock);
-		int fl = fcntl(c->ch.fd, F_GETFL);
-		struct pollfd p = {.fd = c->ch.fd, .events = POLLIN};
+		int fd = c->ch.fd;
 
+		c->waiters++;
+		pthread_mutex_unlock(&cm.lock);
+		int fl = fcntl(fd, F_GETFL);
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+
+		ret = 0;
 		if (fl < 0)
-			return -errno;
-		if (fl & O_NONBLOCK)
-			return -EAGAIN;
-		if (poll(&p, 1, -1) < 0)
-			return -errno; /* EINTR */
+			ret = -errno;
+		else if (fl & O_NONBLOCK)
+			ret = -EAGAIN;
+		else if (poll(&p, 1, -1) < 0)
+			ret = -errno; /* EINTR */
+		pthread_mutex_lock(&cm.lock);
+		c->waiters--;
+		if (c->dead)
+			park_dead(c);
+		if (ret) {
+			pthread_mutex_unlock(&cm.lock);
+			return ret;
+		}
 	}
 }
 
@@ -277,6 +302,11 @@ CM_EXPORT void rdma_destroy_event_channel(struct rdma_event_channel *channel)
 	for (struct cm_id *i = cm.ids; i; i = i->next)
 		if (cm_chan_of(&i->id) == c)
 			cm_id_abort(i);
+	if (c->waiters) { /* a thread in rdma_get_cm_event frees it (cm_get_event) */
+		c->dead = true;
+		pthread_mutex_unlock(&cm.lock);
+		return;
+	}
 	pthread_mutex_unlock(&cm.lock);
 	cm_channel_free(c);
 }

@@ -136,6 +136,8 @@ struct cm_channel {
 	struct rdma_event_channel ch; /* ch.fd: eventfd, one count per queued event */
 	struct cm_event *head, *tail;
 	bool private_sync; /* a synchronous id's own channel */
+	int waiters; /* threads inside cm_get_event between lock and poll */
+	bool dead; /* destroyed while waited on: the last waiter frees it */
 };
 
 struct cm_id {
@@ -243,6 +245,13 @@ void cm_wait_acked(struct cm_id *id);
  * Lock NOT held. 0 or -errno.
  */
 int cm_sync_wait(struct cm_id *id);
+/*
+ * The next event of channel `c` (blocking unless its fd is O_NONBLOCK:
+ * -EAGAIN). A channel destroyed while a thread waits here is freed by the
+ * last such thread, which then never returns, as a read of the kernel's
+ * closed rdma_cm descriptor never does (rping's event thread is still in
+ * rdma_get_cm_event when rping destroys its channel). Lock NOT held.
+ */
 int cm_get_event(struct cm_channel *c, struct rdma_cm_event **ev);
 int cm_ack_event(struct rdma_cm_event *ev);
 
