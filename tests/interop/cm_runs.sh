@@ -47,10 +47,10 @@ cm_run() {
 	mapfile -t env < <(host_env)
 	if [ -n "${CM_PCAP:-}" ]; then
 		ip netns exec "$NS" tcpdump -i "$TAP" -U -Z root -s 0 -w "$d/cm.pcap" \
-			'udp dst port 4791 and (udp[13:4] & 0x00ffffff) = 1' 2>"$d/cm-tcpdump.log" &
+			'udp dst port 4791 and (udp[12:4] & 0x00ffffff) = 1' 2>"$d/cm-tcpdump.log" &
 		cap=$!
 		for ((i = 0; i < 50; i++)); do
-			grep -q listening "$d/cm-tcpdump.log" && break
+			grep -qs listening "$d/cm-tcpdump.log" && break
 			sleep 0.1
 		done
 	fi
@@ -108,7 +108,7 @@ cm_run() {
 		kill -INT "$cap" 2>/dev/null
 		wait "$cap" 2>/dev/null
 		if [ -s "$CM_PCAP" ]; then # the runs of one session, one after the other
-			mergecap -a -w "$CM_PCAP.tmp" "$CM_PCAP" "$d/cm.pcap" && mv "$CM_PCAP.tmp" "$CM_PCAP"
+			mergecap -F pcap -a -w "$CM_PCAP.tmp" "$CM_PCAP" "$d/cm.pcap" && mv "$CM_PCAP.tmp" "$CM_PCAP"
 		else
 			cp "$d/cm.pcap" "$CM_PCAP"
 		fi

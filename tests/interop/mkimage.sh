@@ -15,6 +15,7 @@
 #              the rxe provider (ibverbs-providers), ibverbs-utils, perftest,
 #              rdmacm-utils' rping, ucmatose and udaddy (with librdmacm1),
 #              iproute2's ip and rdma; each binary's shared libraries (ldd)
+#              and libgcc_s (dlopened by pthread_exit)
 #   scripts    guest_init.sh as /init, guest_agent.sh as /agent
 # Nothing of softverbs goes into the guest. The image is cached in OUTDIR as
 # initramfs-KEY.cpio, KEY a hash of the versions of every package a copied
@@ -91,6 +92,9 @@ for f in "${srcs[@]:1}"; do
 		esac
 	done < <(ldd "$f" 2>/dev/null || true)
 done
+# pthread_exit and pthread_cancel (rping) dlopen libgcc_s, which ldd does not list
+gcc_s=$(ldconfig -p 2>/dev/null | awk '$1 == "libgcc_s.so.1" && /x86-64/ { print $NF; exit }')
+[ -n "$gcc_s" ] && libs[libgcc_s.so.1]=$gcc_s
 for l in "${libs[@]}"; do
 	srcs+=("$(readlink -f "$l")")
 done
