@@ -40,7 +40,7 @@ CONFIG_ARGS = -DCMAKE_C_COMPILER=gcc -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 # Ninja for a new build directory when available; an existing one keeps its generator.
 GENERATOR = $(if $(wildcard $(BUILD)/CMakeCache.txt),,$(if $(shell command -v ninja),-G Ninja))
 
-FORMAT_DIRS = src tools run tests bench examples include/softverbs
+FORMAT_DIRS = src tools run tests bench examples include/softverbs include/rdma
 # tests/layout holds a generated probe and rdma-core's own code: left alone.
 FORMAT_FIND = find $(FORMAT_DIRS) -path tests/layout -prune -o -name '*.[ch]' -print 2>/dev/null
 

@@ -1,7 +1,7 @@
 #!/bin/sh
 # header_hygiene.sh CC CXX INCLUDE_DIR OUT_DIR
 #
-# Every public header (include/infiniband/*.h, include/softverbs/*.h) must:
+# Every public header (include/infiniband/*.h, include/softverbs/*.h, include/rdma/*.h) must:
 #  - compile on its own, included twice, as C (gnu11, c99) and, when a C++
 #    compiler is given, as C++ (c++11, c++17), with strict warnings + -Werror;
 #  - take every infiniband/ and softverbs/ header it includes from
@@ -57,7 +57,7 @@ compile() {
 		return
 	fi
 	foreign=$(tr ' \\' '\n\n' <"$base.d" |
-		grep -E '/(infiniband|softverbs)/[^/]*$' |
+		grep -E '/(infiniband|softverbs|rdma)/[^/]*$' |
 		grep -v "^$inc/" || true)
 	if [ -n "$foreign" ]; then
 		echo "not ok $n - $hdr ($lang $std) includes headers from outside $inc:"
@@ -72,7 +72,7 @@ compile() {
 after_verbs=" infiniband/verbs_api.h "
 
 headers=
-for h in "$inc"/infiniband/*.h "$inc"/softverbs/*.h; do
+for h in "$inc"/infiniband/*.h "$inc"/softverbs/*.h "$inc"/rdma/*.h; do
 	[ -f "$h" ] && headers="$headers ${h#"$inc"/}"
 done
 

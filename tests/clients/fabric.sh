@@ -9,9 +9,18 @@
 #   fi_pingpong  fi_pingpong -p 'verbs;ofi_rxd' -e rdm -c (every received
 #                buffer checked by the tool): 1000 iterations of 64 B and
 #                4 KiB, and 10 of each size of -S all (0 B to 8 MiB).
-# The verbs provider's connected (FI_EP_MSG) endpoints need librdmacm's
-# kernel CM, which softverbs does not have. Exit 77 (skipped) when
-# libfabric-bin is not installed or the build is sanitized.
+#   fi_pingpong_msg  fi_pingpong -p verbs -e msg -c (the verbs provider's
+#                connected endpoints, over softverbs' librdmacm) and
+#   fi_pingpong_rxm  fi_pingpong -p 'verbs;ofi_rxm' -e rdm -c (rxm's
+#                reliable datagrams over those connections): 1000
+#                iterations of 64 B and 4 KiB, and 10 of each size of -S all.
+#                The verbs provider finds the devices of its connected
+#                endpoints by binding the address of every interface but lo,
+#                so these two run in a network namespace of their own
+#                (unshare -n) with a veth interface holding both devices'
+#                addresses, 10.199.0.1 (server) and 10.199.0.2 (client).
+# Exit 77 (skipped) when libfabric-bin is not installed, the build is
+# sanitized, or (the last two cases) no network namespace can be made.
 set -u
 if [ $# -lt 2 ]; then
 	echo "usage: fabric.sh SOFTVERBS_RUN CASE [sanitized]" >&2
@@ -22,18 +31,24 @@ run=$1 what=$2 sanitized=${3:-}
 need libfabric-bin fi_info fi_pingpong
 prov='verbs;ofi_rxd'
 
-# pingpong ITERS SIZE: one fi_pingpong pair
+# pingpong ITERS SIZE [PROV EP]: one fi_pingpong pair, PROV and EP by
+# default 'verbs;ofi_rxd' and rdm. The client goes to 127.0.0.1, or with
+# SADDR and CADDR set, the server's device is on SADDR (where the client
+# goes) and the client's on CADDR.
 pingpong() {
-	iters=$1 size=$2
-	name="fi_pingpong -p '$prov' -e rdm -c -I $iters -S $size"
-	if ! start_listening "$tmp/server.out" fi_pingpong -p "$prov" -e rdm -c -I "$iters" -S "$size" -B @PORT@; then
+	iters=$1 size=$2 fprov=${3:-$prov} fep=${4:-rdm}
+	name="fi_pingpong -p '$fprov' -e $fep -c -I $iters -S $size"
+	[ -z "${SADDR:-}" ] || export SOFTVERBS_ADDR="$SADDR"
+	if ! start_listening "$tmp/server.out" fi_pingpong -p "$fprov" -e "$fep" -c -I "$iters" -S "$size" -B @PORT@; then
 		not_ok "$name: the server did not listen on $port"
 		show "$tmp/server.out"
 		return
 	fi
-	sv fi_pingpong -p "$prov" -e rdm -c -I "$iters" -S "$size" -P "$port" 127.0.0.1 \
+	[ -z "${CADDR:-}" ] || SOFTVERBS_ADDR=$CADDR
+	sv fi_pingpong -p "$fprov" -e "$fep" -c -I "$iters" -S "$size" -P "$port" "${SADDR:-127.0.0.1}" \
 		>"$tmp/client.out" 2>&1
 	crc=$?
+	unset SOFTVERBS_ADDR
 	stop_server
 	src=$?
 	# rows: bytes #sent #ack total time MB/sec usec/xfer Mxfers/sec
@@ -51,7 +66,33 @@ pingpong() {
 	ok "$name: $nrows sizes, $(printf '%s\n' "$rows" | tail -n 1 | awk '{ printf "%s B: %s MB/s, %s us/xfer", $1, $6, $7 }')"
 }
 
+# in_fabric_netns: this script again (same case) in a network namespace of
+# its own with the veth interface, unless already there
+in_fabric_netns() {
+	[ -n "${SV_FABRIC_NETNS:-}" ] && return 0
+	command -v unshare >/dev/null && command -v ip >/dev/null ||
+		skip "unshare (util-linux) or ip (iproute2) is missing"
+	unshare -n true 2>/dev/null ||
+		skip "no network namespace (unshare -n is not permitted): the verbs provider ignores lo"
+	rm -rf "$tmp"
+	trap - EXIT
+	exec env SV_FABRIC_NETNS=1 unshare -n sh -c '
+		ip link set lo up && ip link add fab0 type veth peer name fab1 &&
+		ip addr add 10.199.0.1/24 dev fab0 && ip addr add 10.199.0.2/24 dev fab0 &&
+		ip link set fab1 up && ip link set fab0 up || { echo "1..0 # SKIP no veth interface"; exit 77; }
+		exec sh "$0" "$@"' "$0" "$run" "$what" "$sanitized"
+}
+
 case $what in
+fi_pingpong_msg | fi_pingpong_rxm)
+	in_fabric_netns
+	SADDR=10.199.0.1 CADDR=10.199.0.2
+	cprov=verbs cep=msg
+	[ "$what" = fi_pingpong_rxm ] && cprov='verbs;ofi_rxm' cep=rdm
+	pingpong 1000 64 "$cprov" $cep
+	pingpong 1000 4096 "$cprov" $cep
+	pingpong 10 all "$cprov" $cep
+	;;
 fi_info)
 	if sv fi_info -p verbs >"$tmp/out" 2>&1 && loader_clean "$tmp/out"; then
 		awk '/^provider: verbs$/ { p = 1 } p && /domain: softverbs0-dgram/ { d = 1 }

@@ -1,6 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
-# tests/interop/interop.sh [--quick] [--only REGEX] [--capture PCAP]   (make interop)
+# tests/interop/interop.sh [--quick] [--only REGEX] [--capture PCAP] [--capture-cm PCAP]
+#                                                                       (make interop)
 #
 # softverbs against the Linux kernel's own RoCE v2 driver. Builds a guest
 # image from installed Debian packages (mkimage.sh: linux-image-amd64 with
@@ -15,17 +16,23 @@
 #   GIDs when softverbs takes an IPv6 SOFTVERBS_ADDR; and runs with
 #   softverbs' fault injection (SOFTVERBS_FAULT, drops on its send side and
 #   on its receive side), each required to cross a recovery path of one
-#   side or the other (NAKs, retransmissions).
+#   side or the other (NAKs, retransmissions); then rdma_cm programs
+#   (rdmacm-utils' rping, ucmatose, udaddy, perftest's ib_write_bw -R)
+#   with softverbs' librdmacm against the kernel's rdma_cm (cm_runs.sh).
 # --quick       the CI subset: one boot, a few runs in each direction; a
-#               run that fails is run once more and passes only if that
-#               attempt passes, its line naming the first failure (the
-#               emulated guest stalls now and then on a loaded host)
+#               run of the verbs matrix that fails is run once more and
+#               passes only if that attempt passes, its line naming the
+#               first failure (the emulated guest stalls now and then on a
+#               loaded host)
 # --only REGEX  only the runs whose name matches
 # --capture F   instead of the matrix, a few short runs of each kind of
 #               packet rxe sends (RC SEND, WRITE and READ responses of three
 #               packets each, READ requests, atomics and their ACKs, ACKs,
 #               UD SEND) and the packets rxe sent to softverbs, whole, into
 #               the pcap F (how tests/data/rxe_roce.pcap was made)
+# --capture-cm F  instead of the matrix, rping in each direction, its CM
+#               MADs (both sides') whole into the pcap F (how
+#               tests/data/rxe_cm.pcap was made)
 # Needs root (namespaces, tap), qemu-system-x86_64, the packages above and
 # a built softverbs (make; SV_LIB=DIR overrides build/lib). Files of the
 # last run: build/interop/last/. Last line: "interop: N passed, N failed";
@@ -36,14 +43,16 @@ here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 . "$here/vm.sh"
 . "$here/runs.sh"
+. "$here/cm_runs.sh"
 
-quick=0 ONLY='' capture=''
+quick=0 ONLY='' capture='' capture_cm=''
 while [ $# -gt 0 ]; do
 	case $1 in
 	--quick) quick=1 INTEROP_RETRY=1 ;;
 	--only) ONLY=$2; shift ;;
 	--capture) capture=$2; shift ;;
-	*) echo "usage: interop.sh [--quick] [--only REGEX] [--capture PCAP]" >&2; exit 2 ;;
+	--capture-cm) capture_cm=$(realpath -m "$2"); shift ;;
+	*) echo "usage: interop.sh [--quick] [--only REGEX] [--capture PCAP] [--capture-cm PCAP]" >&2; exit 2 ;;
 	esac
 	shift
 done
@@ -141,7 +150,12 @@ both() { # both KIND TOOL SIZE ITERS ARGS...: the run in each direction
 	one_run "$k" sv-server "$t" "$@"
 }
 
-if [ -n "$capture" ]; then
+if [ -n "$capture_cm" ]; then
+	rm -f "$capture_cm"
+	command -v mergecap >/dev/null || skip "mergecap is missing (apt-get install wireshark-common)"
+	CM_PCAP=$capture_cm QUICK=1 cm_matrix
+	echo "interop: CM MADs of both sides in $capture_cm: $(tcpdump -r "$capture_cm" 2>/dev/null | wc -l)"
+elif [ -n "$capture" ]; then
 	one_run pp sv-server ibv_rc_pingpong 2500 2 -c
 	one_run bw sv-server ib_write_bw 2500 5
 	one_run bw sv-client ib_read_bw 2500 5
@@ -161,6 +175,7 @@ elif [ $quick = 1 ]; then
 		both pp ibv_rc_pingpong 4096 50 -c
 		GID_MODE=v4
 	fi
+	QUICK=1 cm_matrix
 else
 	for s in 1 64 1024 1025 4096 16384 65536; do
 		it=100
@@ -228,6 +243,7 @@ else
 		both bw ib_read_bw 4096 100
 		GID_MODE=v4
 	fi
+	cm_matrix
 fi
 echo "interop: matrix took $((SECONDS - t_start)) s ($VM_ACCEL)"
 if [ -n "$capture" ]; then # only what rxe sent to softverbs

@@ -7,11 +7,15 @@
 #   kernel     the newest /boot/vmlinuz-* of linux-image-amd64 whose
 #              /lib/modules tree has rdma_rxe (INTEROP_KERNEL=VERSION picks one)
 #   modules    rdma_rxe, virtio_net, virtio_pci, crc32_generic (rxe's ICRC
-#              asks the crypto API for "crc32") and everything modules.dep
-#              says they need, listed in load order in /etc/interop/modules
+#              asks the crypto API for "crc32"), rdma_ucm (the kernel's
+#              rdma_cm and its /dev/infiniband/rdma_cm, for librdmacm) and
+#              everything modules.dep says they need, listed in load order in
+#              /etc/interop/modules
 #   userland   busybox-static (shell and applets); Debian's libibverbs1 with
 #              the rxe provider (ibverbs-providers), ibverbs-utils, perftest,
+#              rdmacm-utils' rping, ucmatose and udaddy (with librdmacm1),
 #              iproute2's ip and rdma; each binary's shared libraries (ldd)
+#              and libgcc_s (dlopened by pthread_exit)
 #   scripts    guest_init.sh as /init, guest_agent.sh as /agent
 # Nothing of softverbs goes into the guest. The image is cached in OUTDIR as
 # initramfs-KEY.cpio, KEY a hash of the versions of every package a copied
@@ -63,21 +67,21 @@ add_mod() {
 	done
 	order+=("${mpath[$n]}")
 }
-for m in crc32_generic virtio_pci virtio_net rdma_rxe; do
+for m in crc32_generic virtio_pci virtio_net rdma_rxe rdma_ucm; do
 	add_mod "$m"
 done
 
 # ---- userland: binaries, their libraries, the rxe provider
 bins=(ibv_devinfo ibv_devices ibv_rc_pingpong ibv_ud_pingpong ibv_srq_pingpong
 	ib_write_bw ib_read_bw ib_send_bw ib_atomic_bw ib_write_lat ib_read_lat ib_send_lat
-	rdma ip)
+	rping ucmatose udaddy rdma ip)
 provider=/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so
 [ -r "$provider" ] || die "no $provider (apt-get install ibverbs-providers)"
 [ -x /bin/busybox ] || die "no /bin/busybox (apt-get install busybox-static)"
 declare -A libs=()
 srcs=("$kimg" "$provider" /bin/busybox)
 for b in "${bins[@]}"; do
-	p=$(command -v "$b") || die "$b not found (ibverbs-utils, perftest, iproute2)"
+	p=$(command -v "$b") || die "$b not found (ibverbs-utils, perftest, rdmacm-utils, iproute2)"
 	srcs+=("$(readlink -f "$p")")
 done
 for f in "${srcs[@]:1}"; do
@@ -88,6 +92,9 @@ for f in "${srcs[@]:1}"; do
 		esac
 	done < <(ldd "$f" 2>/dev/null || true)
 done
+# pthread_exit and pthread_cancel (rping) dlopen libgcc_s, which ldd does not list
+gcc_s=$(ldconfig -p 2>/dev/null | awk '$1 == "libgcc_s.so.1" && /x86-64/ { print $NF; exit }')
+[ -n "$gcc_s" ] && libs[libgcc_s.so.1]=$gcc_s
 for l in "${libs[@]}"; do
 	srcs+=("$(readlink -f "$l")")
 done

@@ -145,6 +145,38 @@ expect_ok() {
 	return 1
 }
 
+# counters_ok SV RXE: "; REASON" for each of: softverbs printed no
+# device counters, dropped packets for their ICRC, had error completions;
+# rxe counted retry_exceeded_err or send_err (nothing when all is well)
+counters_ok() {
+	local sv=$1 rxe=$2
+	if [ "$(kv "$sv" reports)" -eq 0 ]; then
+		printf '; softverbs printed no device counters'
+	else
+		[ "$(kv "$sv" drops_icrc)" -eq 0 ] || printf '; softverbs dropped %s packets for their ICRC' "$(kv "$sv" drops_icrc)"
+		[ "$(kv "$sv" completions_errors)" -eq 0 ] || printf '; softverbs error completions'
+	fi
+	[ "$(kv "$rxe" retry_exceeded_err)" -eq 0 ] && [ "$(kv "$rxe" send_err)" -eq 0 ] ||
+		printf '; rxe retry_exceeded_err/send_err'
+}
+
+# run_result NAME WHY FIGURE DIR head|tail: the run's TAP line (ok with
+# FIGURE when WHY is empty, else not ok with WHY and the head or tail of
+# each side's output in DIR) and the count of passed or failed runs
+run_result() {
+	if [ -z "$2" ]; then
+		RUN_PASSED=$((RUN_PASSED + 1))
+		echo "ok $RUN_N - $1: $3"
+		return
+	fi
+	RUN_FAILED=$((RUN_FAILED + 1))
+	echo "not ok $RUN_N - $1: ${2#; }"
+	for f in host.out host.err guest.out; do
+		echo "#   == $f"
+		grep -v '^softverbs: .* QP 0x' "$4/$f" | "$5" -n 25 | sed 's/^/#   /'
+	done
+}
+
 # counters_line SV RXE: both sides' counters for the TAP line
 counters_line() {
 	local sv=$1 rxe=$2 k s='' r=''
@@ -258,14 +290,7 @@ one_run() {
 	UD_RECV=''
 	[[ " $* " == *" -c UD "* ]] && [ "$gside" = server ] && UD_RECV=1
 	[ "$grc" = 0 ] && ! tool_ok "$kind" "$gside" "$d/guest.out" "$size" "$iters" && why="$why; no report from the rxe side"
-	if [ "$(kv "$ss" reports)" -eq 0 ]; then
-		why="$why; softverbs printed no device counters"
-	else
-		[ "$(kv "$ss" drops_icrc)" -eq 0 ] || why="$why; softverbs dropped $(kv "$ss" drops_icrc) packets for their ICRC"
-		[ "$(kv "$ss" completions_errors)" -eq 0 ] || why="$why; softverbs error completions"
-	fi
-	[ "$(kv "$rd" retry_exceeded_err)" -eq 0 ] && [ "$(kv "$rd" send_err)" -eq 0 ] ||
-		why="$why; rxe retry_exceeded_err/send_err"
+	why="$why$(counters_ok "$ss" "$rd")"
 	if [ -z "$FAULT" ]; then
 		for k in rcvd_seq_err out_of_seq_request; do
 			[ "$(kv "$rd" $k)" -eq 0 ] || why="$why; rxe $k $(kv "$rd" $k) without fault injection"
@@ -294,10 +319,7 @@ one_run() {
 	[ "${late:-0}" = 0 ] || fig="$fig; softverbs timeouts $sev, $late packets resent, rxe late"
 	[ -z "$slow_exit" ] || fig="$fig; $slow_exit"
 	[ -z "${RUN_FIRST:-}" ] || fig="$fig; second attempt, the first failed: ${RUN_FIRST:-}"
-	if [ -z "$why" ]; then
-		RUN_PASSED=$((RUN_PASSED + 1))
-		echo "ok $RUN_N - $name: ${fig:-?}"
-	elif [ "${INTEROP_RETRY:-0}" = 1 ] && [ -z "${RUN_FIRST:-}" ]; then
+	if [ -n "$why" ] && [ "${INTEROP_RETRY:-0}" = 1 ] && [ -z "${RUN_FIRST:-}" ]; then
 		echo "# $name: failed (${why#; }; $fig); trying once more"
 		for f in host.out host.err guest.out; do
 			echo "#   == $f"
@@ -307,13 +329,7 @@ one_run() {
 		RUN_N=$((RUN_N - 1))
 		RUN_FIRST=${why#; } one_run "$kind" "$dir" "$tool" "$size" "$iters" "$@"
 		return
-	else
-		RUN_FAILED=$((RUN_FAILED + 1))
-		echo "not ok $RUN_N - $name: ${why#; }"
-		for f in host.out host.err guest.out; do
-			echo "#   == $f"
-			grep -v '^softverbs: .* QP 0x' "$d/$f" | head -n 25 | sed 's/^/#   /'
-		done
 	fi
+	run_result "$name" "$why" "${fig:-?}" "$d" head
 	echo "#   $(counters_line "$ss" "$rd"); host CPU pressure: runnable tasks waited $(((p1 - p0) / 1000)) ms of the run's $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%d", (b - a) * 1000 }') ms"
 }

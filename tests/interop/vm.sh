@@ -22,6 +22,8 @@
 #   g_start SECS CMD          start CMD in the guest; G_JOB names the job
 #   g_wait JOB SECS OUT       wait for a started job; G_RC as for g_run
 #   g_kill JOB                kill a started job
+#   g_finish JOB SECS OUT     g_wait, and when the guest did not answer in
+#                             time, g_kill and g_wait 10 s more
 #   h_exec CMD...             run CMD in the namespace (the host side)
 # G_RC is 255 when the guest did not answer in time.
 
@@ -195,4 +197,11 @@ g_wait() {
 g_kill() {
 	g_send kill "$1"
 	g_reply "$G_ID" 20 "$VM_DIR/kill.out"
+}
+
+g_finish() {
+	g_wait "$1" "$2" "$3"
+	[ "$G_RC" = 255 ] || return 0
+	g_kill "$1"
+	g_wait "$1" 10 "$3"
 }

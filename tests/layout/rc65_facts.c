@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+#include <rdma/rsocket.h>
 
 static int checks, failures;
 
@@ -364,8 +366,33 @@ static void sz_mechanism(void)
 	EQ(ibv_query_port(ctx, 1, &(struct ibv_port_attr){ 0 }), -1);
 }
 
+/* librdmacm: what rdma-core 65's rdma_cma.h and rsocket.h add to rdma-core 44's */
+static void rdmacm(void)
+{
+	EQ(RDMA_CM_EVENT_ADDRINFO_RESOLVED, 16);
+	EQ(RDMA_CM_EVENT_ADDRINFO_ERROR, 17);
+	EQ(RDMA_CM_EVENT_USER, 18);
+	EQ(RDMA_CM_EVENT_INTERNAL, 19);
+	EQ(RAI_SA, 0x10);
+	EQ(RAI_DNS, 0x20);
+	OFF(struct rdma_cm_event, param.arg, 24);
+	EQ(sizeof(MEMBER(struct rdma_cm_event, param.arg)), 8);
+	SIZE(struct rdma_cm_event, 80);
+	SIZE(struct rdma_cm_id, 416);
+	OFF(struct rdma_cm_id, qp_type, 408);
+	TYPE(&rdma_resolve_addrinfo, int (*)(struct rdma_cm_id *, const char *, const char *,
+					     const struct rdma_addrinfo *));
+	TYPE(&rdma_query_addrinfo, int (*)(struct rdma_cm_id *, struct rdma_addrinfo **));
+	TYPE(&rdma_write_cm_event,
+	     int (*)(struct rdma_cm_id *, enum rdma_cm_event_type, int, uint64_t));
+	TYPE(&repoll_create, int (*)(int));
+	TYPE(&repoll_ctl, int (*)(int, int, int, struct epoll_event *));
+	TYPE(&repoll_wait, int (*)(int, struct epoll_event *, int, int));
+}
+
 int main(void)
 {
+	rdmacm();
 	layouts();
 	constants();
 	prototypes();

@@ -101,6 +101,28 @@ if [ -s "$OUT/mismatches.txt" ]; then
 	sort "$OUT/mismatches.txt"
 fi
 
+# librdmacm-dev's headers (rdma/rdma_cma.h, rdma_verbs.h, rsocket.h and the
+# infiniband/sa.h they use) against ours: probe_rdmacm.c, every fact equal.
+if [ -f /usr/include/rdma/rdma_cma.h ] && [ -f /usr/include/infiniband/sa.h ]; then
+	if ! $CC $CFLAGS -I"$OURS" -o "$OUT/probe_rdmacm_ours" "$HERE/probe_rdmacm.c" ||
+		! $CC $CFLAGS -o "$OUT/probe_rdmacm_debian" "$HERE/probe_rdmacm.c"; then
+		echo "layout: FAIL: probe_rdmacm.c does not build" >&2
+		exit 1
+	fi
+	"$OUT/probe_rdmacm_ours" >"$OUT/facts_rdmacm_ours.txt" || exit 1
+	"$OUT/probe_rdmacm_debian" >"$OUT/facts_rdmacm_debian.txt" || exit 1
+	if diff "$OUT/facts_rdmacm_debian.txt" "$OUT/facts_rdmacm_ours.txt" \
+		>"$OUT/mismatches_rdmacm.txt"; then
+		echo "layout: rdmacm headers: $(wc -l <"$OUT/facts_rdmacm_debian.txt") facts compared, 0 mismatches"
+	else
+		echo "layout: rdmacm headers: mismatches (< debian, > ours):"
+		cat "$OUT/mismatches_rdmacm.txt"
+		rc=1
+	fi
+else
+	echo "layout: rdmacm headers: not compared, Debian's librdmacm-dev is not installed"
+fi
+
 # Behaviour of the inline helpers: ours (with the strict warning set the
 # library uses) and, as a cross-check of the test's expectations, Debian's.
 STRICT="-Wall -Wextra -Wmissing-prototypes -Wshadow -Wformat=2 \

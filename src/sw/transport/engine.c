@@ -153,6 +153,7 @@ void sw_engine_stop(struct sw_dev *dev)
 	if (!eng)
 		return;
 	engine_join(eng);
+	sw_gsi_detach(eng);
 	sw_shm_stop(eng);
 	engine_report(eng);
 	dev->eng = NULL;

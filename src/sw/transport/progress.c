@@ -20,6 +20,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "sw/gsi.h"
 #include "sw/transport/transport.h"
 
 enum {
@@ -175,6 +176,10 @@ static void rx_one(struct sw_engine *eng, struct rx_batch *b, struct rx_slot *s,
 		atomic_fetch_add_explicit(ret == -EILSEQ ? &eng->cnt.drops_icrc :
 							   &eng->cnt.drops_malformed,
 					  1, memory_order_relaxed);
+		return;
+	}
+	if (pkt.dqpn == SV_GSI_QPN) { /* the general services QP: librdmacm's, if open */
+		sw_gsi_rx(eng, &pkt, &s->src, dst);
 		return;
 	}
 	qp = sw_qp_table_lookup(eng->dev, pkt.dqpn);

@@ -135,6 +135,7 @@ struct sw_engine {
 	struct sw_fault_state fault; /* SOFTVERBS_FAULT (fault.c) */
 	struct sw_shm *shm; /* the same-host link, NULL when off (SOFTVERBS_SHM=0) */
 	struct sw_ipid_tab ipid; /* the receive path's (progress thread) */
+	struct softverbs_gsi *gsi; /* QP1 while librdmacm has it open (gsi.c) */
 };
 
 /* engine.c: start/stop with the device's port (first/last context). */
@@ -285,6 +286,17 @@ int sw_shm_pollfds(struct sw_engine *eng, struct pollfd *p, int max);
  * whenever the timers run.
  */
 void sw_shm_service(struct sw_engine *eng, uint64_t now);
+
+/* ---- gsi.c: the general services endpoint (QP1, sw/gsi.h) ---- */
+
+/*
+ * Progress thread: a valid packet for QP 1 (`pkt` parsed, from `src` to
+ * local address `dst`). Queued for the open endpoint, or counted and dropped.
+ */
+void sw_gsi_rx(struct sw_engine *eng, const struct sw_pkt *pkt, const union sw_sa *src,
+	       const union sw_sa *dst);
+/* The engine stops: an endpoint still open is detached (its sends fail). */
+void sw_gsi_detach(struct sw_engine *eng);
 
 /* ---- requester / completer (req.c, comp.c) ---- */
 
