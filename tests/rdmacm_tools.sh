@@ -13,7 +13,7 @@
 # perftest servers (-R) are waited for until they say they wait for a
 # client. A server that never exits by itself (cmtime) is stopped once the client
 # is done. CASE netns runs a set of them between two network namespaces,
-# CASE fault with 20% of the packets dropped each way (SOFTVERBS_FAULT).
+# CASE fault with 10% of the packets dropped each way (SOFTVERBS_FAULT).
 # Exit 77 (skipped) with the reason when a tool is missing or the build
 # is sanitized.
 set -u
@@ -350,11 +350,11 @@ netns_up() {
 
 FAULT=''
 if [ "$what" = fault ]; then
-	# a fifth of the packets lost each way, CM MADs included: the CM's
+	# a tenth of the packets lost each way, CM MADs included: the CM's
 	# retransmissions (timers scaled down) recover them
 	SHM=''
-	FAULT=drop=0.2,side=both
-	run "ucmatose -c 4, 20% loss" "ucmatose -b @S@ -c 4" "ucmatose -s @S@ -c 4" \
+	FAULT=drop=0.1,side=both
+	run "ucmatose -c 4, 10% loss" "ucmatose -b @S@ -c 4" "ucmatose -s @S@ -c 4" \
 		'^return status 0' '^return status 0'
 	# RC recovers each loss after its ACK timeout (537 ms): less loss for traffic
 	FAULT=drop=0.03,side=both
