@@ -32,16 +32,7 @@ run=$1 check=$2 devinfo=$3 valgrind=${4:-}
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-n=0 failed=0
-ok() {
-	n=$((n + 1))
-	echo "ok $n - $*"
-}
-not_ok() {
-	n=$((n + 1))
-	failed=$((failed + 1))
-	echo "not ok $n - $*"
-}
+. "$(dirname "$0")/tap.sh"
 show() {
 	head -n 40 "$1" | sed 's/^/#   /'
 }
