@@ -165,6 +165,8 @@ static void progress_done(struct sw_qp *qp)
 
 	if (qp->ibv.qp_base.state == IBV_QPS_ERR)
 		return;
+	if (outstanding(qp))
+		sw_req_arm_probe(qp);
 	if (outstanding(qp) && !req->deadline_ns) {
 		uint64_t t = sw_req_timeout_ns(qp);
 
@@ -230,7 +232,7 @@ static void on_nak(struct sw_qp *qp, const struct sw_pkt *pkt)
 	}
 	if (syn == SW_AETH_NAK_PSN_SEQ) {
 		SW_COUNT(eng, qp, seq_naks_rx);
-		req->window = req->window / 2 > SW_WINDOW_MIN ? req->window / 2 : SW_WINDOW_MIN;
+		sw_req_cut(qp);
 		sw_req_rewind(qp, pkt->psn);
 		req->deadline_ns = 0;
 		progress_done(qp);

@@ -7,12 +7,17 @@
  * one packet that reserves a PSN for each response packet; an atomic
  * takes one. Sending stops at the window (packets in flight), at a
  * fence behind outstanding READs/atomics, at max_rd_atomic, during an RNR
- * back-off, and when the socket is full. The retransmit timer runs while
- * anything is unacknowledged; on expiry, or on a sequence NAK, the
- * requester goes back to the oldest unacknowledged PSN (go-back-N) and
- * halves its window; every acknowledged window grows it again. Each
- * consecutive expiry doubles the timeout (at most 8x) until the peer
- * acknowledges something.
+ * back-off, when the device's budget is spent, and when the socket or
+ * ring is full (then the QP waits in the budget's line, budget.c).
+ * Whenever it stops with packets outstanding, the last packet it sent
+ * asks for an ACK (AckReq), so the pipe never waits for the retransmit
+ * timer unless a packet really was lost. The timer runs while anything
+ * is unacknowledged; on expiry, or on a sequence NAK, the requester goes
+ * back to the PSN the peer is missing (go-back-N) and halves its window,
+ * once per loss event and never below one message (sw_req_cut); every
+ * ACK that makes progress grows it by one packet. Each consecutive
+ * expiry doubles the timeout (at most 8x) until the peer acknowledges
+ * something.
  *
  * UD sends complete as soon as they are on the wire.
  */
@@ -58,6 +63,34 @@ void sw_req_acked(struct sw_qp *qp)
 {
 	qp->req->retries = qp->attr.retry_cnt;
 	qp->req->backoff = 0;
+	qp->req->probes = 0;
+	qp->req->probe_ns = 0; /* re-armed while anything is outstanding */
+}
+
+/*
+ * The ACK probe: 1/8 of the retransmit timeout (8 ms when that is
+ * infinite), at least 1 ms, doubled for each probe without progress up
+ * to the timeout itself.
+ */
+static uint64_t probe_ns(const struct sw_qp *qp)
+{
+	uint64_t t = sw_req_timeout_ns(qp), p = t ? t / 8 : 8000000;
+
+	if (p < 1000000)
+		p = 1000000;
+	p <<= qp->req->probes < 3 ? qp->req->probes : 3;
+	return t && p > t ? t : p;
+}
+
+/* Contract: see transport.h (qp->lock held). */
+void sw_req_arm_probe(struct sw_qp *qp)
+{
+	struct sw_req *req = qp->req;
+
+	if (req->probe_ns || sw_psn_diff(req->psn, req->una_psn) <= 0)
+		return;
+	req->probe_ns = sw_now_ns() + probe_ns(qp);
+	sw_engine_wake_for(sw_engine_of(qp), req->probe_ns);
 }
 
 static void arm_timer(struct sw_qp *qp)
@@ -65,6 +98,7 @@ static void arm_timer(struct sw_qp *qp)
 	struct sw_req *req = qp->req;
 	uint64_t t = sw_req_timeout_ns(qp);
 
+	sw_req_arm_probe(qp);
 	if (!t || req->deadline_ns)
 		return;
 	req->deadline_ns = sw_now_ns() + t;
@@ -98,7 +132,7 @@ static uint8_t msg_opcode(const struct sw_send_wqe *w, uint32_t k, uint32_t n, b
  * negative errno: -EACCES / -EINVAL for a bad local SGE.
  */
 static int build(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t k, uint8_t *buf,
-		 const struct sw_av *av)
+		 const struct sw_av *av, bool ack_req)
 {
 	bool ud = qp->ibv.qp_base.qp_type == IBV_QPT_UD;
 	uint32_t mtu = qp->attr.mtu ? qp->attr.mtu : 1024;
@@ -150,7 +184,7 @@ static int build(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t k, uint8_t *b
 		}
 		break;
 	}
-	if (!ud && ++qp->req->since_ackreq >= SW_ACK_EVERY)
+	if (!ud && (ack_req || ++qp->req->since_ackreq >= SW_ACK_EVERY))
 		p.ack_req = true;
 	if (p.ack_req)
 		qp->req->since_ackreq = 0;
@@ -170,10 +204,24 @@ static int build(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t k, uint8_t *b
 	return (int)sw_pkt_finish(buf, hl + len, &ic);
 }
 
+/* A packet at `psn` went out: count it as resent if that PSN went before. */
+static void count_sent(struct sw_qp *qp, uint32_t psn, size_t len)
+{
+	struct sw_req *req = qp->req;
+
+	SW_QP_COUNT(qp, tx_pkts, 1);
+	SW_QP_COUNT(qp, tx_bytes, (unsigned long long)len);
+	if (sw_psn_diff(psn, req->high_psn) < 0)
+		atomic_fetch_add_explicit(&sw_engine_of(qp)->cnt.resent_pkts, 1,
+					  memory_order_relaxed);
+	else
+		req->high_psn = sw_psn_add(psn, 1);
+}
+
 /*
  * Send the packets built into `tx`. On a full socket, go back to the
- * first packet that did not go out and wait for room. Returns true if
- * all went out.
+ * first packet that did not go out and wait in the budget's line for
+ * room. Returns true if all went out.
  */
 static bool tx_flush(struct sw_qp *qp, struct sw_tx_batch *tx, const struct sw_av *av)
 {
@@ -184,18 +232,36 @@ static bool tx_flush(struct sw_qp *qp, struct sw_tx_batch *tx, const struct sw_a
 		return true;
 	sent = sw_net_send_batch(eng, tx, av);
 	tx->n = 0;
-	for (uint32_t i = 0; i < sent; i++) {
-		SW_QP_COUNT(qp, tx_pkts, 1);
-		SW_QP_COUNT(qp, tx_bytes, (unsigned long long)tx->len[i]);
-	}
+	for (uint32_t i = 0; i < sent; i++)
+		count_sent(qp, tx->psn[i], tx->len[i]);
 	if (sent)
 		arm_timer(qp);
 	if (sent == n)
 		return true;
 	sw_req_rewind(qp, tx->psn[sent]);
 	qp->req->wait_writable = true;
-	sw_engine_wake(eng);
+	sw_budget_wait(qp);
 	return false;
+}
+
+/*
+ * The requester stops with the batch's packets not yet sent: the last
+ * of them asks for an ACK, whatever made it stop.
+ */
+static void ask_ack_last(struct sw_qp *qp, struct sw_tx_batch *tx, const struct sw_av *av)
+{
+	struct sw_icrc_ctx ic;
+
+	if (!tx || !tx->n || qp->ibv.qp_base.qp_type == IBV_QPT_UD)
+		return;
+	sw_net_icrc_out(sw_engine_of(qp), av, &ic);
+	sw_pkt_set_ack_req(tx->buf[tx->n - 1], tx->len[tx->n - 1], &ic);
+}
+
+/* PSNs packet `send_off` of `w` puts in flight: a READ request all its responses'. */
+static uint32_t pkt_psns(const struct sw_qp *qp, const struct sw_send_wqe *w)
+{
+	return w->opcode == IBV_WR_RDMA_READ ? w->npkts - qp->req->send_off : 1;
 }
 
 /*
@@ -203,7 +269,7 @@ static bool tx_flush(struct sw_qp *qp, struct sw_tx_batch *tx, const struct sw_a
  * the thread's batch and go out SW_TX_BATCH at a time; UD packets (and
  * RC ones when no batch buffer could be had) one by one.
  */
-void sw_req_run(struct sw_qp *qp)
+static void req_run(struct sw_qp *qp)
 {
 	struct sw_req *req = qp->req;
 	enum ibv_qp_state st = qp->ibv.qp_base.state;
@@ -219,6 +285,10 @@ void sw_req_run(struct sw_qp *qp)
 			return;
 		req->rnr_until_ns = 0;
 	}
+	if (!ud && req->send_idx != qp->sq.prod && sw_budget_must_wait(qp)) {
+		sw_budget_wait(qp); /* others wait for the budget or room: behind them */
+		return;
+	}
 	req->wait_writable = false;
 	if (!ud && req->send_idx != qp->sq.prod) {
 		tx = sw_net_tx_batch();
@@ -230,6 +300,7 @@ void sw_req_run(struct sw_qp *qp)
 		const struct sw_av *av = ud ? &w->wr.ud.av : &qp->attr.av;
 		uint8_t *buf = tx ? tx->buf[tx->n] : one;
 		int len, ret;
+		bool ack;
 
 		if (w->state == SW_WQE_FAILED) {
 			/* completes in order: once everything before it is retired */
@@ -253,7 +324,14 @@ void sw_req_run(struct sw_qp *qp)
 		}
 		if (!ud && (uint32_t)sw_psn_diff(req->psn, req->una_psn) >= req->window)
 			break;
-		len = build(qp, w, req->send_off, buf, av);
+		if (!ud && !sw_budget_take(qp, pkt_psns(qp, w))) {
+			sw_budget_wait(qp);
+			break;
+		}
+		ack = !ud && (!tx || tx->n == SW_TX_BATCH - 1 ||
+			      (uint32_t)sw_psn_diff(req->psn, req->una_psn) + pkt_psns(qp, w) >=
+				      req->window);
+		len = build(qp, w, req->send_off, buf, av, ack);
 		if (len < 0) {
 			/*
 			 * A bad local SGE fails the WQE. It completes in order:
@@ -275,13 +353,14 @@ void sw_req_run(struct sw_qp *qp)
 			ret = sw_net_send(sw_engine_of(qp), buf, (size_t)len, av);
 			if (ret == -EAGAIN) {
 				req->wait_writable = true;
-				sw_engine_wake(sw_engine_of(qp));
+				if (!ud)
+					sw_budget_wait(qp);
+				else
+					sw_engine_wake(sw_engine_of(qp));
 				return;
 			}
-			if (!ret) {
-				SW_QP_COUNT(qp, tx_pkts, 1);
-				SW_QP_COUNT(qp, tx_bytes, (unsigned long long)len);
-			}
+			if (!ret)
+				count_sent(qp, req->psn, (size_t)len);
 		}
 		if (req->send_off == 0 && w->state == SW_WQE_NEW) {
 			w->state = SW_WQE_STARTED;
@@ -314,8 +393,37 @@ void sw_req_run(struct sw_qp *qp)
 		else if (tx->n == SW_TX_BATCH && !tx_flush(qp, tx, av))
 			return;
 	}
-	if (tx)
+	if (tx) {
+		ask_ack_last(qp, tx, &qp->attr.av);
 		tx_flush(qp, tx, &qp->attr.av);
+	}
+}
+
+/* Contract: see transport.h (qp->lock held). The budget follows what went out. */
+void sw_req_run(struct sw_qp *qp)
+{
+	req_run(qp);
+	if (qp->req)
+		sw_budget_sync(qp);
+}
+
+/* Contract: see transport.h (qp->lock held). */
+void sw_req_cut(struct sw_qp *qp)
+{
+	struct sw_req *req = qp->req;
+	uint32_t floor = SW_WINDOW_MIN;
+
+	if (req->recovering && sw_psn_diff(req->una_psn, req->recover_psn) < 0)
+		return; /* the same loss event */
+	if (qp->sq.cons != qp->sq.prod) {
+		uint32_t n = wqe_npkts(qp, wqe_at(qp, qp->sq.cons));
+
+		if (n > floor)
+			floor = n < SW_WINDOW_MAX ? n : SW_WINDOW_MAX;
+	}
+	req->window = req->window / 2 > floor ? req->window / 2 : floor;
+	req->recover_psn = req->psn;
+	req->recovering = true;
 }
 
 /*
@@ -380,10 +488,28 @@ void sw_req_timer(struct sw_qp *qp, uint64_t now)
 		req->retries--;
 		if (req->backoff < SW_BACKOFF_MAX)
 			req->backoff++;
-		req->window = req->window / 2 > SW_WINDOW_MIN ? req->window / 2 : SW_WINDOW_MIN;
+		sw_req_cut(qp);
 		SW_COUNT(eng, qp, retransmits);
 		req->resp_asked = false;
 		sw_req_rewind(qp, req->una_psn);
+	}
+	/*
+	 * The ACK probe: the requester has stopped with packets outstanding
+	 * and nothing came back for a while. An ACK, or the last packet, may
+	 * have been lost with nothing behind it to reveal the loss: send the
+	 * last packet again, asking for an ACK. The peer answers a duplicate
+	 * with an ACK of what it has, a packet beyond a gap with a sequence
+	 * NAK. Not a retry: retry_cnt pays only for the retransmit timeout.
+	 */
+	if (req->probe_ns && now >= req->probe_ns && qp->ibv.qp_base.state != IBV_QPS_ERR) {
+		req->probe_ns = 0;
+		if (sw_psn_diff(req->psn, req->una_psn) > 0 && !req->rnr_until_ns && !req->queued) {
+			if (req->probes < UINT8_MAX)
+				req->probes++;
+			sw_req_rewind(qp, sw_psn_add(req->psn, SW_PSN_MASK)); /* psn - 1 */
+			sw_req_run(qp);
+			sw_req_arm_probe(qp);
+		}
 	}
 more:
 	if ((req->rnr_until_ns && now >= req->rnr_until_ns) || req->wait_writable ||
