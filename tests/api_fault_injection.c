@@ -747,9 +747,11 @@ static void scenario(const char *name, const char *fault_a, const char *fault_b,
 	/*
 	 * Recovery resends little: a lost READ response used to make every
 	 * response behind it ask again, and each request resent the rest of
-	 * the READ (five times the packets the plan needs at 5% loss).
+	 * the READ (five times the packets the plan needs at 5% loss). Since
+	 * the window no longer falls below one message, go-back-N resends a
+	 * little more at 5% loss each way: 3.1-3.3 times the plan, with ACKs.
 	 */
-	CHECK_MSG(c.tx < 3 * plan_packets(), "%llu packets sent for a plan of %llu: a storm", c.tx,
+	CHECK_MSG(c.tx < 4 * plan_packets(), "%llu packets sent for a plan of %llu: a storm", c.tx,
 		  plan_packets());
 }
 

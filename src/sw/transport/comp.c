@@ -117,6 +117,7 @@ static bool retire_failed_head(struct sw_qp *qp)
 static bool ack_upto(struct sw_qp *qp, uint32_t psn)
 {
 	struct sw_req *req = qp->req;
+	uint32_t una0 = req->una_psn;
 	bool progress = false;
 
 	while (outstanding(qp) && qp->ibv.qp_base.state != IBV_QPS_ERR) {
@@ -151,8 +152,7 @@ static bool ack_upto(struct sw_qp *qp, uint32_t psn)
 	}
 	if (progress) {
 		sw_req_acked(qp);
-		if (req->window < SW_WINDOW_MAX)
-			req->window++;
+		sw_req_grow(qp, (uint32_t)sw_psn_diff(req->una_psn, una0));
 		req->deadline_ns = 0; /* re-armed below while anything is outstanding */
 	}
 	return false;

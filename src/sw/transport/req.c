@@ -14,8 +14,8 @@
  * timer unless a packet really was lost. The timer runs while anything
  * is unacknowledged; on expiry, or on a sequence NAK, the requester goes
  * back to the PSN the peer is missing (go-back-N) and halves its window,
- * once per loss event and never below one message (sw_req_cut); every
- * ACK that makes progress grows it by one packet. Each consecutive
+ * never below one message (sw_req_cut); each window's worth of packets
+ * acknowledged grows it by one packet (sw_req_grow). Each consecutive
  * expiry doubles the timeout (at most 8x) until the peer acknowledges
  * something.
  *
@@ -408,13 +408,25 @@ void sw_req_run(struct sw_qp *qp)
 }
 
 /* Contract: see transport.h (qp->lock held). */
+void sw_req_grow(struct sw_qp *qp, uint32_t n)
+{
+	struct sw_req *req = qp->req;
+
+	req->grow_acc += n;
+	while (req->grow_acc >= req->window && req->window < SW_WINDOW_MAX) {
+		req->grow_acc -= req->window;
+		req->window++;
+	}
+	if (req->window >= SW_WINDOW_MAX)
+		req->grow_acc = 0;
+}
+
+/* Contract: see transport.h (qp->lock held). */
 void sw_req_cut(struct sw_qp *qp)
 {
 	struct sw_req *req = qp->req;
 	uint32_t floor = SW_WINDOW_MIN;
 
-	if (req->recovering && sw_psn_diff(req->una_psn, req->recover_psn) < 0)
-		return; /* the same loss event */
 	if (qp->sq.cons != qp->sq.prod) {
 		uint32_t n = wqe_npkts(qp, wqe_at(qp, qp->sq.cons));
 
@@ -422,8 +434,7 @@ void sw_req_cut(struct sw_qp *qp)
 			floor = n < SW_WINDOW_MAX ? n : SW_WINDOW_MAX;
 	}
 	req->window = req->window / 2 > floor ? req->window / 2 : floor;
-	req->recover_psn = req->psn;
-	req->recovering = true;
+	req->grow_acc = 0;
 }
 
 /*
@@ -470,6 +481,26 @@ void sw_req_rewind(struct sw_qp *qp, uint32_t psn)
 		req->read_rx_pkts = (uint32_t)d;
 }
 
+/*
+ * The newest packet sent belongs to a SEND or WRITE: the ACK probe may
+ * send it again. A READ's or atomic's is left to the retransmit timer:
+ * going back into a READ's responses must start at the first one missing.
+ */
+static bool last_is_message(struct sw_qp *qp)
+{
+	struct sw_req *req = qp->req;
+	uint32_t last = sw_psn_add(req->psn, SW_PSN_MASK), end = req->send_idx + !!req->send_off;
+
+	for (uint32_t idx = qp->sq.cons; idx != end; idx++) {
+		const struct sw_send_wqe *w = wqe_at(qp, idx);
+		int32_t d = sw_psn_diff(last, w->first_psn);
+
+		if (d >= 0 && (uint32_t)d < w->npkts)
+			return !is_rd_atomic(w->opcode);
+	}
+	return false;
+}
+
 /* Contract: see transport.h. */
 void sw_req_timer(struct sw_qp *qp, uint64_t now)
 {
@@ -503,7 +534,8 @@ void sw_req_timer(struct sw_qp *qp, uint64_t now)
 	 */
 	if (req->probe_ns && now >= req->probe_ns && qp->ibv.qp_base.state != IBV_QPS_ERR) {
 		req->probe_ns = 0;
-		if (sw_psn_diff(req->psn, req->una_psn) > 0 && !req->rnr_until_ns && !req->queued) {
+		if (sw_psn_diff(req->psn, req->una_psn) > 0 && !req->rnr_until_ns && !req->queued &&
+		    last_is_message(qp)) {
 			if (req->probes < UINT8_MAX)
 				req->probes++;
 			sw_req_rewind(qp, sw_psn_add(req->psn, SW_PSN_MASK)); /* psn - 1 */

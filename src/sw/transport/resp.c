@@ -604,7 +604,7 @@ void sw_resp_handle(struct sw_qp *qp, const struct sw_pkt *pkt, const union sw_s
 		 * back, or probes: a PSN not newer than the newest seen beyond
 		 * the gap).
 		 */
-		if (!resp->nak_seq_sent || sw_psn_diff(pkt->psn, resp->nak_high) <= 0) {
+		if (!resp->nak_seq_sent) {
 			resp->nak_seq_sent = true;
 			resp->nak_high = pkt->psn;
 			SW_COUNT(eng, qp, seq_naks_tx);

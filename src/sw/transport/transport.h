@@ -341,9 +341,7 @@ struct sw_req {
 	uint32_t read_rx_pkts; /* READ response packets received for the head READ */
 	bool resp_asked; /* the head READ/atomic's missing response was asked for again */
 	uint32_t high_psn; /* past the newest PSN ever sent: below it, a send is a resend */
-	uint32_t recover_psn; /* the window was cut with this PSN next: no cut again before
-				 una_psn passes it (one cut per loss event) */
-	bool recovering; /* recover_psn is set */
+	uint32_t grow_acc; /* packets acknowledged towards the next window increase */
 	uint32_t held; /* PSNs counted against the device's budget (budget.c) */
 	bool queued; /* in the budget's line */
 	bool serving; /* being served from the line (the progress thread) */
@@ -369,10 +367,15 @@ void sw_budget_serve(struct sw_engine *eng);
 void sw_budget_fini(struct sw_engine *eng);
 /*
  * req.c: a loss was seen (sequence NAK or timeout): halve the window,
- * not below one message of the oldest WQE (nor SW_WINDOW_MIN), at most
- * once per loss event (until una_psn passes what was sent at the cut).
+ * not below one message of the oldest WQE (nor SW_WINDOW_MIN).
  */
 void sw_req_cut(struct sw_qp *qp);
+/*
+ * req.c: `n` more packets were acknowledged: the window grows by one
+ * packet per window's worth acknowledged (additive increase, once per
+ * round trip), up to SW_WINDOW_MAX.
+ */
+void sw_req_grow(struct sw_qp *qp, uint32_t n);
 
 /*
  * Send from a thread other than the caller's own posting path (the
