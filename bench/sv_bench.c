@@ -74,7 +74,7 @@ static void usage(int status)
 	fprintf(status ? stderr : stdout,
 		"usage: sv_bench [options]\n"
 		"  --quick          a short run: 0.25 s per point, sizes 8 B, 4 KiB, 64 KiB, 1 MiB,\n"
-		"                   alloc/reg up to 16 MiB (about half a minute)\n"
+		"                   alloc/reg up to 16 MiB, loss 8 points (under a minute)\n"
 		"  --secs S         measured seconds per point (default 2, quick 0.25)\n"
 		"  --sizes LIST     message sizes, comma-separated, K/M suffixes (default\n"
 		"                   8,64,512,4K,16K,64K,256K,1M)\n"
