@@ -165,8 +165,6 @@ static void progress_done(struct sw_qp *qp)
 
 	if (qp->ibv.qp_base.state == IBV_QPS_ERR)
 		return;
-	if (outstanding(qp))
-		sw_req_arm_probe(qp);
 	if (outstanding(qp) && !req->deadline_ns) {
 		uint64_t t = sw_req_timeout_ns(qp);
 

@@ -369,6 +369,7 @@ void sw_transport_qp_state(struct sw_qp *qp, enum ibv_qp_state old)
 			qp->req->psn = qp->attr.sq_psn & SW_PSN_MASK;
 			qp->req->una_psn = qp->req->psn;
 			qp->req->high_psn = qp->req->psn;
+			qp->req->ackreq_psn = sw_psn_add(qp->req->psn, SW_PSN_MASK);
 			qp->req->retries = qp->attr.retry_cnt;
 			qp->req->rnr_retries = qp->attr.rnr_retry;
 		}
@@ -379,7 +380,6 @@ void sw_transport_qp_state(struct sw_qp *qp, enum ibv_qp_state old)
 		break;
 	case IBV_QPS_ERR:
 		qp->req->deadline_ns = 0;
-		qp->req->probe_ns = 0;
 		qp->req->rnr_until_ns = 0;
 		flush_taken_recv(qp);
 		break;

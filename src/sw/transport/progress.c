@@ -358,8 +358,6 @@ static uint64_t run_timers(struct sw_engine *eng, uint64_t now)
 			sw_req_timer(qp, now);
 			if (qp->req->deadline_ns && qp->req->deadline_ns < next)
 				next = qp->req->deadline_ns;
-			if (qp->req->probe_ns && qp->req->probe_ns < next)
-				next = qp->req->probe_ns;
 			if (qp->req->rnr_until_ns && qp->req->rnr_until_ns < next)
 				next = qp->req->rnr_until_ns;
 			if (qp->req->wait_writable && now + SW_TICK_NS < next)

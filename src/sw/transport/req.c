@@ -63,34 +63,6 @@ void sw_req_acked(struct sw_qp *qp)
 {
 	qp->req->retries = qp->attr.retry_cnt;
 	qp->req->backoff = 0;
-	qp->req->probes = 0;
-	qp->req->probe_ns = 0; /* re-armed while anything is outstanding */
-}
-
-/*
- * The ACK probe: 1/8 of the retransmit timeout (8 ms when that is
- * infinite), at least 1 ms, doubled for each probe without progress up
- * to the timeout itself.
- */
-static uint64_t probe_ns(const struct sw_qp *qp)
-{
-	uint64_t t = sw_req_timeout_ns(qp), p = t ? t / 8 : 8000000;
-
-	if (p < 1000000)
-		p = 1000000;
-	p <<= qp->req->probes < 3 ? qp->req->probes : 3;
-	return t && p > t ? t : p;
-}
-
-/* Contract: see transport.h (qp->lock held). */
-void sw_req_arm_probe(struct sw_qp *qp)
-{
-	struct sw_req *req = qp->req;
-
-	if (req->probe_ns || sw_psn_diff(req->psn, req->una_psn) <= 0)
-		return;
-	req->probe_ns = sw_now_ns() + probe_ns(qp);
-	sw_engine_wake_for(sw_engine_of(qp), req->probe_ns);
 }
 
 static void arm_timer(struct sw_qp *qp)
@@ -98,7 +70,6 @@ static void arm_timer(struct sw_qp *qp)
 	struct sw_req *req = qp->req;
 	uint64_t t = sw_req_timeout_ns(qp);
 
-	sw_req_arm_probe(qp);
 	if (!t || req->deadline_ns)
 		return;
 	req->deadline_ns = sw_now_ns() + t;
@@ -186,8 +157,10 @@ static int build(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t k, uint8_t *b
 	}
 	if (!ud && (ack_req || ++qp->req->since_ackreq >= SW_ACK_EVERY))
 		p.ack_req = true;
-	if (p.ack_req)
+	if (p.ack_req && !ud) {
 		qp->req->since_ackreq = 0;
+		qp->req->ackreq_psn = p.psn;
+	}
 	p.padcnt = sw_pad_for(len);
 	p.paylen = len;
 	hl = sw_pkt_write_hdrs(buf, &p);
@@ -245,15 +218,27 @@ static bool tx_flush(struct sw_qp *qp, struct sw_tx_batch *tx, const struct sw_a
 }
 
 /*
- * The requester stops with the batch's packets not yet sent: the last
- * of them asks for an ACK, whatever made it stop.
+ * A packet with AckReq is outstanding: its ACK will come (or its loss
+ * will show), so a stop needs no further AckReq. Asking on every packet
+ * of a full window would make the peer acknowledge each one.
+ */
+static bool ack_coming(const struct sw_qp *qp)
+{
+	return sw_psn_diff(qp->req->ackreq_psn, qp->req->una_psn) >= 0;
+}
+
+/*
+ * The requester stops with the batch's packets not yet sent: unless an
+ * ACK is coming already, the last of them asks for one, whatever made it
+ * stop.
  */
 static void ask_ack_last(struct sw_qp *qp, struct sw_tx_batch *tx, const struct sw_av *av)
 {
 	struct sw_icrc_ctx ic;
 
-	if (!tx || !tx->n || qp->ibv.qp_base.qp_type == IBV_QPT_UD)
+	if (!tx || !tx->n || qp->ibv.qp_base.qp_type == IBV_QPT_UD || ack_coming(qp))
 		return;
+	qp->req->ackreq_psn = tx->psn[tx->n - 1];
 	sw_net_icrc_out(sw_engine_of(qp), av, &ic);
 	sw_pkt_set_ack_req(tx->buf[tx->n - 1], tx->len[tx->n - 1], &ic);
 }
@@ -328,9 +313,10 @@ static void req_run(struct sw_qp *qp)
 			sw_budget_wait(qp);
 			break;
 		}
-		ack = !ud && (!tx || tx->n == SW_TX_BATCH - 1 ||
-			      (uint32_t)sw_psn_diff(req->psn, req->una_psn) + pkt_psns(qp, w) >=
-				      req->window);
+		ack = !ud &&
+		      (!tx || (!ack_coming(qp) &&
+			       (uint32_t)sw_psn_diff(req->psn, req->una_psn) + pkt_psns(qp, w) >=
+				       req->window));
 		len = build(qp, w, req->send_off, buf, av, ack);
 		if (len < 0) {
 			/*
@@ -465,6 +451,7 @@ void sw_req_rewind(struct sw_qp *qp, uint32_t psn)
 	req->send_idx = idx;
 	req->send_off = (uint32_t)d;
 	req->psn = psn;
+	req->ackreq_psn = sw_psn_add(psn, SW_PSN_MASK); /* what asked after it is resent */
 	for (uint32_t j = idx; j != qp->sq.prod; j++) {
 		struct sw_send_wqe *w = wqe_at(qp, j);
 
@@ -479,26 +466,6 @@ void sw_req_rewind(struct sw_qp *qp, uint32_t psn)
 	req->rd_atomic = rd;
 	if (idx == qp->sq.cons && wqe_at(qp, idx)->opcode == IBV_WR_RDMA_READ)
 		req->read_rx_pkts = (uint32_t)d;
-}
-
-/*
- * The newest packet sent belongs to a SEND or WRITE: the ACK probe may
- * send it again. A READ's or atomic's is left to the retransmit timer:
- * going back into a READ's responses must start at the first one missing.
- */
-static bool last_is_message(struct sw_qp *qp)
-{
-	struct sw_req *req = qp->req;
-	uint32_t last = sw_psn_add(req->psn, SW_PSN_MASK), end = req->send_idx + !!req->send_off;
-
-	for (uint32_t idx = qp->sq.cons; idx != end; idx++) {
-		const struct sw_send_wqe *w = wqe_at(qp, idx);
-		int32_t d = sw_psn_diff(last, w->first_psn);
-
-		if (d >= 0 && (uint32_t)d < w->npkts)
-			return !is_rd_atomic(w->opcode);
-	}
-	return false;
 }
 
 /* Contract: see transport.h. */
@@ -523,25 +490,6 @@ void sw_req_timer(struct sw_qp *qp, uint64_t now)
 		SW_COUNT(eng, qp, retransmits);
 		req->resp_asked = false;
 		sw_req_rewind(qp, req->una_psn);
-	}
-	/*
-	 * The ACK probe: the requester has stopped with packets outstanding
-	 * and nothing came back for a while. An ACK, or the last packet, may
-	 * have been lost with nothing behind it to reveal the loss: send the
-	 * last packet again, asking for an ACK. The peer answers a duplicate
-	 * with an ACK of what it has, a packet beyond a gap with a sequence
-	 * NAK. Not a retry: retry_cnt pays only for the retransmit timeout.
-	 */
-	if (req->probe_ns && now >= req->probe_ns && qp->ibv.qp_base.state != IBV_QPS_ERR) {
-		req->probe_ns = 0;
-		if (sw_psn_diff(req->psn, req->una_psn) > 0 && !req->rnr_until_ns && !req->queued &&
-		    last_is_message(qp)) {
-			if (req->probes < UINT8_MAX)
-				req->probes++;
-			sw_req_rewind(qp, sw_psn_add(req->psn, SW_PSN_MASK)); /* psn - 1 */
-			sw_req_run(qp);
-			sw_req_arm_probe(qp);
-		}
 	}
 more:
 	if ((req->rnr_until_ns && now >= req->rnr_until_ns) || req->wait_writable ||

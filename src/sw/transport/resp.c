@@ -598,19 +598,10 @@ void sw_resp_handle(struct sw_qp *qp, const struct sw_pkt *pkt, const union sw_s
 	}
 	if (d > 0) {
 		SW_COUNT(eng, qp, drops_out_of_window);
-		/*
-		 * One NAK per gap, and one more per round of the requester
-		 * that lost the missing packet again, or lost the NAK (it went
-		 * back, or probes: a PSN not newer than the newest seen beyond
-		 * the gap).
-		 */
-		if (!resp->nak_seq_sent) {
+		if (!resp->nak_seq_sent) { /* one NAK per gap, as IBTA and rxe */
 			resp->nak_seq_sent = true;
-			resp->nak_high = pkt->psn;
 			SW_COUNT(eng, qp, seq_naks_tx);
 			send_ack(qp, SW_AETH_NAK_PSN_SEQ, resp->epsn);
-		} else if (sw_psn_diff(pkt->psn, resp->nak_high) > 0) {
-			resp->nak_high = pkt->psn;
 		}
 		return;
 	}

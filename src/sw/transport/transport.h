@@ -329,10 +329,11 @@ struct sw_req {
 				 draining QP (SQD) still resends those before it */
 	uint32_t window; /* packets allowed in flight */
 	uint32_t since_ackreq; /* packets sent since the last AckReq */
+	uint32_t ackreq_psn; /* the newest packet built with AckReq (or one before the
+				rewind point): while it is unacknowledged, an ACK is coming */
+
 	uint32_t rd_atomic; /* READs and atomics in flight */
 	uint64_t deadline_ns; /* retransmit timer, 0 when off */
-	uint64_t probe_ns; /* ACK probe timer (sw_req_timer), 0 when off */
-	uint8_t probes; /* probes since the last progress: each waits twice as long */
 	uint64_t rnr_until_ns; /* RNR back-off: send nothing before this */
 	uint8_t retries, rnr_retries;
 	uint8_t backoff; /* consecutive timeouts: the timeout is doubled this often */
@@ -404,13 +405,8 @@ void sw_req_rewind(struct sw_qp *qp, uint32_t psn);
  * declared dead after retry_cnt short waits.
  */
 uint64_t sw_req_timeout_ns(const struct sw_qp *qp);
-/*
- * The peer acknowledged something: the retry count, back-off and ACK
- * probes start over.
- */
+/* The peer acknowledged something: the retry count and back-off start over. */
 void sw_req_acked(struct sw_qp *qp);
-/* (Re)arm the ACK probe timer (req.c) while anything is outstanding. */
-void sw_req_arm_probe(struct sw_qp *qp);
 
 /*
  * SQD: once no started send WQE is outstanding, clear attr.sq_draining
@@ -440,9 +436,7 @@ struct sw_rd_res { /* a READ or atomic the responder answered */
 struct sw_resp {
 	uint32_t epsn; /* expected PSN */
 	uint32_t msn; /* completed requests, mod 2^24 */
-	bool nak_seq_sent; /* a sequence NAK for this gap went out */
-	uint32_t nak_high; /* the newest PSN seen beyond the gap since: one older is the
-			      requester's next round, which lost the missing packet again */
+	bool nak_seq_sent; /* one sequence NAK per gap */
 	bool ack_pending; /* an ACK is owed at the end of the batch */
 	uint32_t ack_psn; /* PSN that ACK acknowledges */
 	uint32_t unacked; /* packets since the last ACK */
