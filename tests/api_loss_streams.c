@@ -34,7 +34,6 @@
 #include "stats.h"
 #include "traffic.h"
 
-#include <stdarg.h>
 #include <sys/socket.h>
 
 /* test: no-valgrind */
@@ -106,13 +105,6 @@ struct run {
 	int sock; /* the worker's end of the socketpair */
 };
 
-/* What a worker reports. */
-struct result {
-	uint64_t done, ms, bad_msgs, bad_bytes;
-	int setup_failed, failed_checks;
-	char first_error[96];
-};
-
 /* A fresh device configured for run `r` (read at open), an RC endpoint on it in INIT. */
 static int ep_open(struct t_ep *e, const struct run *r, size_t len)
 {
@@ -143,23 +135,10 @@ static int ep_connect(struct t_ep *e, int sock, bool first, uint32_t my_psn, str
 }
 
 /* The end of a worker: the device closed (its counters to stderr), the result to `out`. */
-static int ep_report(struct t_ep *e, struct result *res, int out)
+static int ep_report(struct t_ep *e, struct t_wres *res, int out)
 {
 	t_ep_destroy(e, true);
-	res->failed_checks = t_st()->failed;
-	fflush(stderr);
-	return write(out, res, sizeof(*res)) == (ssize_t)sizeof(*res) ? 0 : 1;
-}
-
-__attribute__((format(printf, 2, 3))) static void note(struct result *res, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (res->first_error[0])
-		return;
-	va_start(ap, fmt);
-	vsnprintf(res->first_error, sizeof(res->first_error), fmt, ap);
-	va_end(ap);
+	return t_wres_send(res, out);
 }
 
 #define ULL(x) ((unsigned long long)(x))
@@ -193,7 +172,7 @@ static int post_msg(struct t_ep *e, const struct t_addr *peer, enum op op, uint3
 
 /* The stream, DEPTH in flight, until it is done, fails or runs out of time. */
 static void stream_run(struct t_ep *e, const struct t_addr *peer, const struct run *r,
-		       struct result *res)
+		       struct t_wres *res)
 {
 	uint32_t posted = 0, done = 0;
 	uint64_t t0 = t_ms(), end = t0 + r->bound_ms;
@@ -207,7 +186,7 @@ static void stream_run(struct t_ep *e, const struct t_addr *peer, const struct r
 				goto stop;
 		n = ibv_poll_cq(e->cq, DEPTH, wc);
 		if (n < 0) {
-			note(res, "ibv_poll_cq failed at %u of %u", done, nmsg);
+			t_wres_bad(res, "ibv_poll_cq failed at %u of %u", done, nmsg);
 			break;
 		}
 		if (n == 0 && t_ms() >= end)
@@ -216,17 +195,15 @@ static void stream_run(struct t_ep *e, const struct t_addr *peer, const struct r
 			uint32_t w;
 
 			if (wc[k].status != IBV_WC_SUCCESS || wc[k].wr_id != done) {
-				note(res, "completion %u: wr_id %llu %s", done, ULL(wc[k].wr_id),
-				     ibv_wc_status_str(wc[k].status));
-				res->bad_msgs++;
+				t_wres_bad(res, "completion %u: wr_id %llu %s", done,
+					   ULL(wc[k].wr_id), ibv_wc_status_str(wc[k].status));
 				goto stop;
 			}
 			w = r->op == S_READ ? msg_wrong(e->buf + (size_t)(done % DEPTH) * LEN,
 							done % RSLOTS) :
 					      0;
 			if (w) {
-				note(res, "READ %u: %u bytes wrong", done, w);
-				res->bad_msgs++;
+				t_wres_bad(res, "READ %u: %u bytes wrong", done, w);
 				res->bad_bytes += w;
 			}
 			done++;
@@ -240,7 +217,7 @@ stop:
 static int initiator(void *arg, int out)
 {
 	struct run *r = arg;
-	struct result res = {0};
+	struct t_wres res = {0};
 	struct t_addr peer;
 	struct t_ep e;
 	uint32_t done;
@@ -273,7 +250,7 @@ static int post_recv(struct t_ep *e, uint64_t id)
  * SENDs: take receive completions, check each, repost; until `want`, the
  * deadline, or (sock >= 0) the initiator says it finished. -1 on an error.
  */
-static int take_recvs(struct t_ep *e, struct result *res, uint32_t *got, uint32_t want, int sock,
+static int take_recvs(struct t_ep *e, struct t_wres *res, uint32_t *got, uint32_t want, int sock,
 		      uint64_t deadline)
 {
 	struct pollfd pfd = {.fd = sock, .events = POLLIN};
@@ -291,16 +268,14 @@ static int take_recvs(struct t_ep *e, struct result *res, uint32_t *got, uint32_
 
 			if (wc[k].status != IBV_WC_SUCCESS || wc[k].wr_id != *got ||
 			    wc[k].byte_len != LEN) {
-				note(res, "receive %u: wr_id %llu, %u bytes, %s", *got,
-				     ULL(wc[k].wr_id), wc[k].byte_len,
-				     ibv_wc_status_str(wc[k].status));
-				res->bad_msgs++;
+				t_wres_bad(res, "receive %u: wr_id %llu, %u bytes, %s", *got,
+					   ULL(wc[k].wr_id), wc[k].byte_len,
+					   ibv_wc_status_str(wc[k].status));
 				return -1;
 			}
 			w = msg_wrong(e->buf + (size_t)(*got % RQ) * LEN, *got);
 			if (w) {
-				note(res, "SEND %u: %u bytes wrong", *got, w);
-				res->bad_msgs++;
+				t_wres_bad(res, "SEND %u: %u bytes wrong", *got, w);
 				res->bad_bytes += w;
 			}
 			if (post_recv(e, *got + RQ))
@@ -312,14 +287,13 @@ static int take_recvs(struct t_ep *e, struct result *res, uint32_t *got, uint32_
 }
 
 /* After the stream: `done` messages arrived (WRITE: in place, SEND: received). */
-static void target_check(struct t_ep *e, const struct run *r, struct result *res, uint32_t *got,
+static void target_check(struct t_ep *e, const struct run *r, struct t_wres *res, uint32_t *got,
 			 uint32_t done)
 {
 	if (r->op == S_SEND) {
 		take_recvs(e, res, got, done, -1, t_ms() + 5000);
 		if (*got < done) {
-			note(res, "%u SENDs completed, %u received", done, *got);
-			res->bad_msgs++;
+			t_wres_bad(res, "%u SENDs completed, %u received", done, *got);
 		}
 		return;
 	}
@@ -328,8 +302,7 @@ static void target_check(struct t_ep *e, const struct run *r, struct result *res
 		uint32_t w = msg_wrong(e->buf + (size_t)i * LEN, i);
 
 		if (w) {
-			note(res, "WRITE %u: %u bytes wrong", i, w);
-			res->bad_msgs++;
+			t_wres_bad(res, "WRITE %u: %u bytes wrong", i, w);
 			res->bad_bytes += w;
 		}
 	}
@@ -338,7 +311,7 @@ static void target_check(struct t_ep *e, const struct run *r, struct result *res
 static int target(void *arg, int out)
 {
 	struct run *r = arg;
-	struct result res = {0};
+	struct t_wres res = {0};
 	struct t_addr peer;
 	struct t_ep e;
 	size_t len = r->op == S_WRITE ? (size_t)nmsg * LEN :
@@ -358,7 +331,7 @@ static int target(void *arg, int out)
 		take_recvs(&e, &res, &got, nmsg, r->sock, t_ms() + r->bound_ms + 60000);
 	/* how far the initiator got (it says so once it has stopped) */
 	ok = ok && t_xfer(r->sock, &done, sizeof(done), false) == 0;
-	if (ok && !res.bad_msgs)
+	if (ok && !res.bad)
 		target_check(&e, r, &res, &got, done);
 	res.setup_failed = !ok;
 	res.done = got;
@@ -376,10 +349,10 @@ static uint64_t stream(enum op op, bool shm, double drop, uint64_t bound_ms)
 {
 	static uint32_t seed = 100;
 	struct run ri = {op, shm, drop, ++seed, bound_ms, -1}, rt = ri;
-	struct result res[2];
+	struct t_wres res[2];
 	struct t_proc ps[2];
 	struct t_stats st = {0};
-	int sv[2], reports = 0, good;
+	int sv[2], good;
 	const char *tr = shm ? "link" : "UDP";
 
 	memset(res, 0, sizeof(res));
@@ -393,26 +366,16 @@ static uint64_t stream(enum op op, bool shm, double drop, uint64_t bound_ms)
 	close(sv[0]);
 	close(sv[1]);
 	good = t_proc_reap(ps, 2, (int)bound_ms + 120000);
-	for (int i = 0; i < 2; i++) {
-		reports += t_stats_parse(ps[i].err ? ps[i].err : "", &st);
-		if (res[i].first_error[0])
-			printf("# %s: %s\n", i ? "target" : "initiator", res[i].first_error);
-	}
 	printf("# %s over %s, %.1f%% loss: %llu of %u messages in %llu ms (bound %llu ms); "
 	       "target saw %llu\n",
 	       op_name[op], tr, drop * 100, (unsigned long long)res[0].done, nmsg,
 	       (unsigned long long)res[0].ms, (unsigned long long)bound_ms,
 	       (unsigned long long)res[1].done);
+	t_wres_check(ps, res, 2, good, &st);
 	t_stats_print("counters", &st);
-	CHECK_MSG(good == 2, "a worker failed (%d of 2 reported and exited 0)", good);
-	CHECK_MSG(!res[0].setup_failed && !res[1].setup_failed, "setup failed");
-	CHECK_MSG(res[0].failed_checks + res[1].failed_checks == 0, "%d checks failed in workers",
-		  res[0].failed_checks + res[1].failed_checks);
-	CHECK_EQ_INT(reports, 2);
-	CHECK_MSG(res[0].bad_msgs + res[1].bad_msgs == 0 &&
-			  res[0].bad_bytes + res[1].bad_bytes == 0,
+	CHECK_MSG(res[0].bad + res[1].bad == 0 && res[0].bad_bytes + res[1].bad_bytes == 0,
 		  "%llu messages with %llu bytes wrong",
-		  (unsigned long long)(res[0].bad_msgs + res[1].bad_msgs),
+		  (unsigned long long)(res[0].bad + res[1].bad),
 		  (unsigned long long)(res[0].bad_bytes + res[1].bad_bytes));
 	CHECK_MSG(res[0].done == nmsg,
 		  "%s over %s at %.1f%% loss: %llu of %u messages within %llu "

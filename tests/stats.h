@@ -13,12 +13,17 @@
  * t_proc_spawn() forks a worker that runs fn(arg, out) with its stderr
  * on a pipe; fn writes its result to `out` (a pipe too) and returns the
  * exit status. t_proc_reap() collects the workers' stderr and results
- * and waits for them. Include after harness.h.
+ * and waits for them. Workers that report a struct t_wres send it with
+ * t_wres_send(); t_wres_check() makes the checks every such run makes.
+ * t_link_maps() counts the same-host link's rings mapped in this
+ * process. Include after harness.h.
  */
 #ifndef SV_TESTS_STATS_H
 #define SV_TESTS_STATS_H
 
 #include <poll.h>
+#include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,7 +131,7 @@ static inline int t_stats_parse(const char *text, struct t_stats *s)
 /* The counters that tell how a run went, on one line (after "# "). */
 static inline void t_stats_print(const char *what, const struct t_stats *s)
 {
-	printf("# %s: udp tx %llu rx %llu, link tx %llu rx %llu; retransmits %llu timeouts %llu "
+	printf("# %s: tx %llu rx %llu packets (link tx %llu rx %llu); retransmits %llu timeouts %llu "
 	       "duplicates %llu tx_again %llu; seq NAKs rx %llu tx %llu; faults dropped %llu; "
 	       "completions errors %llu flushed %llu\n",
 	       what, s->tx, s->rx, s->link_tx, s->link_rx, s->retransmits, s->timeouts,
@@ -275,6 +280,76 @@ closed:
 		good += ps[i].exited_ok && ps[i].res_got == ps[i].res_len;
 	}
 	return good;
+}
+
+/* How many same-host link rings this process has mapped (-1: no /proc). */
+static inline int t_link_maps(void)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	char line[512];
+	int n = 0;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		n += strstr(line, "softverbs-link") != NULL;
+	fclose(f);
+	return n;
+}
+
+/*
+ * A worker's result, for tests whose workers stream and count: how far
+ * it got, how long it took, what was wrong (and the first thing, said).
+ */
+struct t_wres {
+	uint64_t done, ms, bad, bad_bytes;
+	int setup_failed, failed_checks, flag;
+	char first_error[120];
+};
+
+/* Counts one wrong thing; the first one is described. */
+__attribute__((format(printf, 2, 3))) static inline void t_wres_bad(struct t_wres *r,
+								    const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!r->bad++) {
+		va_start(ap, fmt);
+		vsnprintf(r->first_error, sizeof(r->first_error), fmt, ap);
+		va_end(ap);
+	}
+}
+
+/* A worker's last step, after its device closed: its result to `out`; the exit status. */
+static inline int t_wres_send(struct t_wres *r, int out)
+{
+	r->failed_checks = t_st()->failed;
+	fflush(stderr);
+	return write(out, r, sizeof(*r)) == (ssize_t)sizeof(*r) ? 0 : 1;
+}
+
+/*
+ * After t_proc_reap() of n workers of which `good` were good: their
+ * counters added to *st, their first errors printed, and the checks that
+ * each reported, exited 0, set up, failed no check and printed one
+ * device report.
+ */
+static inline void t_wres_check(struct t_proc *ps, const struct t_wres *r, int n, int good,
+				struct t_stats *st)
+{
+	int reports = 0, failed = 0, setup = 0;
+
+	for (int i = 0; i < n; i++) {
+		reports += t_stats_parse(ps[i].err ? ps[i].err : "", st);
+		if (r[i].first_error[0])
+			printf("# worker %d: %s\n", i, r[i].first_error);
+		failed += r[i].failed_checks;
+		setup += r[i].setup_failed;
+	}
+	CHECK_MSG(good == n, "a worker failed (%d of %d reported and exited 0)", good, n);
+	CHECK_MSG(!setup, "setup failed in %d workers", setup);
+	CHECK_MSG(!failed, "%d checks failed in the workers", failed);
+	CHECK_EQ_INT(reports, n);
 }
 
 /* Frees what t_proc_reap() collected. */
