@@ -225,6 +225,7 @@ static void stream(struct side *s, const struct t_addr *peer, const struct mq_ca
 					(unsigned long long)(now - last));
 				break;
 			}
+			usleep(20); /* leave the cores to the progress threads */
 			continue;
 		}
 		last = t_ms();

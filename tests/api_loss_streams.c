@@ -191,6 +191,8 @@ static void stream_run(struct t_ep *e, const struct t_addr *peer, const struct r
 		}
 		if (n == 0 && t_ms() >= end)
 			break; /* out of time: report how far it got */
+		if (n == 0)
+			usleep(20); /* leave the cores to the progress threads */
 		for (int k = 0; k < n; k++) {
 			uint32_t w;
 
@@ -263,6 +265,8 @@ static int take_recvs(struct t_ep *e, struct t_wres *res, uint32_t *got, uint32_
 			return -1;
 		if (n == 0 && sock >= 0 && poll(&pfd, 1, 0) > 0)
 			return 0;
+		if (n == 0)
+			usleep(20);
 		for (int k = 0; k < n; k++) {
 			uint32_t w;
 
@@ -382,7 +386,9 @@ static uint64_t stream(enum op op, bool shm, double drop, uint64_t bound_ms)
 		  "ms (10 x lossless + 3 s)",
 		  op_name[op], tr, drop * 100, (unsigned long long)res[0].done, nmsg,
 		  (unsigned long long)bound_ms);
-	CHECK_EQ_INT(res[1].done, res[0].done);
+	/* a SEND may be received while its ACK is still on the way when the initiator stops */
+	CHECK_MSG(res[1].done >= res[0].done, "the target saw %llu messages of the %llu completed",
+		  (unsigned long long)res[1].done, (unsigned long long)res[0].done);
 	CHECK_EQ_INT(st.wc_err, 0);
 	if (shm)
 		CHECK_MSG(st.link_tx > 0, "nothing went over the same-host link");
