@@ -219,12 +219,20 @@ static bool tx_flush(struct sw_qp *qp, struct sw_tx_batch *tx, const struct sw_a
 
 /*
  * A packet with AckReq is outstanding: its ACK will come (or its loss
- * will show), so a stop needs no further AckReq. Asking on every packet
- * of a full window would make the peer acknowledge each one.
+ * will show), and with it the QP sends again, so a stop needs no further
+ * AckReq. Asking on every packet of a full window would make the peer
+ * acknowledge each one. The last packet of each batch of SW_TX_BATCH
+ * asks anyway, so a stop right after a batch went out is covered.
  */
-static bool ack_coming(const struct sw_qp *qp)
+static bool ack_coming(struct sw_qp *qp)
 {
-	return sw_psn_diff(qp->req->ackreq_psn, qp->req->una_psn) >= 0;
+	/*
+	 * Not while QPs wait in the budget's line: this one may join it
+	 * when that ACK comes, and then send nothing (so ask for no ACK)
+	 * until its turn.
+	 */
+	return sw_psn_diff(qp->req->ackreq_psn, qp->req->una_psn) >= 0 &&
+	       !atomic_load_explicit(&sw_engine_of(qp)->budget.nwait, memory_order_relaxed);
 }
 
 /*
@@ -313,8 +321,8 @@ static void req_run(struct sw_qp *qp)
 			sw_budget_wait(qp);
 			break;
 		}
-		ack = !ud &&
-		      (!tx || (!ack_coming(qp) &&
+		ack = !ud && (!tx || tx->n == SW_TX_BATCH - 1 ||
+			      (!ack_coming(qp) &&
 			       (uint32_t)sw_psn_diff(req->psn, req->una_psn) + pkt_psns(qp, w) >=
 				       req->window));
 		len = build(qp, w, req->send_off, buf, av, ack);
