@@ -288,11 +288,11 @@ static const double *drops(size_t *n)
 /* The number of points of this run, for the plan. */
 static size_t npoints(size_t *grid)
 {
-	size_t nd;
+	size_t ndrops;
 
-	drops(&nd);
+	drops(&ndrops);
 	*grid = opt.quick ? 2 : 2 * N_OF(grid_procs) * N_OF(grid_qps) * 2;
-	return (opt.quick ? 1 : N_OF(full_sizes)) * nd * 2;
+	return (opt.quick ? 1 : N_OF(full_sizes)) * ndrops * 2;
 }
 
 /* Contract: see bench.h. */
@@ -306,14 +306,14 @@ double plan_loss(void)
 /* The one-way sweep: per link and size, lossless first. */
 static void run_sweep(void)
 {
-	size_t nd, nsz = opt.quick ? 1 : N_OF(full_sizes);
-	const double *d = drops(&nd);
+	size_t ndrops, nsz = opt.quick ? 1 : N_OF(full_sizes);
+	const double *d = drops(&ndrops);
 
 	for (int udp = 1; udp >= 0; udp--)
 		for (size_t z = 0; z < nsz; z++) {
 			double base = nan_d();
 
-			for (size_t i = 0; i < nd; i++) {
+			for (size_t i = 0; i < ndrops; i++) {
 				struct lpoint p = {.udp = udp,
 						   .oneway = true,
 						   .drop = d[i],
