@@ -49,25 +49,15 @@ void die(const char *fmt, ...)
 	exit(1);
 }
 
-/* Contract: see bench.h. Waits in poll(2) only when there is a deadline. */
-int xfer_by(int fd, void *p, size_t n, bool out, uint64_t deadline)
+/* Contract: see bench.h. */
+int xfer(int fd, void *p, size_t n, bool out)
 {
 	size_t done = 0;
 
 	while (done < n) {
-		struct pollfd pf = {.fd = fd, .events = out ? POLLOUT : POLLIN};
-		ssize_t r;
+		ssize_t r = out ? write(fd, (char *)p + done, n - done) :
+				  read(fd, (char *)p + done, n - done);
 
-		if (deadline != UINT64_MAX) {
-			uint64_t t = now_ns();
-
-			if (t >= deadline)
-				return -1;
-			if (poll(&pf, 1, (int)((deadline - t) / 1000000) + 1) <= 0)
-				continue;
-		}
-		r = out ? write(fd, (char *)p + done, n - done) :
-			  read(fd, (char *)p + done, n - done);
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r <= 0)
@@ -75,12 +65,6 @@ int xfer_by(int fd, void *p, size_t n, bool out, uint64_t deadline)
 		done += (size_t)r;
 	}
 	return 0;
-}
-
-/* Contract: see bench.h. */
-int xfer(int fd, void *p, size_t n, bool out)
-{
-	return xfer_by(fd, p, n, out, UINT64_MAX);
 }
 
 /* Contract: see bench.h. */
