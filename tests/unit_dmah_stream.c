@@ -20,10 +20,10 @@
 #include "harness.h"
 
 #include <endian.h>
-#include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 
+#include "place_util.h"
 #include "qp_util.h"
 #include "sw/sw.h"
 
@@ -167,55 +167,26 @@ static void case_read_atomic(void)
 	CHECK(!memcmp(dst + CHUNK - 8, &word, 8));
 }
 
-/* The last-byte case: a reader spins on the message's last byte. */
-static atomic_int round_no, stop;
-static size_t torn;
-
-static void *reader(void *arg)
-{
-	volatile uint8_t *d = dst;
-	int seen = 0;
-
-	(void)arg;
-	while (!atomic_load(&stop)) {
-		int r = atomic_load(&round_no);
-
-		if (r == seen || d[TAIL_LEN - 1] != (uint8_t)r)
-			continue;
-		atomic_thread_fence(memory_order_acquire);
-		/* a later round may be landing already: only an older byte is torn */
-		for (size_t i = 0; i < TAIL_LEN - 1; i++)
-			if (d[i] < (uint8_t)r) {
-				torn++;
-				break;
-			}
-		seen = r;
-	}
-	return NULL;
-}
-
 static void case_last_byte(void)
 {
-	pthread_t t;
+	struct pu_reader tail;
 
 	t_case("a reader polling a WRITE's last byte never sees it before the rest");
 	memset(dst, 0, TAIL_LEN);
-	if (!CHECK(pthread_create(&t, NULL, reader, NULL) == 0))
+	if (!CHECK(pu_reader_start(&tail, dst, TAIL_LEN) == 0))
 		return;
 	for (int r = 1; r <= TAIL_ROUNDS; r++) {
 		struct ibv_wc wc;
 
 		memset(src, r, TAIL_LEN);
-		atomic_store(&round_no, r);
+		atomic_store(&tail.round, r);
 		CHECK_RET(post(qa, IBV_WR_RDMA_WRITE, (uint64_t)r, src, smr->lkey, TAIL_LEN,
 			       (uintptr_t)dst),
 			  0);
 		if (!CHECK_EQ_INT(poll_one(env.scq, &wc), IBV_WC_SUCCESS))
 			break;
 	}
-	atomic_store(&stop, 1);
-	pthread_join(t, NULL);
-	CHECK_EQ_INT(torn, 0);
+	CHECK_EQ_INT(pu_reader_stop(&tail), 0);
 }
 
 /* `qp` to RTS towards `dest`, sending from the PSN its peer expects. 0 or an errno. */
@@ -229,19 +200,6 @@ static int connect_to(struct ibv_qp *qp, uint32_t dest)
 	a.sq_psn = a.rq_psn;
 	return ibv_modify_qp(qp, &a,
 			     IBV_QP_STATE | q_required(IBV_QPT_RC, IBV_QPS_RTR, IBV_QPS_RTS));
-}
-
-static struct ibv_mr *reg_with(void *addr, size_t len, struct ibv_dmah *d)
-{
-	struct ibv_mr_init_attr a;
-
-	memset(&a, 0, sizeof(a));
-	a.length = len;
-	a.access = RACCESS;
-	a.comp_mask = IBV_REG_MR_MASK_ADDR | IBV_REG_MR_MASK_DMAH;
-	a.addr = addr;
-	a.dmah = d;
-	return ibv_reg_mr_ex(env.pd, &a);
 }
 
 int main(void)
@@ -280,7 +238,7 @@ int main(void)
 	}
 	smr = ibv_reg_mr(env.pd, src, LEN, IBV_ACCESS_LOCAL_WRITE);
 	rmr = ibv_reg_mr(env.pd, rd, 2 * CHUNK, IBV_ACCESS_LOCAL_WRITE);
-	dmr = reg_with(dst, LEN, d);
+	dmr = pu_reg(env.pd, dst, LEN, RACCESS, d);
 	if (!smr || !rmr || !dmr || connect_to(qa, qb->qp_num) || connect_to(qb, qa->qp_num)) {
 		printf("Bail out! MRs or QPs: %s\n", t_errname(errno));
 		return 1;
