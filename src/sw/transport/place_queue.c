@@ -4,7 +4,7 @@
  * place_worker.c): queueing a copy on the pinned worker, kicking it, and
  * the placement fence.
  *
- * Each producer thread counts its queued jobs in tl_pending; the worker
+ * Each producer thread counts its queued jobs in tl.pending; the worker
  * counts it down. A fence that has to sleep sets WAITING in it, and the
  * worker's last count-down clears the word and wakes it.
  */
@@ -19,11 +19,14 @@ enum {
 	YIELDS = 64, /* a fence's sched_yield() calls after its spins, before sleeping */
 };
 
-#define WAITING 0x80000000u /* tl_pending: its thread sleeps in sw_place_fence() */
+#define WAITING 0x80000000u /* tl.pending: its thread sleeps in sw_place_fence() */
 
-static _Thread_local atomic_uint tl_pending; /* this thread's jobs not yet placed */
-static _Thread_local struct sw_place_worker *tl_last; /* the worker they are on */
-static _Thread_local bool tl_unkicked; /* jobs queued on tl_last since the last kick */
+/* This thread as a producer (one thread-local block: one lookup). */
+static _Thread_local struct {
+	atomic_uint pending; /* its jobs not yet placed */
+	struct sw_place_worker *last; /* the worker they are on */
+	bool unkicked; /* jobs queued on `last` since the last kick */
+} tl;
 
 /*
  * Contract: see place_worker.h. Releases the job's stores to the fence.
@@ -60,12 +63,12 @@ static void kick(struct sw_place_worker *w)
 		sw_place_worker_wake(w);
 }
 
-/* Kick tl_last for the jobs queued on it since the last kick. */
+/* Kick tl.last for the jobs queued on it since the last kick. */
 static void kick_queued(void)
 {
-	if (tl_unkicked) {
-		tl_unkicked = false;
-		kick(tl_last);
+	if (tl.unkicked) {
+		tl.unkicked = false;
+		kick(tl.last);
 	}
 }
 
@@ -76,14 +79,14 @@ static void kick_queued(void)
  */
 void sw_place_kick(void)
 {
-	if (tl_unkicked && sched_getcpu() != (int)tl_last->cpu)
+	if (tl.unkicked && sched_getcpu() != (int)tl.last->cpu)
 		kick_queued();
 }
 
 /* Contract: see place.h. */
 bool sw_place_pending(void)
 {
-	return atomic_load_explicit(&tl_pending, memory_order_relaxed) != 0;
+	return atomic_load_explicit(&tl.pending, memory_order_relaxed) != 0;
 }
 
 /*
@@ -92,14 +95,14 @@ bool sw_place_pending(void)
  */
 void sw_place_fence(void)
 {
-	atomic_uint *p = &tl_pending;
+	atomic_uint *p = &tl.pending;
 	unsigned int v = atomic_load_explicit(p, memory_order_acquire);
 	int i;
 
 	if (!v)
 		return;
 	kick_queued();
-	i = sched_getcpu() == (int)tl_last->cpu ? SW_PLACE_SPINS : 0;
+	i = sched_getcpu() == (int)tl.last->cpu ? SW_PLACE_SPINS : 0;
 	for (; v && i < SW_PLACE_SPINS + YIELDS; i++) {
 		if (i < SW_PLACE_SPINS)
 			sw_cpu_relax();
@@ -178,20 +181,20 @@ int sw_place_defer(const struct sw_place_hint *hint, void *dst, const void *src,
 		if (!w)
 			return -ENODEV; /* the handle took no worker reference */
 	}
-	if (w != tl_last && sw_place_pending())
+	if (w != tl.last && sw_place_pending())
 		sw_place_fence(); /* keep this thread's order across workers */
 	if (w && len) {
 		in.hint = *hint;
-		in.pending = &tl_pending;
+		in.pending = &tl.pending;
 		in.local = sched_getcpu() == (int)w->cpu;
-		atomic_fetch_add_explicit(&tl_pending, 1, memory_order_relaxed);
-		tl_last = w;
+		atomic_fetch_add_explicit(&tl.pending, 1, memory_order_relaxed);
+		tl.last = w;
 		if (queue_job(w, &in)) {
-			tl_unkicked = true;
+			tl.unkicked = true;
 			return 0;
 		}
 		/* its thread ended (unload, or a fork child's): place here, in order */
-		atomic_fetch_sub_explicit(&tl_pending, 1, memory_order_relaxed);
+		atomic_fetch_sub_explicit(&tl.pending, 1, memory_order_relaxed);
 		sw_place_fence();
 	}
 	sw_place_here(hint, dst, src, len);
