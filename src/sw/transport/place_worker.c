@@ -21,9 +21,9 @@
  *   - The progress thread fences (sw_place_fence: spin, yield, then a
  *     futex sleep the worker's last job ends) before an ACK, a CQE, a
  *     READ response or an atomic, and before it reuses receive slots. A
- *     stream into a CPU_ID MR receives up to four batches into fresh
+ *     stream into a CPU_ID MR receives up to eight batches into fresh
  *     slots before it fences and sends the ACKs owed, so a stream costs
- *     one fence per 128 packets.
+ *     one fence per 256 packets (a megabyte at a 4 KiB MTU).
  *
  * Order: one thread's jobs on one worker run first in first out, and a
  * thread that turns to another worker (or to an unpinned placement)

@@ -16,7 +16,7 @@
 #include "sw/place.h"
 
 enum {
-	SW_PLACE_RING = 256, /* jobs queued per worker at most: two receive rounds */
+	SW_PLACE_RING = 512, /* jobs queued per worker at most: two fences' worth */
 	SW_PLACE_SPINS = 256, /* pause loops before yielding or sleeping */
 };
 

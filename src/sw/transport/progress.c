@@ -27,7 +27,7 @@
 enum {
 	IDLE_SLEEP_NS = 100 * 1000 * 1000,
 	SW_TIMER_BATCHES = 64, /* a full socket buffer of MTU packets, about */
-	RX_SETS = 4, /* slot sets of SW_RX_BATCH: batches taken before one fence */
+	RX_SETS = 8, /* slot sets of SW_RX_BATCH: batches taken before one fence */
 	RX_SLOTS = RX_SETS * SW_RX_BATCH,
 };
 
@@ -278,7 +278,7 @@ static int rx_socket(struct sw_engine *eng, struct rx_batch *b, int first, int e
  * packets taken off the sockets and links. It ends by waiting for the
  * placements it queued (sw_place_fence) and sending the ACKs owed, but
  * for a full batch with copies still queued and a set left: then the
- * next batch fills the next set while the worker copies, and the fence
+ * next batch fills the next set while the worker (kicked) copies, and the fence
  * and the ACKs come after it (at most RX_SETS batches, so one fence per
  * RX_SLOTS packets of a stream into a CPU_ID MR).
  */
