@@ -55,11 +55,15 @@ void sw_place_worker_wake(struct sw_place_worker *w)
 	sw_futex_wake(&w->kick, 1);
 }
 
-/* Wake `w` if it sleeps: it has jobs published before this call. */
+/*
+ * Wake `w` if it sleeps: it has jobs published before this call. The
+ * publish (seq_cst) and this load of `sleeping` pair with idle()'s store
+ * of `sleeping` and load of the slot: the worker sees the job or this
+ * sees it asleep.
+ */
 static void kick(struct sw_place_worker *w)
 {
-	atomic_thread_fence(memory_order_seq_cst); /* pairs with the one in idle() */
-	if (atomic_load_explicit(&w->sleeping, memory_order_relaxed))
+	if (atomic_load(&w->sleeping))
 		sw_place_worker_wake(w);
 }
 
@@ -164,7 +168,7 @@ static bool queue_job(struct sw_place_worker *w, const struct sw_place_job *in)
 	j->arg = in->arg;
 	j->pending = in->pending;
 	j->local = in->local;
-	atomic_store_explicit(&j->seq, pos + 1, memory_order_release);
+	atomic_store(&j->seq, pos + 1); /* seq_cst: see kick() */
 	atomic_fetch_sub(&w->entering, 1);
 	return true;
 }

@@ -87,9 +87,8 @@ static void idle(struct sw_place_worker *w, const struct sw_place_job *j, size_t
 		sw_cpu_relax();
 	}
 	k = atomic_load(&w->kick);
-	atomic_store(&w->sleeping, true);
-	atomic_thread_fence(memory_order_seq_cst); /* pairs with the one in kick() */
-	if (!job_ready(j, pos) && !atomic_load(&w->stop))
+	atomic_store(&w->sleeping, true); /* seq_cst, as the loads below: see kick() */
+	if (atomic_load(&j->seq) != pos + 1 && !atomic_load(&w->stop))
 		sw_futex_wait(&w->kick, k);
 	atomic_store(&w->sleeping, false);
 }
