@@ -87,8 +87,16 @@ if grep -q '^0\{31\}1 ' /proc/net/if_inet6 2>/dev/null; then
 fi
 check "sysfs_check under softverbs-run --userns" 0 "$run" --userns -a "$addr" -- "$check"
 if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
-	check "sysfs_check under softverbs-run as an unprivileged user (user namespace)" 0 \
-		setpriv --reuid=65534 --regid=65534 --clear-groups "$run" -a "$addr" -- "$check"
+	nobody="setpriv --reuid=65534 --regid=65534 --clear-groups"
+	if $nobody test -x "$run" -a -x "$check"; then
+		check "sysfs_check under softverbs-run as an unprivileged user (user namespace)" 0 \
+			$nobody "$run" -a "$addr" -- "$check"
+	else
+		# a checkout under a private directory (mktemp -d is 0700): uid 65534 cannot
+		# reach the build, so there is nothing to run as that user
+		n=$((n + 1))
+		echo "ok $n - sysfs_check as an unprivileged user # SKIP uid 65534 cannot reach $run (a parent directory is private)"
+	fi
 fi
 mkdir "$tmp/tree"
 if check "softverbs-run --tree DIR" 0 "$run" -a "$addr" --tree "$tmp/tree"; then
