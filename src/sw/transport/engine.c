@@ -48,6 +48,7 @@ int sw_engine_start(struct sw_dev *dev)
 		goto err_free;
 	}
 	pthread_mutex_init(&eng->active_lock, NULL);
+	pthread_mutex_init(&eng->budget.lock, NULL);
 	if (dev->cfg.shm && (ret = sw_shm_start(eng)))
 		goto err_wake;
 	dev->eng = eng;
@@ -75,6 +76,7 @@ int sw_engine_start(struct sw_dev *dev)
 	return 0;
 err_wake:
 	pthread_mutex_destroy(&eng->active_lock);
+	pthread_mutex_destroy(&eng->budget.lock);
 	close(eng->wake_fd);
 err_free:
 	free(eng);
@@ -96,6 +98,7 @@ static void engine_report(struct sw_engine *eng)
 	fprintf(stderr,
 		"softverbs: %s %s: tx %llu pkts %llu bytes, rx %llu pkts %llu bytes\n"
 		"softverbs:   retransmits %llu timeouts %llu duplicates %llu tx_again %llu\n"
+		"softverbs:   resent pkts %llu, socket overflows %llu, budget waits %llu\n"
 		"softverbs:   naks rx seq %llu rnr %llu err %llu, tx seq %llu rnr %llu err %llu\n"
 		"softverbs:   drops malformed %llu icrc %llu no_qp %llu state %llu qkey %llu "
 		"no_recv %llu out_of_window %llu\n"
@@ -108,19 +111,20 @@ static void engine_report(struct sw_engine *eng)
 		(unsigned long long)c->rx_pkts, (unsigned long long)c->rx_bytes,
 		(unsigned long long)c->retransmits, (unsigned long long)c->timeouts,
 		(unsigned long long)c->duplicates, (unsigned long long)c->tx_again,
-		(unsigned long long)c->seq_naks_rx, (unsigned long long)c->rnr_naks_rx,
-		(unsigned long long)c->err_naks_rx, (unsigned long long)c->seq_naks_tx,
-		(unsigned long long)c->rnr_naks_tx, (unsigned long long)c->err_naks_tx,
-		(unsigned long long)c->drops_malformed, (unsigned long long)c->drops_icrc,
-		(unsigned long long)c->drops_no_qp, (unsigned long long)c->drops_state,
-		(unsigned long long)c->drops_qkey, (unsigned long long)c->drops_no_recv,
-		(unsigned long long)c->drops_out_of_window, (unsigned long long)c->fault_drops,
-		(unsigned long long)c->fault_dups, (unsigned long long)c->fault_reorders,
-		(unsigned long long)eng->dev->wc_errors, (unsigned long long)eng->dev->wc_flushed,
-		(unsigned long long)c->shm_tx_pkts, (unsigned long long)c->shm_rx_pkts,
-		(unsigned long long)c->shm_links, (unsigned long long)c->shm_corrupt,
-		(unsigned long long)c->rx_ip_id, (unsigned long long)c->drops_ip_id,
-		(unsigned long long)c->ip_id_random);
+		(unsigned long long)c->resent_pkts, (unsigned long long)c->sock_overflows,
+		(unsigned long long)c->budget_waits, (unsigned long long)c->seq_naks_rx,
+		(unsigned long long)c->rnr_naks_rx, (unsigned long long)c->err_naks_rx,
+		(unsigned long long)c->seq_naks_tx, (unsigned long long)c->rnr_naks_tx,
+		(unsigned long long)c->err_naks_tx, (unsigned long long)c->drops_malformed,
+		(unsigned long long)c->drops_icrc, (unsigned long long)c->drops_no_qp,
+		(unsigned long long)c->drops_state, (unsigned long long)c->drops_qkey,
+		(unsigned long long)c->drops_no_recv, (unsigned long long)c->drops_out_of_window,
+		(unsigned long long)c->fault_drops, (unsigned long long)c->fault_dups,
+		(unsigned long long)c->fault_reorders, (unsigned long long)eng->dev->wc_errors,
+		(unsigned long long)eng->dev->wc_flushed, (unsigned long long)c->shm_tx_pkts,
+		(unsigned long long)c->shm_rx_pkts, (unsigned long long)c->shm_links,
+		(unsigned long long)c->shm_corrupt, (unsigned long long)c->rx_ip_id,
+		(unsigned long long)c->drops_ip_id, (unsigned long long)c->ip_id_random);
 }
 
 /* Contract: end the progress thread and wait for it, once. */
@@ -156,6 +160,7 @@ void sw_engine_stop(struct sw_dev *dev)
 	sw_gsi_detach(eng);
 	sw_shm_stop(eng);
 	engine_report(eng);
+	sw_budget_fini(eng);
 	dev->eng = NULL;
 	close(eng->wake_fd);
 	pthread_mutex_destroy(&eng->active_lock);
@@ -276,6 +281,8 @@ void sw_transport_qp_fini(struct sw_qp *qp)
 
 	if (eng)
 		sw_engine_deactivate(eng, qp);
+	if (eng && qp->req)
+		sw_budget_release(qp);
 	/*
 	 * An ACK still owed for the end of the last batch goes out now: the
 	 * application may destroy the QP as soon as it sees the completion,
@@ -338,6 +345,8 @@ void sw_transport_qp_state(struct sw_qp *qp, enum ibv_qp_state old)
 	struct sw_resp *resp = qp->resp;
 	enum ibv_qp_state now = qp->ibv.qp_base.state;
 
+	if (now != IBV_QPS_RTS && now != IBV_QPS_SQD && now != IBV_QPS_SQE)
+		sw_budget_release(qp); /* nothing of it is in flight any more */
 	switch (now) {
 	case IBV_QPS_RESET:
 	case IBV_QPS_INIT:
@@ -359,6 +368,8 @@ void sw_transport_qp_state(struct sw_qp *qp, enum ibv_qp_state old)
 		if (old == IBV_QPS_RTR || old == IBV_QPS_INIT) {
 			qp->req->psn = qp->attr.sq_psn & SW_PSN_MASK;
 			qp->req->una_psn = qp->req->psn;
+			qp->req->high_psn = qp->req->psn;
+			qp->req->ackreq_psn = sw_psn_add(qp->req->psn, SW_PSN_MASK);
 			qp->req->retries = qp->attr.retry_cnt;
 			qp->req->rnr_retries = qp->attr.rnr_retry;
 		}

@@ -32,8 +32,11 @@ struct rx_slot {
 	uint8_t buf[SW_PKT_MAX];
 	union sw_sa src;
 	struct {
-		/* CMSG_SPACE(sizeof(struct in6_pktinfo)) is 40; cmsghdr wants size_t alignment */
-		_Alignas(size_t) char cbuf[64];
+		/*
+		 * CMSG_SPACE(sizeof(struct in6_pktinfo)) is 40, the SO_RXQ_OVFL
+		 * count's 24; cmsghdr wants size_t alignment
+		 */
+		_Alignas(size_t) char cbuf[96];
 	} c;
 	struct iovec iov;
 };
@@ -73,15 +76,20 @@ static void rx_batch_init(struct rx_batch *b)
 
 /*
  * The local address a packet was sent to (IP_PKTINFO, IPV6_PKTINFO) at
- * the socket's port, else the socket's own: `bound`.
+ * the socket's port, else the socket's own: `bound`. *ovfl: the socket's
+ * count of datagrams dropped at a full receive buffer (SO_RXQ_OVFL), if
+ * the kernel attached it.
  */
-static union sw_sa rx_dst(const union sw_sa *bound, struct msghdr *h)
+static union sw_sa rx_dst(const union sw_sa *bound, struct msghdr *h, uint32_t *ovfl)
 {
 	union sw_sa d = *bound;
 	struct cmsghdr *c;
 
 	for (c = CMSG_FIRSTHDR(h); c; c = CMSG_NXTHDR(h, c)) {
-		if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO && !sw_sa_is_v6(&d)) {
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SO_RXQ_OVFL) {
+			memcpy(ovfl, CMSG_DATA(c), sizeof(*ovfl));
+		} else if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO &&
+			   !sw_sa_is_v6(&d)) {
 			struct in_pktinfo pi;
 
 			memcpy(&pi, CMSG_DATA(c), sizeof(pi));
@@ -234,8 +242,9 @@ static void rx_flush_acks(struct rx_batch *b)
  * and handle them; returns how many were taken.
  */
 static int rx_socket(struct sw_engine *eng, struct rx_batch *b, int first, int fd,
-		     const union sw_sa *bound)
+		     const union sw_sa *bound, uint32_t *ovfl_seen)
 {
+	uint32_t ovfl = *ovfl_seen;
 	int n, i;
 
 	for (i = first; i < SW_RX_BATCH; i++) {
@@ -254,8 +263,13 @@ static int rx_socket(struct sw_engine *eng, struct rx_batch *b, int first, int f
 			rx_drop_oversize(eng);
 			continue;
 		}
-		dst = rx_dst(bound, &b->msg[i].msg_hdr);
+		dst = rx_dst(bound, &b->msg[i].msg_hdr, &ovfl);
 		rx_one(eng, b, &b->slot[i], b->msg[i].msg_len, &dst);
+	}
+	if (ovfl != *ovfl_seen) { /* the kernel's count only grows (mod 2^32) */
+		atomic_fetch_add_explicit(&eng->cnt.sock_overflows, (uint32_t)(ovfl - *ovfl_seen),
+					  memory_order_relaxed);
+		*ovfl_seen = ovfl;
 	}
 	return n;
 }
@@ -267,9 +281,9 @@ static int rx_batch(struct sw_engine *eng, struct rx_batch *b)
 	int n;
 
 	b->ntouched = 0;
-	n = rx_socket(eng, b, 0, port->fd, &port->local);
+	n = rx_socket(eng, b, 0, port->fd, &port->local, &eng->rx_ovfl[0]);
 	if (port->ll_fd >= 0 && n < SW_RX_BATCH)
-		n += rx_socket(eng, b, n, port->ll_fd, &port->ll);
+		n += rx_socket(eng, b, n, port->ll_fd, &port->ll, &eng->rx_ovfl[1]);
 	/* then the same-host links, into the slots left */
 	for (; n < SW_RX_BATCH; n++) {
 		struct rx_slot *s = &b->slot[n];
@@ -369,7 +383,12 @@ void *sw_progress_main(void *arg)
 	rx_batch_init(b);
 	while (!atomic_load(&eng->stop)) {
 		int n = rx_batch(eng, b);
-		uint64_t now = sw_now_ns();
+		uint64_t now;
+
+		/* the ACKs just handled may have freed budget: serve the line */
+		if (atomic_load_explicit(&eng->budget.nwait, memory_order_relaxed))
+			sw_budget_serve(eng);
+		now = sw_now_ns();
 
 		/*
 		 * Timers only once the socket is empty: after a stall (this

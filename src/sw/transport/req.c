@@ -7,12 +7,17 @@
  * one packet that reserves a PSN for each response packet; an atomic
  * takes one. Sending stops at the window (packets in flight), at a
  * fence behind outstanding READs/atomics, at max_rd_atomic, during an RNR
- * back-off, and when the socket is full. The retransmit timer runs while
- * anything is unacknowledged; on expiry, or on a sequence NAK, the
- * requester goes back to the oldest unacknowledged PSN (go-back-N) and
- * halves its window; every acknowledged window grows it again. Each
- * consecutive expiry doubles the timeout (at most 8x) until the peer
- * acknowledges something.
+ * back-off, when the device's budget is spent, and when the socket or
+ * ring is full (then the QP waits in the budget's line, budget.c).
+ * Whenever it stops with packets outstanding, the last packet it sent
+ * asks for an ACK (AckReq), so the pipe never waits for the retransmit
+ * timer unless a packet really was lost. The timer runs while anything
+ * is unacknowledged; on expiry, or on a sequence NAK, the requester goes
+ * back to the PSN the peer is missing (go-back-N) and halves its window,
+ * never below one message (sw_req_cut); each window's worth of packets
+ * acknowledged grows it by one packet (sw_req_grow). Each consecutive
+ * expiry doubles the timeout (at most 8x) until the peer acknowledges
+ * something.
  *
  * UD sends complete as soon as they are on the wire.
  */
@@ -98,7 +103,7 @@ static uint8_t msg_opcode(const struct sw_send_wqe *w, uint32_t k, uint32_t n, b
  * negative errno: -EACCES / -EINVAL for a bad local SGE.
  */
 static int build(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t k, uint8_t *buf,
-		 const struct sw_av *av)
+		 const struct sw_av *av, bool ack_req)
 {
 	bool ud = qp->ibv.qp_base.qp_type == IBV_QPT_UD;
 	uint32_t mtu = qp->attr.mtu ? qp->attr.mtu : 1024;
@@ -150,10 +155,12 @@ static int build(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t k, uint8_t *b
 		}
 		break;
 	}
-	if (!ud && ++qp->req->since_ackreq >= SW_ACK_EVERY)
+	if (!ud && (ack_req || ++qp->req->since_ackreq >= SW_ACK_EVERY))
 		p.ack_req = true;
-	if (p.ack_req)
+	if (p.ack_req && !ud) {
 		qp->req->since_ackreq = 0;
+		qp->req->ackreq_psn = p.psn;
+	}
 	p.padcnt = sw_pad_for(len);
 	p.paylen = len;
 	hl = sw_pkt_write_hdrs(buf, &p);
@@ -170,10 +177,24 @@ static int build(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t k, uint8_t *b
 	return (int)sw_pkt_finish(buf, hl + len, &ic);
 }
 
+/* A packet at `psn` went out: count it as resent if that PSN went before. */
+static void count_sent(struct sw_qp *qp, uint32_t psn, size_t len)
+{
+	struct sw_req *req = qp->req;
+
+	SW_QP_COUNT(qp, tx_pkts, 1);
+	SW_QP_COUNT(qp, tx_bytes, (unsigned long long)len);
+	if (sw_psn_diff(psn, req->high_psn) < 0)
+		atomic_fetch_add_explicit(&sw_engine_of(qp)->cnt.resent_pkts, 1,
+					  memory_order_relaxed);
+	else
+		req->high_psn = sw_psn_add(psn, 1);
+}
+
 /*
  * Send the packets built into `tx`. On a full socket, go back to the
- * first packet that did not go out and wait for room. Returns true if
- * all went out.
+ * first packet that did not go out and wait in the budget's line for
+ * room. Returns true if all went out.
  */
 static bool tx_flush(struct sw_qp *qp, struct sw_tx_batch *tx, const struct sw_av *av)
 {
@@ -184,18 +205,56 @@ static bool tx_flush(struct sw_qp *qp, struct sw_tx_batch *tx, const struct sw_a
 		return true;
 	sent = sw_net_send_batch(eng, tx, av);
 	tx->n = 0;
-	for (uint32_t i = 0; i < sent; i++) {
-		SW_QP_COUNT(qp, tx_pkts, 1);
-		SW_QP_COUNT(qp, tx_bytes, (unsigned long long)tx->len[i]);
-	}
+	for (uint32_t i = 0; i < sent; i++)
+		count_sent(qp, tx->psn[i], tx->len[i]);
 	if (sent)
 		arm_timer(qp);
 	if (sent == n)
 		return true;
 	sw_req_rewind(qp, tx->psn[sent]);
 	qp->req->wait_writable = true;
-	sw_engine_wake(eng);
+	sw_budget_wait(qp);
 	return false;
+}
+
+/*
+ * A packet with AckReq is outstanding: its ACK will come (or its loss
+ * will show), and with it the QP sends again, so a stop needs no further
+ * AckReq. Asking on every packet of a full window would make the peer
+ * acknowledge each one. The last packet of each batch of SW_TX_BATCH
+ * asks anyway, so a stop right after a batch went out is covered.
+ */
+static bool ack_coming(struct sw_qp *qp)
+{
+	/*
+	 * Not while QPs wait in the budget's line: this one may join it
+	 * when that ACK comes, and then send nothing (so ask for no ACK)
+	 * until its turn.
+	 */
+	return sw_psn_diff(qp->req->ackreq_psn, qp->req->una_psn) >= 0 &&
+	       !atomic_load_explicit(&sw_engine_of(qp)->budget.nwait, memory_order_relaxed);
+}
+
+/*
+ * The requester stops with the batch's packets not yet sent: unless an
+ * ACK is coming already, the last of them asks for one, whatever made it
+ * stop.
+ */
+static void ask_ack_last(struct sw_qp *qp, struct sw_tx_batch *tx, const struct sw_av *av)
+{
+	struct sw_icrc_ctx ic;
+
+	if (!tx || !tx->n || qp->ibv.qp_base.qp_type == IBV_QPT_UD || ack_coming(qp))
+		return;
+	qp->req->ackreq_psn = tx->psn[tx->n - 1];
+	sw_net_icrc_out(sw_engine_of(qp), av, &ic);
+	sw_pkt_set_ack_req(tx->buf[tx->n - 1], tx->len[tx->n - 1], &ic);
+}
+
+/* PSNs packet `send_off` of `w` puts in flight: a READ request all its responses'. */
+static uint32_t pkt_psns(const struct sw_qp *qp, const struct sw_send_wqe *w)
+{
+	return w->opcode == IBV_WR_RDMA_READ ? w->npkts - qp->req->send_off : 1;
 }
 
 /*
@@ -203,7 +262,7 @@ static bool tx_flush(struct sw_qp *qp, struct sw_tx_batch *tx, const struct sw_a
  * the thread's batch and go out SW_TX_BATCH at a time; UD packets (and
  * RC ones when no batch buffer could be had) one by one.
  */
-void sw_req_run(struct sw_qp *qp)
+static void req_run(struct sw_qp *qp)
 {
 	struct sw_req *req = qp->req;
 	enum ibv_qp_state st = qp->ibv.qp_base.state;
@@ -219,6 +278,10 @@ void sw_req_run(struct sw_qp *qp)
 			return;
 		req->rnr_until_ns = 0;
 	}
+	if (!ud && req->send_idx != qp->sq.prod && sw_budget_must_wait(qp)) {
+		sw_budget_wait(qp); /* others wait for the budget or room: behind them */
+		return;
+	}
 	req->wait_writable = false;
 	if (!ud && req->send_idx != qp->sq.prod) {
 		tx = sw_net_tx_batch();
@@ -230,6 +293,7 @@ void sw_req_run(struct sw_qp *qp)
 		const struct sw_av *av = ud ? &w->wr.ud.av : &qp->attr.av;
 		uint8_t *buf = tx ? tx->buf[tx->n] : one;
 		int len, ret;
+		bool ack;
 
 		if (w->state == SW_WQE_FAILED) {
 			/* completes in order: once everything before it is retired */
@@ -253,7 +317,15 @@ void sw_req_run(struct sw_qp *qp)
 		}
 		if (!ud && (uint32_t)sw_psn_diff(req->psn, req->una_psn) >= req->window)
 			break;
-		len = build(qp, w, req->send_off, buf, av);
+		if (!ud && !sw_budget_take(qp, pkt_psns(qp, w))) {
+			sw_budget_wait(qp);
+			break;
+		}
+		ack = !ud && (!tx || tx->n == SW_TX_BATCH - 1 ||
+			      (!ack_coming(qp) &&
+			       (uint32_t)sw_psn_diff(req->psn, req->una_psn) + pkt_psns(qp, w) >=
+				       req->window));
+		len = build(qp, w, req->send_off, buf, av, ack);
 		if (len < 0) {
 			/*
 			 * A bad local SGE fails the WQE. It completes in order:
@@ -275,13 +347,14 @@ void sw_req_run(struct sw_qp *qp)
 			ret = sw_net_send(sw_engine_of(qp), buf, (size_t)len, av);
 			if (ret == -EAGAIN) {
 				req->wait_writable = true;
-				sw_engine_wake(sw_engine_of(qp));
+				if (!ud)
+					sw_budget_wait(qp);
+				else
+					sw_engine_wake(sw_engine_of(qp));
 				return;
 			}
-			if (!ret) {
-				SW_QP_COUNT(qp, tx_pkts, 1);
-				SW_QP_COUNT(qp, tx_bytes, (unsigned long long)len);
-			}
+			if (!ret)
+				count_sent(qp, req->psn, (size_t)len);
 		}
 		if (req->send_off == 0 && w->state == SW_WQE_NEW) {
 			w->state = SW_WQE_STARTED;
@@ -314,8 +387,48 @@ void sw_req_run(struct sw_qp *qp)
 		else if (tx->n == SW_TX_BATCH && !tx_flush(qp, tx, av))
 			return;
 	}
-	if (tx)
+	if (tx) {
+		ask_ack_last(qp, tx, &qp->attr.av);
 		tx_flush(qp, tx, &qp->attr.av);
+	}
+}
+
+/* Contract: see transport.h (qp->lock held). The budget follows what went out. */
+void sw_req_run(struct sw_qp *qp)
+{
+	req_run(qp);
+	if (qp->req)
+		sw_budget_sync(qp);
+}
+
+/* Contract: see transport.h (qp->lock held). */
+void sw_req_grow(struct sw_qp *qp, uint32_t n)
+{
+	struct sw_req *req = qp->req;
+
+	req->grow_acc += n;
+	while (req->grow_acc >= req->window && req->window < SW_WINDOW_MAX) {
+		req->grow_acc -= req->window;
+		req->window++;
+	}
+	if (req->window >= SW_WINDOW_MAX)
+		req->grow_acc = 0;
+}
+
+/* Contract: see transport.h (qp->lock held). */
+void sw_req_cut(struct sw_qp *qp)
+{
+	struct sw_req *req = qp->req;
+	uint32_t floor = SW_WINDOW_MIN;
+
+	if (qp->sq.cons != qp->sq.prod) {
+		uint32_t n = wqe_npkts(qp, wqe_at(qp, qp->sq.cons));
+
+		if (n > floor)
+			floor = n < SW_WINDOW_MAX ? n : SW_WINDOW_MAX;
+	}
+	req->window = req->window / 2 > floor ? req->window / 2 : floor;
+	req->grow_acc = 0;
 }
 
 /*
@@ -346,6 +459,7 @@ void sw_req_rewind(struct sw_qp *qp, uint32_t psn)
 	req->send_idx = idx;
 	req->send_off = (uint32_t)d;
 	req->psn = psn;
+	req->ackreq_psn = sw_psn_add(psn, SW_PSN_MASK); /* what asked after it is resent */
 	for (uint32_t j = idx; j != qp->sq.prod; j++) {
 		struct sw_send_wqe *w = wqe_at(qp, j);
 
@@ -380,7 +494,7 @@ void sw_req_timer(struct sw_qp *qp, uint64_t now)
 		req->retries--;
 		if (req->backoff < SW_BACKOFF_MAX)
 			req->backoff++;
-		req->window = req->window / 2 > SW_WINDOW_MIN ? req->window / 2 : SW_WINDOW_MIN;
+		sw_req_cut(qp);
 		SW_COUNT(eng, qp, retransmits);
 		req->resp_asked = false;
 		sw_req_rewind(qp, req->una_psn);

@@ -598,7 +598,7 @@ void sw_resp_handle(struct sw_qp *qp, const struct sw_pkt *pkt, const union sw_s
 	}
 	if (d > 0) {
 		SW_COUNT(eng, qp, drops_out_of_window);
-		if (!resp->nak_seq_sent) {
+		if (!resp->nak_seq_sent) { /* one NAK per gap, as IBTA and rxe */
 			resp->nak_seq_sent = true;
 			SW_COUNT(eng, qp, seq_naks_tx);
 			send_ack(qp, SW_AETH_NAK_PSN_SEQ, resp->epsn);

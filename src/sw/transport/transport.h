@@ -15,6 +15,7 @@
  *   resp.c      responder: validates requests, places data, answers
  *               with ACKs, NAKs, read responses and atomic ACKs, and
  *               replays answers to duplicates
+ *   budget.c    the device-wide send budget and the line of waiting QPs
  *   engine.c    the queue layer's hooks (queue.h: sw_transport_*)
  *
  * All per-QP state here is guarded by qp->lock.
@@ -35,6 +36,7 @@ enum {
 	SW_WINDOW_INIT = 128,
 	SW_WINDOW_MAX = 1024,
 	SW_ACK_EVERY = 16, /* request an ACK at least this often */
+	SW_BUDGET_PKTS = 512, /* PSNs a device may have in flight, all QPs (budget.c) */
 	SW_TICK_NS = 1000 * 1000, /* timer granularity when idle: 1 ms */
 	SW_BACKOFF_MAX = 3, /* retransmit timeout back-off: at most 8x */
 };
@@ -48,6 +50,12 @@ struct sw_counters {
 	atomic_ullong duplicates, drops_malformed, drops_icrc, drops_no_qp;
 	atomic_ullong drops_state, drops_qkey, drops_no_recv, drops_out_of_window;
 	atomic_ullong tx_again; /* sends that found the socket full */
+	/*
+	 * packets the requester sent again (go-back-N), datagrams the kernel
+	 * dropped at a full receive buffer of ours (SO_RXQ_OVFL), QPs that
+	 * queued for the device's budget, ring or socket (budget.c)
+	 */
+	atomic_ullong resent_pkts, sock_overflows, budget_waits;
 	/* packets fault injection (SOFTVERBS_FAULT) dropped, sent twice, held back */
 	atomic_ullong fault_drops, fault_dups, fault_reorders;
 	/* the same-host link (shm.c): packets each way, links accepted, corrupt rings closed */
@@ -111,6 +119,15 @@ bool sw_ipid_plausible(struct sw_ipid_tab *t, uint32_t addr, uint16_t id, bool d
  */
 void sw_ipid_zero(struct sw_ipid_tab *t, uint32_t addr);
 
+/* budget.c: the device-wide send budget and the line of QPs waiting for it. */
+struct sw_budget {
+	atomic_uint used; /* PSNs in flight, all QPs (the sum of their req->held) */
+	atomic_uint nwait; /* QPs in line (n, readable without the lock) */
+	pthread_mutex_t lock; /* guards the line */
+	struct sw_qp **q; /* ring of waiting QPs, one reference each */
+	uint32_t head, n, cap;
+};
+
 struct sw_engine {
 	struct sw_dev *dev;
 	pthread_t thread;
@@ -136,6 +153,8 @@ struct sw_engine {
 	struct sw_shm *shm; /* the same-host link, NULL when off (SOFTVERBS_SHM=0) */
 	struct sw_ipid_tab ipid; /* the receive path's (progress thread) */
 	struct softverbs_gsi *gsi; /* QP1 while librdmacm has it open (gsi.c) */
+	struct sw_budget budget; /* budget.c */
+	uint32_t rx_ovfl[2]; /* SO_RXQ_OVFL as last seen: address socket, link-local one */
 };
 
 /* engine.c: start/stop with the device's port (first/last context). */
@@ -310,6 +329,9 @@ struct sw_req {
 				 draining QP (SQD) still resends those before it */
 	uint32_t window; /* packets allowed in flight */
 	uint32_t since_ackreq; /* packets sent since the last AckReq */
+	uint32_t ackreq_psn; /* the newest packet built with AckReq (or one before the
+				rewind point): while it is unacknowledged, an ACK is coming */
+
 	uint32_t rd_atomic; /* READs and atomics in flight */
 	uint64_t deadline_ns; /* retransmit timer, 0 when off */
 	uint64_t rnr_until_ns; /* RNR back-off: send nothing before this */
@@ -319,7 +341,42 @@ struct sw_req {
 	bool need_flush; /* a completion-side error moved the QP to ERR */
 	uint32_t read_rx_pkts; /* READ response packets received for the head READ */
 	bool resp_asked; /* the head READ/atomic's missing response was asked for again */
+	uint32_t high_psn; /* past the newest PSN ever sent: below it, a send is a resend */
+	uint32_t grow_acc; /* packets acknowledged towards the next window increase */
+	uint32_t held; /* PSNs counted against the device's budget (budget.c) */
+	bool queued; /* in the budget's line */
+	bool serving; /* being served from the line (the progress thread) */
 };
+
+/*
+ * budget.c, all with qp->lock held. take: may the QP put `npsn` more PSNs
+ * in flight? Counts them if so. sync: give back what acknowledgements
+ * (or a rewind) took out of flight; call after anything that moves
+ * una_psn or psn. release: give back all (error, reset, destroy).
+ * wait: join the line (once) and have the progress thread serve it.
+ * must_wait: the QP is in line, or others are and it is not being
+ * served: it sends nothing now.
+ */
+bool sw_budget_take(struct sw_qp *qp, uint32_t npsn);
+void sw_budget_sync(struct sw_qp *qp);
+void sw_budget_release(struct sw_qp *qp);
+void sw_budget_wait(struct sw_qp *qp);
+bool sw_budget_must_wait(struct sw_qp *qp);
+/* budget.c, progress thread, no lock held: serve the line front first while budget lasts. */
+void sw_budget_serve(struct sw_engine *eng);
+/* budget.c: empty the line and free it (the progress thread has stopped). */
+void sw_budget_fini(struct sw_engine *eng);
+/*
+ * req.c: a loss was seen (sequence NAK or timeout): halve the window,
+ * not below one message of the oldest WQE (nor SW_WINDOW_MIN).
+ */
+void sw_req_cut(struct sw_qp *qp);
+/*
+ * req.c: `n` more packets were acknowledged: the window grows by one
+ * packet per window's worth acknowledged (additive increase, once per
+ * round trip), up to SW_WINDOW_MAX.
+ */
+void sw_req_grow(struct sw_qp *qp, uint32_t n);
 
 /*
  * Send from a thread other than the caller's own posting path (the
