@@ -305,6 +305,12 @@ static void teardown(struct lrole *l, struct loss_stats *st)
 	loss_stats_end(saved, st, l->tx_qpns, l->ntx);
 	free(l->tx);
 	free(l->rx);
+	free(l->txq);
+	free(l->rxq);
+	free(l->peer_tx);
+	free(l->inflight);
+	free(l->tx_qpns);
+	free(l->dead);
 }
 
 /* Contract: see loss.h and the file comment. */

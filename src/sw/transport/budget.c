@@ -70,7 +70,7 @@ void sw_budget_release(struct sw_qp *qp)
 }
 
 /* Contract: see transport.h (qp->lock held). */
-bool sw_budget_take(struct sw_qp *qp, uint32_t npsn)
+bool sw_budget_take(struct sw_qp *qp, uint32_t npsn, bool force)
 {
 	struct sw_engine *eng = sw_engine_of(qp);
 	struct sw_req *req = qp->req;
@@ -83,7 +83,7 @@ bool sw_budget_take(struct sw_qp *qp, uint32_t npsn)
 	need = have + npsn - req->held;
 	/* an idle device takes any one request, even a READ larger than the budget */
 	used = atomic_load_explicit(&eng->budget.used, memory_order_relaxed);
-	if (used && used + need > SW_BUDGET_PKTS)
+	if (used && used + need > SW_BUDGET_PKTS && !force)
 		return false;
 	atomic_fetch_add_explicit(&eng->budget.used, need, memory_order_relaxed);
 	req->held += need;

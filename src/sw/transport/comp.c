@@ -89,7 +89,7 @@ void sw_comp_retire(struct sw_qp *qp, enum ibv_wc_status status)
 	}
 	req->read_rx_pkts = 0;
 	req->resp_asked = false;
-	if (!outstanding(qp))
+	if (!sw_req_in_flight(req))
 		req->deadline_ns = 0;
 	if (status != IBV_WC_SUCCESS && status != IBV_WC_WR_FLUSH_ERR) {
 		req->deadline_ns = 0;
@@ -165,7 +165,7 @@ static void progress_done(struct sw_qp *qp)
 
 	if (qp->ibv.qp_base.state == IBV_QPS_ERR)
 		return;
-	if (outstanding(qp) && !req->deadline_ns) {
+	if (sw_req_in_flight(req) && !req->deadline_ns) {
 		uint64_t t = sw_req_timeout_ns(qp);
 
 		if (t) {

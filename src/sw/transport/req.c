@@ -251,6 +251,17 @@ static void ask_ack_last(struct sw_qp *qp, struct sw_tx_batch *tx, const struct 
 	sw_pkt_set_ack_req(tx->buf[tx->n - 1], tx->len[tx->n - 1], &ic);
 }
 
+/*
+ * Packets are in flight and none of them asks for an ACK any more: the
+ * last AckReq among them was acknowledged (ack_coming() let the ones
+ * after it go without), and then the QP could not go on (the budget's
+ * line). Its peer owes it nothing, so only its timer would move it.
+ */
+static bool unasked(const struct sw_req *req)
+{
+	return sw_req_in_flight(req) && sw_psn_diff(req->ackreq_psn, req->una_psn) < 0;
+}
+
 /* PSNs packet `send_off` of `w` puts in flight: a READ request all its responses'. */
 static uint32_t pkt_psns(const struct sw_qp *qp, const struct sw_send_wqe *w)
 {
@@ -270,6 +281,7 @@ static void req_run(struct sw_qp *qp)
 	uint8_t one[SW_PKT_MAX];
 	uint32_t max_rd = qp->attr.max_rd_atomic ? qp->attr.max_rd_atomic : 1;
 	struct sw_tx_batch *tx = NULL;
+	bool pass, stop = false;
 
 	if (!req || (st != IBV_QPS_RTS && st != IBV_QPS_SQD))
 		return;
@@ -278,7 +290,14 @@ static void req_run(struct sw_qp *qp)
 			return;
 		req->rnr_until_ns = 0;
 	}
-	if (!ud && req->send_idx != qp->sq.prod && sw_budget_must_wait(qp)) {
+	/*
+	 * An unasked QP sends one packet past the line and the budget, with
+	 * AckReq, before it waits: else what it holds in flight could sit
+	 * unacknowledged until its timer fired, the budget held by every QP
+	 * in that state. One packet a QP at most over the budget.
+	 */
+	pass = !ud && unasked(req);
+	if (!ud && req->send_idx != qp->sq.prod && !pass && sw_budget_must_wait(qp)) {
 		sw_budget_wait(qp); /* others wait for the budget or room: behind them */
 		return;
 	}
@@ -317,11 +336,15 @@ static void req_run(struct sw_qp *qp)
 		}
 		if (!ud && (uint32_t)sw_psn_diff(req->psn, req->una_psn) >= req->window)
 			break;
-		if (!ud && !sw_budget_take(qp, pkt_psns(qp, w))) {
+		if (!ud && !sw_budget_take(qp, pkt_psns(qp, w), pass)) {
 			sw_budget_wait(qp);
 			break;
 		}
-		ack = !ud && (!tx || tx->n == SW_TX_BATCH - 1 ||
+		if (pass) {
+			pass = false;
+			stop = sw_budget_must_wait(qp); /* then it waits after this one */
+		}
+		ack = !ud && (stop || !tx || tx->n == SW_TX_BATCH - 1 ||
 			      (!ack_coming(qp) &&
 			       (uint32_t)sw_psn_diff(req->psn, req->una_psn) + pkt_psns(qp, w) >=
 				       req->window));
@@ -386,6 +409,10 @@ static void req_run(struct sw_qp *qp)
 			arm_timer(qp);
 		else if (tx->n == SW_TX_BATCH && !tx_flush(qp, tx, av))
 			return;
+		if (stop) {
+			sw_budget_wait(qp);
+			break;
+		}
 	}
 	if (tx) {
 		ask_ack_last(qp, tx, &qp->attr.av);
@@ -484,7 +511,7 @@ void sw_req_timer(struct sw_qp *qp, uint64_t now)
 
 	if (req->deadline_ns && now >= req->deadline_ns) {
 		req->deadline_ns = 0;
-		if (qp->sq.cons == req->send_idx && !req->send_off)
+		if (!sw_req_in_flight(req))
 			goto more; /* nothing outstanding after all */
 		SW_COUNT(eng, qp, timeouts);
 		if (!req->retries) {

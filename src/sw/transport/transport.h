@@ -349,15 +349,27 @@ struct sw_req {
 };
 
 /*
+ * Packets (PSNs) the requester has sent and not yet seen acknowledged:
+ * what the retransmit timer guards. A WQE partly sent with all of its
+ * sent packets acknowledged has none, however long it then waits for
+ * the window, the budget's line or ring space.
+ */
+static inline bool sw_req_in_flight(const struct sw_req *req)
+{
+	return sw_psn_diff(req->psn, req->una_psn) > 0;
+}
+
+/*
  * budget.c, all with qp->lock held. take: may the QP put `npsn` more PSNs
- * in flight? Counts them if so. sync: give back what acknowledgements
+ * in flight? Counts them if so (with `force`, always: req.c's one packet
+ * past the line). sync: give back what acknowledgements
  * (or a rewind) took out of flight; call after anything that moves
  * una_psn or psn. release: give back all (error, reset, destroy).
  * wait: join the line (once) and have the progress thread serve it.
  * must_wait: the QP is in line, or others are and it is not being
  * served: it sends nothing now.
  */
-bool sw_budget_take(struct sw_qp *qp, uint32_t npsn);
+bool sw_budget_take(struct sw_qp *qp, uint32_t npsn, bool force);
 void sw_budget_sync(struct sw_qp *qp);
 void sw_budget_release(struct sw_qp *qp);
 void sw_budget_wait(struct sw_qp *qp);
@@ -457,7 +469,7 @@ struct sw_resp {
 /* A request packet for this QP, from `src` to our address `dst`. */
 void sw_resp_handle(struct sw_qp *qp, const struct sw_pkt *pkt, const union sw_sa *src,
 		    const union sw_sa *dst);
-/* Send the ACK owed at the end of a receive batch, if any. */
+/* Send the ACK owed at the end of a receive batch: asked for, or coalesced. */
 void sw_resp_flush_ack(struct sw_qp *qp);
 
 /* Copy `len` bytes from the SGE list into `dst` (requester gather). */
