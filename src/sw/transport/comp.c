@@ -165,6 +165,17 @@ static void progress_done(struct sw_qp *qp)
 
 	if (qp->ibv.qp_base.state == IBV_QPS_ERR)
 		return;
+	if (req->probe_back) {
+		/*
+		 * The answer to a tail-loss probe: what is still in flight after
+		 * it was lost, or dropped behind the gap it filled (probe.c).
+		 */
+		req->probe_back = false;
+		if (sw_req_in_flight(req) && outstanding(qp) && !is_rd_atomic(head(qp)->opcode)) {
+			sw_req_cut(qp);
+			sw_req_rewind(qp, req->una_psn);
+		}
+	}
 	if (sw_req_in_flight(req) && !req->deadline_ns) {
 		uint64_t t = sw_req_timeout_ns(qp);
 

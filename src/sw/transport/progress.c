@@ -355,9 +355,14 @@ static uint64_t run_timers(struct sw_engine *eng, uint64_t now)
 
 		pthread_mutex_lock(&qp->lock);
 		if (qp->req) {
+			uint64_t probe;
+
 			sw_req_timer(qp, now);
+			probe = sw_probe_due_ns(qp);
 			if (qp->req->deadline_ns && qp->req->deadline_ns < next)
 				next = qp->req->deadline_ns;
+			if (probe && probe < next)
+				next = probe;
 			if (qp->req->rnr_until_ns && qp->req->rnr_until_ns < next)
 				next = qp->req->rnr_until_ns;
 			if (qp->req->wait_writable && now + SW_TICK_NS < next)

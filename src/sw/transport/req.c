@@ -63,6 +63,7 @@ void sw_req_acked(struct sw_qp *qp)
 {
 	qp->req->retries = qp->attr.retry_cnt;
 	qp->req->backoff = 0;
+	sw_probe_acked(qp);
 }
 
 static void arm_timer(struct sw_qp *qp)
@@ -96,6 +97,19 @@ static uint8_t msg_opcode(const struct sw_send_wqe *w, uint32_t k, uint32_t n, b
 	if (first)
 		return SW_OP_WRITE_FIRST;
 	return last ? (imm ? SW_OP_WRITE_LAST_IMM : SW_OP_WRITE_LAST) : SW_OP_WRITE_MIDDLE;
+}
+
+/*
+ * AckReq at least every this many packets: SW_ACK_EVERY, or a quarter of
+ * the window when that is less (after losses cut it), so that several
+ * ACKs are on their way in any window and the sender need not wait for
+ * one at the window's edge (at least 2).
+ */
+static uint32_t ack_every(const struct sw_req *req)
+{
+	uint32_t n = req->window / 4;
+
+	return n >= SW_ACK_EVERY ? SW_ACK_EVERY : n < 2 ? 2 : n;
 }
 
 /*
@@ -155,7 +169,7 @@ static int build(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t k, uint8_t *b
 		}
 		break;
 	}
-	if (!ud && (ack_req || ++qp->req->since_ackreq >= SW_ACK_EVERY))
+	if (!ud && (ack_req || ++qp->req->since_ackreq >= ack_every(qp->req)))
 		p.ack_req = true;
 	if (p.ack_req && !ud) {
 		qp->req->since_ackreq = 0;
@@ -177,18 +191,23 @@ static int build(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t k, uint8_t *b
 	return (int)sw_pkt_finish(buf, hl + len, &ic);
 }
 
-/* A packet at `psn` went out: count it as resent if that PSN went before. */
-static void count_sent(struct sw_qp *qp, uint32_t psn, size_t len)
+/*
+ * A packet at `psn` went out: count it as resent if that PSN went
+ * before. Returns true if it never did.
+ */
+static bool count_sent(struct sw_qp *qp, uint32_t psn, size_t len)
 {
 	struct sw_req *req = qp->req;
 
 	SW_QP_COUNT(qp, tx_pkts, 1);
 	SW_QP_COUNT(qp, tx_bytes, (unsigned long long)len);
-	if (sw_psn_diff(psn, req->high_psn) < 0)
+	if (sw_psn_diff(psn, req->high_psn) < 0) {
 		atomic_fetch_add_explicit(&sw_engine_of(qp)->cnt.resent_pkts, 1,
 					  memory_order_relaxed);
-	else
-		req->high_psn = sw_psn_add(psn, 1);
+		return false;
+	}
+	req->high_psn = sw_psn_add(psn, 1);
+	return true;
 }
 
 /*
@@ -200,15 +219,18 @@ static bool tx_flush(struct sw_qp *qp, struct sw_tx_batch *tx, const struct sw_a
 {
 	struct sw_engine *eng = sw_engine_of(qp);
 	uint32_t n = tx->n, sent;
+	bool fresh = false;
 
 	if (!n)
 		return true;
 	sent = sw_net_send_batch(eng, tx, av);
 	tx->n = 0;
 	for (uint32_t i = 0; i < sent; i++)
-		count_sent(qp, tx->psn[i], tx->len[i]);
-	if (sent)
+		fresh = count_sent(qp, tx->psn[i], tx->len[i]);
+	if (sent) {
 		arm_timer(qp);
+		sw_probe_sent(qp, tx->psn[sent - 1], fresh);
+	}
 	if (sent == n)
 		return true;
 	sw_req_rewind(qp, tx->psn[sent]);
@@ -376,7 +398,9 @@ static void req_run(struct sw_qp *qp)
 					sw_engine_wake(sw_engine_of(qp));
 				return;
 			}
-			if (!ret)
+			if (!ret && !ud)
+				sw_probe_sent(qp, req->psn, count_sent(qp, req->psn, (size_t)len));
+			else if (!ret)
 				count_sent(qp, req->psn, (size_t)len);
 		}
 		if (req->send_off == 0 && w->state == SW_WQE_NEW) {
@@ -487,6 +511,7 @@ void sw_req_rewind(struct sw_qp *qp, uint32_t psn)
 	req->send_off = (uint32_t)d;
 	req->psn = psn;
 	req->ackreq_psn = sw_psn_add(psn, SW_PSN_MASK); /* what asked after it is resent */
+	sw_probe_rewound(qp);
 	for (uint32_t j = idx; j != qp->sq.prod; j++) {
 		struct sw_send_wqe *w = wqe_at(qp, j);
 
@@ -501,6 +526,41 @@ void sw_req_rewind(struct sw_qp *qp, uint32_t psn)
 	req->rd_atomic = rd;
 	if (idx == qp->sq.cons && wqe_at(qp, idx)->opcode == IBV_WR_RDMA_READ)
 		req->read_rx_pkts = (uint32_t)d;
+}
+
+/*
+ * The tail-loss probe (probe.c): the oldest unacknowledged packet once
+ * more, with AckReq, if it belongs to a SEND or WRITE. Nothing else of
+ * the requester's state moves; a full socket just means no probe now.
+ */
+static void send_probe(struct sw_qp *qp, uint64_t now)
+{
+	struct sw_req *req = qp->req;
+	struct sw_engine *eng = sw_engine_of(qp);
+	uint32_t end = req->send_idx + (req->send_off ? 1 : 0), idx;
+	struct sw_send_wqe *w = NULL;
+	uint8_t buf[SW_PKT_MAX];
+	int32_t d = 0;
+	int len;
+
+	for (idx = qp->sq.cons; idx != end; idx++) {
+		w = wqe_at(qp, idx);
+		d = sw_psn_diff(req->una_psn, w->first_psn);
+		if (d >= 0 && (uint32_t)d < w->npkts)
+			break;
+	}
+	if (idx == end || w->state != SW_WQE_STARTED || is_rd_atomic(w->opcode))
+		return;
+	len = build(qp, w, (uint32_t)d, buf, &qp->attr.av, true);
+	if (len < 0 || sw_net_send(eng, buf, (size_t)len, &qp->attr.av))
+		return;
+	count_sent(qp, req->una_psn, (size_t)len);
+	req->probed = true;
+	req->probes_out++;
+	req->probe_psn = req->una_psn;
+	req->rtt_on = false; /* its answer may acknowledge the timed packet: no sample */
+	req->last_act_ns = now;
+	atomic_fetch_add_explicit(&eng->cnt.probes, 1, memory_order_relaxed);
 }
 
 /* Contract: see transport.h. */
@@ -527,6 +587,8 @@ void sw_req_timer(struct sw_qp *qp, uint64_t now)
 		sw_req_rewind(qp, req->una_psn);
 	}
 more:
+	if (sw_probe_should_fire(qp, now))
+		send_probe(qp, now);
 	if ((req->rnr_until_ns && now >= req->rnr_until_ns) || req->wait_writable ||
 	    (req->deadline_ns == 0 && req->send_idx != qp->sq.prod))
 		sw_req_run(qp);

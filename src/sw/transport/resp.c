@@ -632,19 +632,11 @@ void sw_resp_handle(struct sw_qp *qp, const struct sw_pkt *pkt, const union sw_s
 		resp->ack_pending = true;
 }
 
-/*
- * Contract: see transport.h (qp->lock held). Besides an ACK that was
- * asked for (AckReq, or SW_ACK_EVERY packets), one goes out for any
- * request packets the batch placed without one: a coalesced ACK, as
- * IBTA allows a responder. The requester may have stopped after them
- * without AckReq (it could not know it would stop: a device budget
- * taken by other QPs, say), and nothing it holds in flight then waits
- * for its timer while the path is idle.
- */
+/* Contract: see transport.h (qp->lock held). */
 void sw_resp_flush_ack(struct sw_qp *qp)
 {
 	struct sw_resp *resp = qp->resp;
 
-	if (resp && (resp->ack_pending || resp->unacked) && qp->ibv.qp_base.state != IBV_QPS_ERR)
+	if (resp && resp->ack_pending && qp->ibv.qp_base.state != IBV_QPS_ERR)
 		send_ack(qp, SW_AETH_ACK | 0x1f, resp->ack_psn);
 }

@@ -39,6 +39,7 @@ enum {
 	SW_BUDGET_PKTS = 512, /* PSNs a device may have in flight, all QPs (budget.c) */
 	SW_TICK_NS = 1000 * 1000, /* timer granularity when idle: 1 ms */
 	SW_BACKOFF_MAX = 3, /* retransmit timeout back-off: at most 8x */
+	SW_PROBE_MIN_NS = 1000 * 1000, /* tail-loss probe timeout floor (probe.c) */
 };
 
 /* ---- counters (per device; printed by the diagnostics view) ---- */
@@ -53,9 +54,10 @@ struct sw_counters {
 	/*
 	 * packets the requester sent again (go-back-N), datagrams the kernel
 	 * dropped at a full receive buffer of ours (SO_RXQ_OVFL), QPs that
-	 * queued for the device's budget, ring or socket (budget.c)
+	 * queued for the device's budget, ring or socket (budget.c), tail-loss
+	 * probes sent (probe.c)
 	 */
-	atomic_ullong resent_pkts, sock_overflows, budget_waits;
+	atomic_ullong resent_pkts, sock_overflows, budget_waits, probes;
 	/* packets fault injection (SOFTVERBS_FAULT) dropped, sent twice, held back */
 	atomic_ullong fault_drops, fault_dups, fault_reorders;
 	/* the same-host link (shm.c): packets each way, links accepted, corrupt rings closed */
@@ -346,6 +348,16 @@ struct sw_req {
 	uint32_t held; /* PSNs counted against the device's budget (budget.c) */
 	bool queued; /* in the budget's line */
 	bool serving; /* being served from the line (the progress thread) */
+	/* round trip and tail-loss probe (probe.c) */
+	uint64_t last_act_ns; /* the last send or acknowledgement */
+	uint64_t rtt_t0; /* when the timed packet went out */
+	uint32_t rtt_psn; /* the timed packet, while rtt_on */
+	uint32_t probe_psn; /* the packet the outstanding probe resent */
+	uint32_t srtt_ns, rttvar_ns; /* smoothed RTT and its variation, 0: no sample yet */
+	bool rtt_on; /* a packet is being timed */
+	bool probed; /* a probe went out and nothing answered it yet */
+	uint8_t probes_out; /* probes sent since the last acknowledgement */
+	bool probe_back; /* an answer to the probe came: go back if packets remain */
 };
 
 /*
@@ -421,6 +433,21 @@ uint64_t sw_req_timeout_ns(const struct sw_qp *qp);
 void sw_req_acked(struct sw_qp *qp);
 
 /*
+ * probe.c, all with qp->lock held. pto: the probe timeout (0: no probe
+ * for this QP now). sent: packets up to `psn` went out (`fresh`: never
+ * before, so it may be timed). acked: una_psn moved (an RTT sample,
+ * the probe answered). rewound: the requester went back (no sample from
+ * resent packets, no probe outstanding). due: when the probe would fire
+ * (0: none). should_fire: it is due at `now` and allowed.
+ */
+uint64_t sw_probe_pto_ns(const struct sw_qp *qp);
+void sw_probe_sent(struct sw_qp *qp, uint32_t psn, bool fresh);
+void sw_probe_acked(struct sw_qp *qp);
+void sw_probe_rewound(struct sw_qp *qp);
+uint64_t sw_probe_due_ns(const struct sw_qp *qp);
+bool sw_probe_should_fire(struct sw_qp *qp, uint64_t now);
+
+/*
  * SQD: once no started send WQE is outstanding, clear attr.sq_draining
  * and raise IBV_EVENT_SQ_DRAINED if the application asked for it.
  */
@@ -469,7 +496,7 @@ struct sw_resp {
 /* A request packet for this QP, from `src` to our address `dst`. */
 void sw_resp_handle(struct sw_qp *qp, const struct sw_pkt *pkt, const union sw_sa *src,
 		    const union sw_sa *dst);
-/* Send the ACK owed at the end of a receive batch: asked for, or coalesced. */
+/* Send the ACK owed at the end of a receive batch, if any. */
 void sw_resp_flush_ack(struct sw_qp *qp);
 
 /* Copy `len` bytes from the SGE list into `dst` (requester gather). */
