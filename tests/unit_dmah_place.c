@@ -20,6 +20,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "place_util.h"
 #include "sw/sw.h"
 
 #define LW IBV_ACCESS_LOCAL_WRITE
@@ -32,16 +33,7 @@ static uint8_t src[8192], dst[8192];
 
 static struct ibv_mr *reg(struct ibv_pd *pd, void *addr, size_t len, struct ibv_dmah *d)
 {
-	struct ibv_mr_init_attr a;
-
-	memset(&a, 0, sizeof(a));
-	a.length = len;
-	a.access = LW;
-	a.comp_mask = IBV_REG_MR_MASK_ADDR | (d ? IBV_REG_MR_MASK_DMAH : 0);
-	a.addr = addr;
-	a.dmah = d;
-	errno = 0;
-	return ibv_reg_mr_ex(pd, &a);
+	return pu_reg(pd, addr, len, LW, d);
 }
 
 /* Threads of this process, or -1. */

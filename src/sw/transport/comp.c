@@ -306,8 +306,8 @@ static void on_read_resp(struct sw_qp *qp, const struct sw_pkt *pkt)
 		sw_comp_retire(qp, IBV_WC_BAD_RESP_ERR);
 		return;
 	}
-	ret = sw_sge_scatter(qp, (const struct ibv_sge *)(void *)w->data, w->num_sge, k * mtu,
-			     pkt->payload, pkt->paylen);
+	ret = sw_sge_scatter_rx(qp, (const struct ibv_sge *)(void *)w->data, w->num_sge, k * mtu,
+				pkt->payload, pkt->paylen);
 	if (ret) {
 		sw_comp_retire(qp, ret == -EINVAL ? IBV_WC_LOC_LEN_ERR : IBV_WC_LOC_PROT_ERR);
 		return;

@@ -509,6 +509,21 @@ int sw_sge_gather(struct sw_qp *qp, const struct ibv_sge *sge, uint32_t nsge, ui
  */
 int sw_sge_scatter(struct sw_qp *qp, const struct ibv_sge *sge, uint32_t nsge, uint32_t off,
 		   const uint8_t *src, uint32_t len);
+/*
+ * As sw_sge_scatter, for a payload in a receive buffer that stays until
+ * the caller's sw_place_fence(): an MR whose DMA handle names a CPU gets
+ * its piece through sw_place_mr (queued on that CPU's worker).
+ */
+int sw_sge_scatter_rx(struct sw_qp *qp, const struct ibv_sge *sge, uint32_t nsge, uint32_t off,
+		      const uint8_t *src, uint32_t len);
+/*
+ * Place `len` bytes from `src` at `host` inside `mr`, as its hint asks.
+ * A hint with a CPU id queues the copy (sw_place_defer) with a reference
+ * on `mr` that the worker drops once the bytes landed, so `src` must stay
+ * until the caller's sw_place_fence(); any other placement is done when
+ * this returns. 0 or -errno (no worker: -ENODEV).
+ */
+int sw_place_mr(struct sw_mr *mr, uint8_t *host, const uint8_t *src, uint32_t len);
 
 /* RNR timer code (0..31) to nanoseconds, as IBTA table 45 defines. */
 uint64_t sw_rnr_ns(uint8_t code);
