@@ -57,12 +57,12 @@ enum {
 	RTO_MS = 67,
 	PROBE_MS = 30, /* a probe comes within this of the last activity */
 	/*
-	 * ... a second one, after a duplicate's ACK: probe.c says a PTO
-	 * after it; the device sends it at the progress thread's wake-up for
-	 * the unanswered first probe (2 PTO after it), which the ACK does
-	 * not bring forward. The bound holds either way.
+	 * ... a second one, a PTO after a duplicate's ACK (the ACK brings the
+	 * progress thread's wake-up forward from the backed-off time of the
+	 * unanswered first probe, 2 PTO after it; before it did, the probe
+	 * came 2.1-10.3 ms after the ACK at PTOs of 1-5 ms).
 	 */
-	PROBE2_MS = 40,
+	PROBE2_MS = 30,
 	BACK_MS = 30, /* the go-back after the ACK of a probe that filled the gap */
 	QUIET_MS = 20, /* nothing more arrives for this long */
 };

@@ -100,6 +100,16 @@ void sw_probe_acked(struct sw_qp *qp)
 		req->rtt_on = false;
 		rtt_sample(req, now - req->rtt_t0);
 	}
+	if (req->probes_out) {
+		/*
+		 * The progress thread sleeps until the backed-off probe's time;
+		 * the next one is due a PTO from now, which may be sooner.
+		 */
+		uint64_t pto = sw_probe_pto_ns(qp);
+
+		if (pto && sw_req_in_flight(req))
+			sw_engine_wake_for(sw_engine_of(qp), now + pto);
+	}
 	req->probes_out = 0;
 	if (req->probed) {
 		/*
