@@ -251,11 +251,9 @@ CM_EXPORT int rdma_create_qp_ex(struct rdma_cm_id *id, struct ibv_qp_init_attr_e
 {
 	int ret;
 
-	if (!attr)
+	if (!id || !attr)
 		return cm_ret(-EINVAL);
-	ret = cm_lock_id(id);
-	if (ret)
-		return cm_ret(ret);
+	pthread_mutex_lock(&cm.lock);
 	ret = create_qp_ex(cm_id_of(id), attr);
 	pthread_mutex_unlock(&cm.lock);
 	return cm_ret(ret);
@@ -267,15 +265,13 @@ CM_EXPORT int rdma_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd,
 	struct ibv_qp_init_attr_ex ax;
 	int ret;
 
-	if (!qp_init_attr)
+	if (!id || !qp_init_attr)
 		return cm_ret(-EINVAL);
 	memset(&ax, 0, sizeof(ax));
 	memcpy(&ax, qp_init_attr, sizeof(*qp_init_attr));
 	ax.comp_mask = IBV_QP_INIT_ATTR_PD;
-	ret = cm_lock_id(id);
-	if (ret)
-		return cm_ret(ret);
 	ax.pd = pd ? pd : id->pd;
+	pthread_mutex_lock(&cm.lock);
 	ret = create_qp_ex(cm_id_of(id), &ax);
 	pthread_mutex_unlock(&cm.lock);
 	if (ret)
@@ -289,11 +285,9 @@ CM_EXPORT int rdma_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd,
 
 CM_EXPORT void rdma_destroy_qp(struct rdma_cm_id *id)
 {
-	pthread_mutex_lock(&cm.lock);
-	if (cm_id_check(id) == -EINVAL) { /* an orphan's QP can still go */
-		pthread_mutex_unlock(&cm.lock);
+	if (!id)
 		return;
-	}
+	pthread_mutex_lock(&cm.lock);
 	if (id->qp)
 		ibv_destroy_qp(id->qp);
 	id->qp = NULL;
@@ -307,11 +301,9 @@ CM_EXPORT int rdma_init_qp_attr(struct rdma_cm_id *id, struct ibv_qp_attr *qp_at
 {
 	int ret;
 
-	if (!qp_attr || !qp_attr_mask)
+	if (!id || !qp_attr || !qp_attr_mask)
 		return cm_ret(-EINVAL);
-	ret = cm_lock_id(id);
-	if (ret)
-		return cm_ret(ret);
+	pthread_mutex_lock(&cm.lock);
 	ret = cm_init_qp_attr(cm_id_of(id), qp_attr, qp_attr_mask);
 	pthread_mutex_unlock(&cm.lock);
 	return cm_ret(ret);
@@ -345,11 +337,9 @@ CM_EXPORT int rdma_create_srq_ex(struct rdma_cm_id *id, struct ibv_srq_init_attr
 {
 	int ret;
 
-	if (!attr)
+	if (!id || !attr)
 		return cm_ret(-EINVAL);
-	ret = cm_lock_id(id);
-	if (ret)
-		return cm_ret(ret);
+	pthread_mutex_lock(&cm.lock);
 	ret = create_srq(cm_id_of(id), attr);
 	pthread_mutex_unlock(&cm.lock);
 	return cm_ret(ret);
@@ -361,17 +351,15 @@ CM_EXPORT int rdma_create_srq(struct rdma_cm_id *id, struct ibv_pd *pd,
 	struct ibv_srq_init_attr_ex ax;
 	int ret;
 
-	if (!attr)
+	if (!id || !attr)
 		return cm_ret(-EINVAL);
 	memset(&ax, 0, sizeof(ax));
 	ax.srq_context = attr->srq_context;
 	ax.attr = attr->attr;
 	ax.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD;
 	ax.srq_type = IBV_SRQT_BASIC;
-	ret = cm_lock_id(id);
-	if (ret)
-		return cm_ret(ret);
 	ax.pd = pd ? pd : id->pd;
+	pthread_mutex_lock(&cm.lock);
 	ret = create_srq(cm_id_of(id), &ax);
 	pthread_mutex_unlock(&cm.lock);
 	if (!ret)
@@ -381,11 +369,9 @@ CM_EXPORT int rdma_create_srq(struct rdma_cm_id *id, struct ibv_pd *pd,
 
 CM_EXPORT void rdma_destroy_srq(struct rdma_cm_id *id)
 {
-	pthread_mutex_lock(&cm.lock);
-	if (cm_id_check(id) == -EINVAL) { /* an orphan's SRQ can still go */
-		pthread_mutex_unlock(&cm.lock);
+	if (!id)
 		return;
-	}
+	pthread_mutex_lock(&cm.lock);
 	if (id->srq)
 		ibv_destroy_srq(id->srq);
 	id->srq = NULL;
