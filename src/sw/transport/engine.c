@@ -39,6 +39,9 @@ int sw_engine_start(struct sw_dev *dev)
 	eng->dev = dev;
 	atomic_init(&eng->timers_at, UINT64_MAX); /* until the first scan */
 	engine_config(eng);
+	ret = sw_progress_init(eng);
+	if (ret)
+		goto err_free;
 	ret = sw_net_setup(dev->port.fd);
 	if (ret)
 		goto err_free;
@@ -49,6 +52,7 @@ int sw_engine_start(struct sw_dev *dev)
 	}
 	pthread_mutex_init(&eng->active_lock, NULL);
 	pthread_mutex_init(&eng->budget.lock, NULL);
+	sem_init(&eng->started, 0, 0);
 	if (dev->cfg.shm && (ret = sw_shm_start(eng)))
 		goto err_wake;
 	dev->eng = eng;
@@ -59,6 +63,8 @@ int sw_engine_start(struct sw_dev *dev)
 		ret = -ret;
 		goto err_wake;
 	}
+	while (sem_wait(&eng->started) && errno == EINTR)
+		;
 	pthread_setname_np(eng->thread, "sv-progress");
 	if (dev->cfg.progress_cpu >= 0) {
 		cpu_set_t one;
@@ -75,10 +81,12 @@ int sw_engine_start(struct sw_dev *dev)
 	eng->running = true;
 	return 0;
 err_wake:
+	sem_destroy(&eng->started);
 	pthread_mutex_destroy(&eng->active_lock);
 	pthread_mutex_destroy(&eng->budget.lock);
 	close(eng->wake_fd);
 err_free:
+	sw_progress_fini(eng);
 	free(eng);
 	return ret;
 }
@@ -165,7 +173,9 @@ void sw_engine_stop(struct sw_dev *dev)
 	dev->eng = NULL;
 	close(eng->wake_fd);
 	pthread_mutex_destroy(&eng->active_lock);
+	sem_destroy(&eng->started);
 	free(eng->active);
+	sw_progress_fini(eng);
 	sw_fault_fini(&eng->fault);
 	free(eng);
 }

@@ -369,12 +369,26 @@ static uint64_t run_timers(struct sw_engine *eng, uint64_t now)
 
 	pthread_mutex_lock(&eng->active_lock);
 	n = eng->nactive;
-	snap = n ? malloc(n * sizeof(*snap)) : NULL;
+	if (n > eng->cap_snap) { /* rare: the active list grew past the copy */
+		snap = realloc(eng->snap, eng->cap_active * sizeof(*snap));
+		if (snap) {
+			eng->snap = snap;
+			eng->cap_snap = eng->cap_active;
+		}
+	}
+	snap = n <= eng->cap_snap ? eng->snap : NULL;
 	if (snap)
 		for (i = 0; i < n; i++) {
 			snap[i] = eng->active[i];
 			sw_qp_get(snap[i]);
 		}
+	pthread_mutex_unlock(&eng->active_lock);
+	if (!snap || !n)
+		return next;
+	for (i = 0; i < n; i++) {
+		snap[i] = eng->active[i];
+		sw_qp_get(snap[i]);
+	}
 	pthread_mutex_unlock(&eng->active_lock);
 	if (!snap)
 		return next;
@@ -399,21 +413,38 @@ static uint64_t run_timers(struct sw_engine *eng, uint64_t now)
 		pthread_mutex_unlock(&qp->lock);
 		sw_qp_put(qp);
 	}
-	free(snap);
 	return next;
+}
+
+/* Contract: see transport.h. */
+int sw_progress_init(struct sw_engine *eng)
+{
+	eng->rx = malloc(sizeof(*eng->rx));
+	if (!eng->rx)
+		return -ENOMEM;
+	rx_batch_init(eng->rx);
+	return 0;
+}
+
+/* Contract: see transport.h. */
+void sw_progress_fini(struct sw_engine *eng)
+{
+	free(eng->rx);
+	free(eng->snap);
+	eng->rx = NULL;
+	eng->snap = NULL;
+	eng->cap_snap = 0;
 }
 
 /* Contract: the progress thread's body; returns when eng->stop is set. */
 void *sw_progress_main(void *arg)
 {
 	struct sw_engine *eng = arg;
-	struct rx_batch *b = malloc(sizeof(*b));
+	struct rx_batch *b = eng->rx;
 	uint64_t next_timer = 0;
 	unsigned int busy = 0; /* nonempty batches since the timers last ran */
 
-	if (!b)
-		return NULL;
-	rx_batch_init(b);
+	sem_post(&eng->started);
 	while (!atomic_load(&eng->stop)) {
 		int n = rx_batch(eng, b);
 		uint64_t now;
@@ -499,6 +530,5 @@ void *sw_progress_main(void *arg)
 		}
 	}
 	rx_flush_acks(b); /* what a last deferred batch still owes */
-	free(b);
 	return NULL;
 }

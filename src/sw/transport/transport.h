@@ -24,6 +24,7 @@
 #define SV_SW_TRANSPORT_H
 
 #include <poll.h>
+#include <semaphore.h>
 #include <time.h>
 
 #include "sw/queue.h"
@@ -133,6 +134,13 @@ struct sw_budget {
 struct sw_engine {
 	struct sw_dev *dev;
 	pthread_t thread;
+	/*
+	 * Posted by the thread as its body begins: sw_engine_start() returns
+	 * only then, so that a fork() in the program never happens while the
+	 * thread is still being set up (a sanitizer's thread setup
+	 * allocates, and its fork child would find the allocator locked).
+	 */
+	sem_t started;
 	bool running;
 	bool joined; /* the thread has ended (stop, or quiesce at unload) */
 	bool reported; /* SOFTVERBS_STATS totals printed */
@@ -150,6 +158,16 @@ struct sw_engine {
 	pthread_mutex_t active_lock; /* guards the active list */
 	struct sw_qp **active; /* QPs with timers or deferred work */
 	uint32_t nactive, cap_active;
+	/*
+	 * The progress thread's own memory, so that it allocates nothing
+	 * while it runs (a fork() in the program must not find it inside
+	 * malloc): its receive batch, allocated before it starts
+	 * (sw_progress_init), and the timer scan's copy of `active`, grown
+	 * only when the active list outgrows it.
+	 */
+	struct rx_batch *rx;
+	struct sw_qp **snap;
+	uint32_t cap_snap;
 	struct sw_counters cnt;
 	struct sw_fault_state fault; /* SOFTVERBS_FAULT (fault.c) */
 	struct sw_shm *shm; /* the same-host link, NULL when off (SOFTVERBS_SHM=0) */
@@ -189,6 +207,12 @@ void sw_engine_wake_for(struct sw_engine *eng, uint64_t deadline);
 
 uint64_t sw_now_ns(void);
 
+/*
+ * progress.c: the progress thread's memory (eng->rx), before the thread
+ * starts (0 or -ENOMEM), and after it ended (sw_progress_fini).
+ */
+int sw_progress_init(struct sw_engine *eng);
+void sw_progress_fini(struct sw_engine *eng);
 /* progress.c: the progress thread's body; returns when eng->stop is set. */
 void *sw_progress_main(void *arg);
 
