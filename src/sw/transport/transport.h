@@ -159,8 +159,8 @@ struct sw_engine {
 	struct sw_qp **active; /* QPs with timers or deferred work */
 	uint32_t nactive, cap_active;
 	/*
-	 * The progress thread's own memory, so that it allocates nothing
-	 * while it runs (a fork() in the program must not find it inside
+	 * The progress thread's own memory, so that an idle thread allocates
+	 * nothing (a fork() in the program should not find it inside
 	 * malloc): its receive batch, allocated before it starts
 	 * (sw_progress_init), and the timer scan's copy of `active`, grown
 	 * only when the active list outgrows it.
