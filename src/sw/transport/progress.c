@@ -386,13 +386,6 @@ static uint64_t run_timers(struct sw_engine *eng, uint64_t now)
 	if (!snap || !n)
 		return next;
 	for (i = 0; i < n; i++) {
-		snap[i] = eng->active[i];
-		sw_qp_get(snap[i]);
-	}
-	pthread_mutex_unlock(&eng->active_lock);
-	if (!snap)
-		return next;
-	for (i = 0; i < n; i++) {
 		struct sw_qp *qp = snap[i];
 
 		pthread_mutex_lock(&qp->lock);
