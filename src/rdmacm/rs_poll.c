@@ -42,8 +42,15 @@ static short rs_revents(struct rsocket *rs, short events)
 			r = rs->state == RS_CONNECTED ? POLLOUT : POLLOUT | POLLERR;
 		break;
 	case RS_CONNECTED:
-		rs_poll_cq(rs);
+		/*
+		 * CM events first: what the peer sent before its DREQ is in the
+		 * CQ once DISCONNECTED is on the channel (our device acknowledged
+		 * it, and the peer closes only then). The other way round, a
+		 * poller preempted between the two passes saw the hang-up with
+		 * those bytes still in the CQ: POLLHUP before the data.
+		 */
 		rs_cm_events(rs);
+		rs_poll_cq(rs);
 		if (rs_have_rdata(rs) || !rs->readable || rs->state != RS_CONNECTED)
 			r |= POLLIN;
 		if (rs_can_send(rs))
