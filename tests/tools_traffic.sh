@@ -67,6 +67,11 @@ show() {
 	done
 }
 
+# show_pair: what the server and the client of the last pair printed
+show_pair() {
+	show "$tmp"/server.out "$tmp"/server.err "$tmp"/client.out "$tmp"/client.err
+}
+
 need() {
 	for b in "$@"; do
 		command -v "$b" >/dev/null || skip "$b is not installed (apt-get install $pkg)"
@@ -174,7 +179,7 @@ pingpong() {
 	name="$tool -s $size -n $iters $*"
 	if ! pair "$tool" -g 0 -s "$size" -n "$iters" "$@"; then
 		not_ok "$name"
-		show "$tmp"/server.out "$tmp"/server.err "$tmp"/client.out "$tmp"/client.err
+		show_pair
 		return
 	fi
 	bytes=$((2 * size * iters))
@@ -190,7 +195,7 @@ pingpong() {
 	done
 	if [ -n "$bad" ]; then
 		not_ok "$name: ${bad#; }"
-		show "$tmp"/server.out "$tmp"/server.err "$tmp"/client.out "$tmp"/client.err
+		show_pair
 		return
 	fi
 	ok "$name: $(grep -E 'iters in' "$tmp/client.out")"
@@ -262,12 +267,12 @@ perf_bw() {
 		done
 		if [ "$bad" = failed ]; then
 			not_ok "$name"
-			show "$tmp"/server.out "$tmp"/server.err "$tmp"/client.out "$tmp"/client.err
+			show_pair
 			continue
 		fi
 		if [ -n "$bad" ]; then
 			not_ok "$name: ${bad#; }"
-			show "$tmp"/server.out "$tmp"/server.err "$tmp"/client.out "$tmp"/client.err
+			show_pair
 			continue
 		fi
 		if [ "$s" = all ]; then
@@ -287,7 +292,7 @@ perf_lat() {
 		name="$tool -s $s -n $iters $*"
 		if ! pair "$tool" -x 0 -F -s "$s" -n "$iters" "$@"; then
 			not_ok "$name"
-			show "$tmp"/server.out "$tmp"/server.err "$tmp"/client.out "$tmp"/client.err
+			show_pair
 			continue
 		fi
 		bad=''
@@ -306,7 +311,7 @@ perf_lat() {
 		done
 		if [ -n "$bad" ]; then
 			not_ok "$name: ${bad#; }"
-			show "$tmp"/server.out "$tmp"/server.err "$tmp"/client.out "$tmp"/client.err
+			show_pair
 			continue
 		fi
 		ok "$name: $(rows "$tmp/client.out" | awk '{ printf "typical %s usec, average %s usec", $5, $6 }')"
