@@ -14,6 +14,7 @@
  *   ucx.c         ucx_perftest comparison
  *   alloc_reg.c   ibv_alloc_buf + ibv_reg_buf_mr against posix_memalign + ibv_reg_mr
  *   dmah.c        ibv_alloc_dmah rate and registration with a DMA handle
+ *   loss.c        WRITE under packet loss; N QPs x M processes (loss.h)
  *
  * Every verbs measurement runs in fresh processes: this program
  * re-executed with --role (measure() and run_one() in util.c), reporting
@@ -45,6 +46,8 @@ double nan_d(void);
 void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 /* Read or write exactly n bytes on a stream socket; -1 on EOF or error. */
 int xfer(int fd, void *p, size_t n, bool out);
+/* The same by `deadline` (now_ns(); UINT64_MAX: none); -1 also when it passes. */
+int xfer_by(int fd, void *p, size_t n, bool out, uint64_t deadline);
 /* True when `fd` has a byte (or EOF) waiting: the peer is done. */
 bool ctl_ready(int fd);
 /* Sort round trips (ns); the median and p99 one-way latencies in us. */
@@ -154,7 +157,7 @@ int run_one(const char *role, uint64_t size, char *const env[], char *res, size_
 /* ---- results.c ---- */
 
 enum {
-	REC_MAXV = 8
+	REC_MAXV = 16
 };
 
 struct rec {
@@ -173,6 +176,8 @@ void rec_set(struct rec *r, const char *key, double v);
 double rec_get(const char *fam, const char *op, const char *variant, uint64_t size,
 	       const char *key);
 void print_tables(void);
+/* "met", "MISSED" or "not measured" (NaN) for ratio `r` against a bound. */
+const char *verdict(double r, double bound, bool at_least);
 int write_json(const char *path, double run_s);
 extern bool ucx_present;
 extern char ucx_note[128];
@@ -200,6 +205,7 @@ void run_lat(void);
 void run_ucx(void);
 void run_alloc_reg(void);
 void run_dmah(void);
+void run_loss(void);
 /* Planned weight of each family for the progress ETA. */
 double plan_memcpy(void);
 double plan_udp(void);
@@ -208,5 +214,6 @@ double plan_lat(void);
 double plan_ucx(void);
 double plan_alloc_reg(void);
 double plan_dmah(void);
+double plan_loss(void);
 
 #endif

@@ -55,15 +55,12 @@ static void ep_reg(struct ep *e, enum mr_kind kind)
 		die("ibv_reg_mr_ex with a DMA handle: %s", strerror(errno));
 }
 
-/* Open the first device, make PD, CQ, buffer, MR (as `kind`) and an RC QP in INIT; dies on failure.
- */
-static void ep_init(struct ep *e, size_t len, uint32_t depth, enum mr_kind kind)
+/* Contract: see ep.h. */
+void ep_open(struct ep *e, int cqe)
 {
 	struct ibv_device **list = ibv_get_device_list(NULL);
-	struct ibv_qp_init_attr ia;
 	struct ibv_device_attr da;
 	struct ibv_port_attr pa;
-	struct ibv_qp_attr a;
 
 	memset(e, 0, sizeof(*e));
 	if (!list || !list[0])
@@ -78,42 +75,64 @@ static void ep_init(struct ep *e, size_t len, uint32_t depth, enum mr_kind kind)
 	e->mtu = pa.active_mtu;
 	e->max_rd = (uint8_t)(da.max_qp_rd_atom < 16 ? da.max_qp_rd_atom : 16);
 	e->pd = ibv_alloc_pd(e->ctx);
-	e->cq = ibv_create_cq(e->ctx, (int)depth * 2 + 16, NULL, NULL, 0);
-	e->len = len < 64 ? 64 : len;
-	e->buf = aligned_alloc(4096, (e->len + 4095) & ~(size_t)4095);
-	if (!e->pd || !e->cq || !e->buf)
-		die("PD, CQ or buffer allocation failed");
-	memset(e->buf, 0, e->len);
-	ep_reg(e, kind);
+	e->cq = ibv_create_cq(e->ctx, cqe, NULL, NULL, 0);
+	if (!e->pd || !e->cq)
+		die("PD or CQ allocation failed");
+}
+
+/* Contract: see ep.h. */
+struct ibv_qp *ep_rc_qp(const struct ep *e, uint32_t send_wr, uint32_t recv_wr,
+			uint32_t *max_inline)
+{
+	struct ibv_qp_init_attr ia;
+	struct ibv_qp_attr a;
+	struct ibv_qp *qp;
+
 	memset(&ia, 0, sizeof(ia));
 	ia.send_cq = e->cq;
 	ia.recv_cq = e->cq;
 	ia.qp_type = IBV_QPT_RC;
-	ia.cap.max_send_wr = depth;
-	ia.cap.max_recv_wr = depth;
+	ia.cap.max_send_wr = send_wr;
+	ia.cap.max_recv_wr = recv_wr;
 	ia.cap.max_send_sge = 1;
 	ia.cap.max_recv_sge = 1;
 	ia.cap.max_inline_data = 64;
-	e->qp = ibv_create_qp(e->pd, &ia);
-	if (!e->qp) { /* a device without inline data */
+	qp = ibv_create_qp(e->pd, &ia);
+	if (!qp) { /* a device without inline data */
 		ia.cap.max_inline_data = 0;
-		e->qp = ibv_create_qp(e->pd, &ia);
+		qp = ibv_create_qp(e->pd, &ia);
 	}
-	if (!e->qp)
+	if (!qp)
 		die("ibv_create_qp: %s", strerror(errno));
-	e->max_inline = ia.cap.max_inline_data;
+	if (max_inline)
+		*max_inline = ia.cap.max_inline_data;
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_INIT;
 	a.port_num = 1;
 	a.qp_access_flags =
 		IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
-	if (ibv_modify_qp(e->qp, &a,
+	if (ibv_modify_qp(qp, &a,
 			  IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
 		die("modify QP to INIT failed");
+	return qp;
 }
 
-/* INIT -> RTR -> RTS towards `peer`; dies on failure. */
-static void ep_connect(struct ep *e, const struct ep_addr *me, const struct ep_addr *peer)
+/* Open, make buffer, MR (as `kind`) and an RC QP in INIT; dies on failure. */
+static void ep_init(struct ep *e, size_t len, uint32_t depth, enum mr_kind kind)
+{
+	ep_open(e, (int)depth * 2 + 16);
+	e->len = len < 64 ? 64 : len;
+	e->buf = aligned_alloc(4096, (e->len + 4095) & ~(size_t)4095);
+	if (!e->buf)
+		die("buffer allocation failed");
+	memset(e->buf, 0, e->len);
+	ep_reg(e, kind);
+	e->qp = ep_rc_qp(e, depth, depth, &e->max_inline);
+}
+
+/* Contract: see ep.h. */
+void ep_rc_connect(const struct ep *e, struct ibv_qp *qp, uint32_t sq_psn,
+		   const struct ep_addr *peer)
 {
 	struct ibv_qp_attr a;
 
@@ -128,18 +147,18 @@ static void ep_connect(struct ep *e, const struct ep_addr *me, const struct ep_a
 	a.ah_attr.grh.dgid = peer->gid;
 	a.ah_attr.grh.hop_limit = 64;
 	a.ah_attr.port_num = 1;
-	if (ibv_modify_qp(e->qp, &a,
+	if (ibv_modify_qp(qp, &a,
 			  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
 				  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
 		die("modify QP to RTR failed");
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTS;
-	a.sq_psn = me->psn;
+	a.sq_psn = sq_psn;
 	a.timeout = 14;
 	a.retry_cnt = 7;
 	a.rnr_retry = 7;
 	a.max_rd_atomic = e->max_rd;
-	if (ibv_modify_qp(e->qp, &a,
+	if (ibv_modify_qp(qp, &a,
 			  IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
 				  IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC))
 		die("modify QP to RTS failed");
@@ -159,7 +178,7 @@ void ep_setup(struct ep *e, int sock, size_t len, uint32_t depth, enum mr_kind m
 	me.gid = e->gid;
 	if (xfer(sock, &me, sizeof(me), true) || xfer(sock, peer, sizeof(*peer), false))
 		die("address exchange failed");
-	ep_connect(e, &me, peer);
+	ep_rc_connect(e, e->qp, me.psn, peer);
 }
 
 /* Contract: see ep.h. Everything ep_setup() made, in reverse order. */

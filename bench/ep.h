@@ -31,6 +31,14 @@ struct ep_addr {
 	union ibv_gid gid;
 };
 
+/* The first device opened, its port and GID queried, a PD and a CQ of `cqe`; dies on failure. */
+void ep_open(struct ep *e, int cqe);
+/* An RC QP on e's PD and CQ, moved to INIT; its inline limit in *max_inline (may be NULL). */
+struct ibv_qp *ep_rc_qp(const struct ep *e, uint32_t send_wr, uint32_t recv_wr,
+			uint32_t *max_inline);
+/* INIT -> RTR -> RTS towards `peer` (its QPN and PSN), sending from `sq_psn`; dies on failure. */
+void ep_rc_connect(const struct ep *e, struct ibv_qp *qp, uint32_t sq_psn,
+		   const struct ep_addr *peer);
 /* Set up with a `len`-byte buffer registered as `mr`, swap addresses, connect. */
 void ep_setup(struct ep *e, int sock, size_t len, uint32_t depth, enum mr_kind mr,
 	      struct ep_addr *peer);

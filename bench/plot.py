@@ -6,7 +6,10 @@
                                    bandwidth, message rate, latency
                                    (median and p99), alloc+reg cost;
                                    the same-run baselines (memcpy, UDP
-                                   loopback, UCX if measured) drawn in
+                                   loopback, UCX if measured) drawn in;
+                                   with the loss family, two more: WRITE
+                                   against packet loss (fraction of
+                                   lossless), N QPs x M processes
   plot.py --validate RESULTS.json  exit 1 (with the reasons) unless the
                                    file has the shape sv_bench writes
 
@@ -27,6 +30,10 @@ REQUIRED = {
     "dmah": ["us", "errno"],
     "dmah_bw": ["gbps", "mmsgs"],
     "ucx": ["median_us", "mbps", "msgs"],
+    "loss": ["drop", "gbps", "vs_lossless", "stalled", "verified", "err_wc", "lost",
+             "retx_per_lost", "excess_per_lost", "resent_per_lost"],
+    "loss_qps": ["drop", "gbps", "vs_lossless", "stalled", "verified", "err_wc", "lost",
+                 "excess_per_lost", "resent_per_lost", "qps", "procs", "overflows", "kern_rcvbuf"],
 }
 
 
@@ -94,14 +101,80 @@ def size_label(v, _pos=None):
     return "%g B" % v
 
 
+def num(v):
+    return isinstance(v, (int, float)) and math.isfinite(v)
+
+
+def plot_loss(doc, ax_drop, ax_qps):
+    """WRITE against loss (fraction of lossless, log), and N QPs x M processes (GB/s)."""
+    from matplotlib.ticker import FuncFormatter
+    lines = {}
+    for r in doc["results"].get("loss", []):
+        link = r["variant"].split(" ")[0]
+        lines.setdefault((link, r["size"]), []).append(r)
+    styles = {"udp": ("o-", "over UDP"), "shm": ("s--", "over the same-host link")}
+    for (link, size), rs in sorted(lines.items()):
+        pts = sorted((r["drop"] * 100, r["vs_lossless"], r.get("stalled"))
+                     for r in rs if num(r.get("drop")) and r["drop"] > 0 and num(r.get("vs_lossless")))
+        if not pts:
+            continue
+        fmt, what = styles.get(link, ("x-", link))
+        ln = ax_drop.plot([p[0] for p in pts], [max(p[1], 1e-4) for p in pts], fmt,
+                          label="WRITE %s %s" % (size_label(size), what))[0]
+        stalled = [p for p in pts if p[2]]
+        if stalled:
+            ax_drop.plot([p[0] for p in stalled], [max(p[1], 1e-4) for p in stalled], "x",
+                         color=ln.get_color(), ms=12, mew=2)
+    for goal, at in ((0.5, 0.5), (0.25, 2.0)):
+        ax_drop.plot([at], [goal], "k^", ms=9)
+    ax_drop.plot([], [], "k^", label="targets, 64 KiB (0.5% >= 0.50, 2% >= 0.25)")
+    ax_drop.plot([], [], "kx", ms=10, mew=2, label="stalled: not drained in the bound")
+    ax_drop.set_xscale("log")
+    ax_drop.set_yscale("log")
+    ticks = sorted({r["drop"] * 100 for r in doc["results"].get("loss", [])
+                    if num(r.get("drop")) and r["drop"] > 0})
+    ax_drop.set_xticks(ticks)
+    ax_drop.set_xticklabels(["%g%%" % t for t in ticks])
+    ax_drop.xaxis.set_minor_formatter(FuncFormatter(lambda _v, _p: ""))
+    lo, _hi = ax_drop.get_ylim()
+    ax_drop.set_ylim(lo, 1.5)
+    ax_drop.set_xlabel("packets dropped by each process's sender, % (log scale)")
+    ax_drop.set_ylabel("throughput / lossless of the same run (log scale)")
+    ax_drop.set_title("RDMA WRITE under random packet loss, one QP")
+    ax_drop.grid(True, which="major", alpha=0.3)
+    if ax_drop.get_legend_handles_labels()[0]:
+        ax_drop.legend(fontsize=7.5, loc="best")
+
+    rs = doc["results"].get("loss_qps", [])
+    groups = sorted({(r["variant"].split(" ")[0], r.get("qps"), r.get("procs")) for r in rs},
+                    key=lambda g: (g[0], g[2] or 0, g[1] or 0))
+    width = 0.4
+    for k, drop in enumerate(sorted({r.get("drop") for r in rs if num(r.get("drop"))})):
+        ys = []
+        for g in groups:
+            m = [r for r in rs if (r["variant"].split(" ")[0], r.get("qps"), r.get("procs")) == g
+                 and r.get("drop") == drop]
+            ys.append(m[0]["gbps"] if m and num(m[0].get("gbps")) else 0)
+        ax_qps.bar([i + (k - 0.5) * width for i in range(len(groups))], ys, width,
+                   label="%g%% loss" % (drop * 100))
+    ax_qps.set_xticks(range(len(groups)))
+    ax_qps.set_xticklabels(["%s\n%sx%s" % (g[0], g[1], g[2]) for g in groups], fontsize=7.5)
+    ax_qps.set_ylabel("aggregate GB/s")
+    ax_qps.set_title("RDMA WRITE 16 KiB, N QPs x M processes in a ring (link, N x M)")
+    ax_qps.grid(True, axis="y", alpha=0.3)
+    if ax_qps.get_legend_handles_labels()[0]:
+        ax_qps.legend(fontsize=7.5, loc="best")
+
+
 def plot(doc, out):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.ticker import FuncFormatter, LogLocator
 
-    fig, axes = plt.subplots(2, 2, figsize=(13, 9.5))
-    (ax_bw, ax_rate), (ax_lat, ax_alloc) = axes
+    has_loss = bool(doc["results"].get("loss") or doc["results"].get("loss_qps"))
+    fig, axes = plt.subplots(3 if has_loss else 2, 2, figsize=(13, 14 if has_loss else 9.5))
+    (ax_bw, ax_rate), (ax_lat, ax_alloc) = axes[0], axes[1]
     colors = {"WRITE": "tab:blue", "READ": "tab:green", "SEND": "tab:orange",
               "FETCH_ADD": "tab:purple", "CMP_SWAP": "tab:brown"}
     udp = {r["op"]: r for r in doc["results"].get("udp", [])}
@@ -209,12 +282,14 @@ def plot(doc, out):
             ax.legend(fontsize=7.5, loc="best")
         for lab in ax.get_xticklabels():
             lab.set_rotation(30)
+    if has_loss:
+        plot_loss(doc, axes[2][0], axes[2][1])
     host = doc.get("host", {})
     fig.suptitle("softverbs sv_bench (%s run, %.2f s per point, %s CPUs, load average %s -> %s): "
                  "two processes over loopback; compare within this run"
                  % (doc.get("mode"), doc.get("secs_per_point", 0), host.get("cpus", "?"),
                     host.get("loadavg_start", "?"), host.get("loadavg_end", "?")), fontsize=10)
-    fig.tight_layout(rect=(0, 0, 1, 0.97))
+    fig.tight_layout(rect=(0, 0, 1, 0.98 if has_loss else 0.97))
     fig.savefig(out, dpi=110)
 
 

@@ -23,6 +23,9 @@
  *                                                          alloc_reg.c
  *   dmah       ibv_alloc_dmah rate, ibv_reg_mr_ex with/without a DMA
  *              handle, WRITE bandwidth into DMAH MRs       dmah.c
+ *   loss       WRITE 64 KiB and 1 MiB at 0-2% packet loss, over UDP and
+ *              the same-host link, against lossless; N QPs x M
+ *              processes aggregate WRITE; packets resent per lost  loss.c
  *   ucx        ucx_perftest put_bw/put_lat over tcp on lo  ucx.c
  *
  * Output: plain tables on stdout, JSON with --json, progress lines on
@@ -32,6 +35,7 @@
  * enforced.
  */
 #include "bench.h"
+#include "loss.h"
 
 #include <sched.h>
 
@@ -60,6 +64,7 @@ static const struct family {
 	{"lat", plan_lat, run_lat},
 	{"alloc_reg", plan_alloc_reg, run_alloc_reg},
 	{"dmah", plan_dmah, run_dmah},
+	{"loss", plan_loss, run_loss},
 	{"ucx", plan_ucx, run_ucx},
 };
 
@@ -69,12 +74,13 @@ static void usage(int status)
 	fprintf(status ? stderr : stdout,
 		"usage: sv_bench [options]\n"
 		"  --quick          a short run: 0.25 s per point, sizes 8 B, 4 KiB, 64 KiB, 1 MiB,\n"
-		"                   alloc/reg up to 16 MiB (about half a minute)\n"
+		"                   alloc/reg up to 16 MiB, loss 8 points (under a minute)\n"
 		"  --secs S         measured seconds per point (default 2, quick 0.25)\n"
 		"  --sizes LIST     message sizes, comma-separated, K/M suffixes (default\n"
 		"                   8,64,512,4K,16K,64K,256K,1M)\n"
 		"  --max-alloc SIZE largest alloc/reg size (default 1G, quick 16M)\n"
-		"  --only LIST      families: memcpy,udp,bw,lat,alloc_reg,dmah,ucx (default all)\n"
+		"  --only LIST      families: memcpy,udp,bw,lat,alloc_reg,dmah,loss,ucx (default\n"
+		"                   all); loss has fixed sizes and, with --quick, fewer points\n"
 		"  --no-ucx         leave out ucx_perftest\n"
 		"  --json FILE      write the results as JSON\n"
 		"  --quiet          no progress lines; --progress: progress even when stderr is\n"
@@ -127,6 +133,8 @@ static int run_role(const char *role, const struct role_args *ra)
 		alloc_reg_role(ra, !strcmp(role, "alloc-cc"));
 	else if (!strcmp(role, "dmah"))
 		dmah_role(ra);
+	else if (!strcmp(role, "loss"))
+		loss_role(ra);
 	else
 		usage(2);
 	return 0;
@@ -157,7 +165,7 @@ int main(int argc, char **argv)
 	ssize_t n;
 	int rc = 0;
 
-	opt.only = "memcpy,udp,bw,lat,alloc_reg,dmah,ucx";
+	opt.only = "memcpy,udp,bw,lat,alloc_reg,dmah,loss,ucx";
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 

@@ -49,15 +49,25 @@ void die(const char *fmt, ...)
 	exit(1);
 }
 
-/* Contract: see bench.h. */
-int xfer(int fd, void *p, size_t n, bool out)
+/* Contract: see bench.h. Waits in poll(2) only when there is a deadline. */
+int xfer_by(int fd, void *p, size_t n, bool out, uint64_t deadline)
 {
 	size_t done = 0;
 
 	while (done < n) {
-		ssize_t r = out ? write(fd, (char *)p + done, n - done) :
-				  read(fd, (char *)p + done, n - done);
+		struct pollfd pf = {.fd = fd, .events = out ? POLLOUT : POLLIN};
+		ssize_t r;
 
+		if (deadline != UINT64_MAX) {
+			uint64_t t = now_ns();
+
+			if (t >= deadline)
+				return -1;
+			if (poll(&pf, 1, (int)((deadline - t) / 1000000) + 1) <= 0)
+				continue;
+		}
+		r = out ? write(fd, (char *)p + done, n - done) :
+			  read(fd, (char *)p + done, n - done);
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r <= 0)
@@ -65,6 +75,12 @@ int xfer(int fd, void *p, size_t n, bool out)
 		done += (size_t)r;
 	}
 	return 0;
+}
+
+/* Contract: see bench.h. */
+int xfer(int fd, void *p, size_t n, bool out)
+{
+	return xfer_by(fd, p, n, out, UINT64_MAX);
 }
 
 /* Contract: see bench.h. */

@@ -13,6 +13,7 @@
  * rereg refused, and a handle of another context refused.
  */
 #include "harness.h"
+#include "place_util.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -255,16 +256,7 @@ static void case_limit(void)
 static struct ibv_mr *reg_dmah(struct ibv_pd *pd, void *addr, size_t len, int access,
 			       struct ibv_dmah *d)
 {
-	struct ibv_mr_init_attr a;
-
-	memset(&a, 0, sizeof(a));
-	a.length = len;
-	a.access = access;
-	a.comp_mask = IBV_REG_MR_MASK_ADDR | IBV_REG_MR_MASK_DMAH;
-	a.addr = addr;
-	a.dmah = d;
-	errno = 0;
-	return ibv_reg_mr_ex(pd, &a);
+	return pu_reg(pd, addr, len, access, d);
 }
 
 static struct ibv_mr *reg_dmah_fd(struct ibv_pd *pd, int fd, uint64_t off, size_t len,

@@ -23,6 +23,9 @@
  * fairness). SV_LOAD_QPS and SV_LOAD_NOPS change NQP (even, at most
  * 1024) and NOPS, SV_LOAD_DEPTH (at most 16) and SV_LOAD_MAXLEN (at most
  * 12288) the operations in flight per QP and the largest message.
+ * tests/CMakeLists.txt runs it once more at 1024 QPs per process, over
+ * UDP and over the same-host link, at 4 x 4 KiB and 8 x 12 KiB in flight
+ * (api_load_qps_1024_*): every operation must complete successfully.
  */
 #include "harness.h"
 #include "traffic.h"

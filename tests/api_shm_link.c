@@ -25,6 +25,7 @@
  * mapped in both processes (/proc/self/maps) before it counts on them.
  */
 #include "harness.h"
+#include "stats.h"
 #include "traffic.h"
 
 #include <sys/prctl.h>
@@ -71,21 +72,6 @@ struct peer_cfg {
 	char addr[INET_ADDRSTRLEN];
 	bool shm, drop_uid, wait_go;
 };
-
-/* How many same-host rings this process has mapped (-1: no /proc). */
-static int link_maps(void)
-{
-	FILE *f = fopen("/proc/self/maps", "r");
-	char line[512];
-	int n = 0;
-
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		n += strstr(line, "softverbs-link") != NULL;
-	fclose(f);
-	return n;
-}
 
 /* The "same-host link" line of a SOFTVERBS_STATS report into r. */
 static void parse_link(const char *text, struct report *r)
@@ -225,7 +211,7 @@ static int peer_main(int sock, const struct peer_cfg *c)
 		} else if (m.op == 'V') {
 			v = peer_verify(&e, &a, m.seed);
 		} else if (m.op == 'M') {
-			v = link_maps();
+			v = t_link_maps();
 		}
 		if (t_xfer(sock, &v, sizeof(v), true))
 			r.bad++;
@@ -235,7 +221,7 @@ static int peer_main(int sock, const struct peer_cfg *c)
 	fprintf(stderr, "%s", text); /* the test's log shows B's counters too */
 	parse_link(text, &r);
 	r.fd_after = t_count_fds();
-	r.maps_after = link_maps();
+	r.maps_after = t_link_maps();
 	return t_xfer(sock, &r, sizeof(r), true) ? 2 : 0;
 }
 
@@ -360,7 +346,7 @@ static bool wait_links(struct t_ep *e, struct peer *p, int want, uint32_t *seed)
 	do {
 		if (round_trip(e, p, (*seed)++))
 			return false;
-		mine = link_maps();
+		mine = t_link_maps();
 		theirs = peer_cmd(p, 'M', 0);
 	} while ((mine != want || theirs != want) && t_ms() < end);
 	return CHECK_MSG(mine == want && theirs == want, "rings mapped: A %d, B %d, want %d", mine,
@@ -396,7 +382,7 @@ static void self_close(struct self *s, struct report *r)
 	CHECK_MSG(r->seen, "A printed no link counters");
 	CHECK_MSG(s->fd_before >= 0 && s->fd_before == r->fd_after,
 		  "A's fds: %d before the device, %d after", s->fd_before, r->fd_after);
-	CHECK_EQ_INT(link_maps(), 0);
+	CHECK_EQ_INT(t_link_maps(), 0);
 }
 
 static unsigned int net_hi, net_lo; /* this run's 127.hi.lo.x */
@@ -437,7 +423,7 @@ static void pair_case(const char *name, unsigned int ha, bool sa, unsigned int h
 			for (uint64_t end = t_ms() + 1300; t_ms() < end; usleep(100 * 1000))
 				if (round_trip(&s.e, &p, seed++))
 					break;
-			CHECK_EQ_INT(link_maps(), 0);
+			CHECK_EQ_INT(t_link_maps(), 0);
 			CHECK_EQ_INT(peer_cmd(&p, 'M', 0), 0);
 		}
 		for (int i = 0; i < 3; i++)
@@ -492,7 +478,7 @@ static void restart_case(void)
 	print_counts("B", &rb);
 	CHECK_MSG(rb.tx > 0 && rb.rx > 0, "B: link tx %llu rx %llu", rb.tx, rb.rx);
 	/* B's exit hangs up both links: A unmaps both rings (its sweep: every 100 ms) */
-	for (uint64_t end = t_ms() + 3000; (maps = link_maps()) != 0 && t_ms() < end;)
+	for (uint64_t end = t_ms() + 3000; (maps = t_link_maps()) != 0 && t_ms() < end;)
 		usleep(5000);
 	CHECK_MSG(maps == 0, "A still has %d rings mapped after B's exit", maps);
 	/* a new QP on the same device for B' */

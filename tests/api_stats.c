@@ -18,6 +18,7 @@
  *      receives flushed; the device totals match.
  */
 #include "harness.h"
+#include "stats.h"
 #include "traffic.h"
 
 #include <stdlib.h>
@@ -30,51 +31,11 @@
 #define NSEND 16
 #define BUFLEN (256u * 1024)
 
-struct dev_cnt {
-	unsigned long long tx, rx, timeouts, retrans, naks[6], drops[7], faults[3], wc_err,
-		wc_flush;
-	int seen;
-};
-
 struct qp_cnt {
 	unsigned int qpn;
 	unsigned long long tx, rx, retrans, timeouts, dups, naks[6], drops[5], ok, err, flush;
 	int lines;
 };
-
-/* The device's report; seen = 1 when all its lines were found. */
-static void parse_dev(const char *text, struct dev_cnt *d)
-{
-	memset(d, 0, sizeof(*d));
-	for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
-		if (sscanf(p, "softverbs: %*s %*[0-9.]: tx %llu pkts %*u bytes, rx %llu pkts",
-			   &d->tx, &d->rx) == 2)
-			d->seen |= 1;
-		else if (sscanf(p, "softverbs:   retransmits %llu timeouts %llu", &d->retrans,
-				&d->timeouts) == 2)
-			d->seen |= 2;
-		else if (sscanf(p,
-				"softverbs:   naks rx seq %llu rnr %llu err %llu, tx seq %llu rnr "
-				"%llu err %llu",
-				&d->naks[0], &d->naks[1], &d->naks[2], &d->naks[3], &d->naks[4],
-				&d->naks[5]) == 6)
-			d->seen |= 4;
-		else if (sscanf(p,
-				"softverbs:   drops malformed %llu icrc %llu no_qp %llu state %llu "
-				"qkey %llu no_recv %llu out_of_window %llu",
-				&d->drops[0], &d->drops[1], &d->drops[2], &d->drops[3],
-				&d->drops[4], &d->drops[5], &d->drops[6]) == 7)
-			d->seen |= 8;
-		else if (sscanf(p,
-				"softverbs:   faults dropped %llu duplicated %llu reordered %llu",
-				&d->faults[0], &d->faults[1], &d->faults[2]) == 3)
-			d->seen |= 16;
-		else if (sscanf(p, "softverbs:   completions errors %llu flushed %llu", &d->wc_err,
-				&d->wc_flush) == 2)
-			d->seen |= 32;
-	}
-	d->seen = d->seen == 63;
-}
 
 /* The report of QP `qpn`; lines = how many of its two lines were found. */
 static void parse_qp(const char *text, unsigned int qpn, struct qp_cnt *q)
@@ -129,7 +90,7 @@ static void lossy(void)
 	static char text[16384];
 	struct t_ep a, b;
 	struct t_capture cap;
-	struct dev_cnt d;
+	struct t_stats d = {0};
 	struct qp_cnt qa, qb;
 	struct ibv_wc wc;
 	unsigned int na = 0, nb = 0, ok_a = 0, ok_b = 0;
@@ -179,25 +140,25 @@ static void lossy(void)
 	printf("%s", text);
 	CHECK_EQ_INT(ok_a, NWRITE + NSEND);
 	CHECK_EQ_INT(ok_b, NSEND);
-	parse_dev(text, &d);
+	t_stats_parse(text, &d);
 	parse_qp(text, na, &qa);
 	parse_qp(text, nb, &qb);
-	if (!CHECK_MSG(d.seen && qa.lines == 2 && qb.lines == 2,
-		       "reports incomplete: device %d, QP lines %d and %d", d.seen, qa.lines,
-		       qb.lines))
+	if (!CHECK_MSG(d.lines == T_STATS_ALL && qa.lines == 2 && qb.lines == 2,
+		       "reports incomplete: device lines %#x, QP lines %d and %d",
+		       (unsigned)d.lines, qa.lines, qb.lines))
 		return;
-	CHECK_MSG(d.faults[0] > 0, "fault injection dropped nothing");
-	CHECK_EQ_INT(qa.tx + qb.tx, d.tx + d.faults[0]);
+	CHECK_MSG(d.fault_drops > 0, "fault injection dropped nothing");
+	CHECK_EQ_INT(qa.tx + qb.tx, d.tx + d.fault_drops);
 	CHECK_EQ_INT(qa.rx + qb.rx, d.rx - d.drops[1] - d.drops[2] - d.drops[0]);
 	CHECK(qa.tx >= NWRITE * (WLEN / 4096) + NSEND);
-	CHECK(qb.rx >= NWRITE * (WLEN / 4096) + NSEND - d.faults[0]);
-	CHECK_EQ_INT(qa.retrans + qb.retrans, d.retrans);
+	CHECK(qb.rx >= NWRITE * (WLEN / 4096) + NSEND - d.fault_drops);
+	CHECK_EQ_INT(qa.retrans + qb.retrans, d.retransmits);
 	CHECK_EQ_INT(qa.timeouts + qb.timeouts, d.timeouts);
 	CHECK_MSG(qa.timeouts + qa.naks[0] > 0, "no loss noticed: timeouts %llu seq NAKs %llu",
 		  qa.timeouts, qa.naks[0]);
 	CHECK(qa.naks[0] <= qb.naks[3]); /* a NAK sent may be lost, never invented */
-	CHECK_EQ_INT(qa.naks[0] + qb.naks[0], d.naks[0]);
-	CHECK_EQ_INT(qa.naks[3] + qb.naks[3], d.naks[3]);
+	CHECK_EQ_INT(qa.naks[0] + qb.naks[0], d.naks_rx[0]);
+	CHECK_EQ_INT(qa.naks[3] + qb.naks[3], d.naks_tx[0]);
 	CHECK_EQ_INT(qa.ok, NWRITE + NSEND);
 	CHECK_EQ_INT(qb.ok, NSEND);
 	CHECK_EQ_INT(qa.err + qb.err + qa.flush + qb.flush, 0);
@@ -210,7 +171,7 @@ static void errors(void)
 	static char text[16384];
 	struct t_ep a, b;
 	struct t_capture cap;
-	struct dev_cnt d;
+	struct t_stats d = {0};
 	struct qp_cnt qa, qb;
 	struct ibv_wc wc[4];
 	unsigned int na = 0, nb = 0;
@@ -243,17 +204,17 @@ static void errors(void)
 	t_capture_end(&cap, text, sizeof(text));
 	unsetenv("SOFTVERBS_STATS");
 	printf("%s", text);
-	parse_dev(text, &d);
+	t_stats_parse(text, &d);
 	parse_qp(text, na, &qa);
 	parse_qp(text, nb, &qb);
-	if (!CHECK_MSG(d.seen && qa.lines == 2 && qb.lines == 2,
-		       "reports incomplete: device %d, QP lines %d and %d", d.seen, qa.lines,
-		       qb.lines))
+	if (!CHECK_MSG(d.lines == T_STATS_ALL && qa.lines == 2 && qb.lines == 2,
+		       "reports incomplete: device lines %#x, QP lines %d and %d",
+		       (unsigned)d.lines, qa.lines, qb.lines))
 		return;
 	CHECK_EQ_INT(qa.naks[2], 1); /* err NAK received */
 	CHECK_EQ_INT(qb.naks[5], 1); /* err NAK sent */
-	CHECK_EQ_INT(d.naks[2], 1);
-	CHECK_EQ_INT(d.naks[5], 1);
+	CHECK_EQ_INT(d.naks_rx[2], 1);
+	CHECK_EQ_INT(d.naks_tx[2], 1);
 	CHECK_EQ_INT(qa.err, 1);
 	CHECK_EQ_INT(qa.flush, 1);
 	CHECK_EQ_INT(qb.err, 0);
@@ -261,7 +222,7 @@ static void errors(void)
 	CHECK_EQ_INT(d.wc_err, 1);
 	CHECK_EQ_INT(d.wc_flush, 3);
 	CHECK_EQ_INT(qa.ok + qb.ok, 0);
-	CHECK_EQ_INT(d.faults[0] + d.retrans, 0);
+	CHECK_EQ_INT(d.fault_drops + d.retransmits, 0);
 }
 
 int main(void)

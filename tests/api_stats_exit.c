@@ -96,15 +96,15 @@ static void child(enum kind k)
 
 			g = fork();
 			if (g == 0) {
-				alarm(10); /* a hang in exit fails the case (status 6) */
+				alarm(10); /* a hang in exit fails the case (status 64 + SIGALRM) */
 				exit(0); /* inherited the open device: prints nothing */
 			}
 			if (g < 0 || waitpid(g, &gs, 0) != g)
 				_exit(4);
 			/* (its exit status is not judged: LeakSanitizer reports the
 			 * progress thread's buffers, which a fork child has no thread for) */
-			if (!WIFEXITED(gs))
-				_exit(6);
+			if (!WIFEXITED(gs)) /* 64 + the signal that ended it */
+				_exit(WIFSIGNALED(gs) ? 64 + WTERMSIG(gs) : 6);
 		}
 		exit(0);
 	case TWO_CONTEXTS:

@@ -6,11 +6,11 @@
  */
 #include "harness.h"
 
-#include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "place_util.h"
 #include "sw/place.h"
 
 #define SV_ARRAY_SIZE_T(a) (sizeof(a) / sizeof((a)[0]))
@@ -113,50 +113,22 @@ static void case_cpu(void)
 	}
 }
 
-/* A reader spinning on the last byte must never see a stale body. */
-static atomic_int round_no, stop;
-static size_t torn;
-
-static void *reader(void *arg)
-{
-	size_t len = *(size_t *)arg;
-	int seen = 0;
-
-	while (!atomic_load(&stop)) {
-		int r = atomic_load(&round_no);
-		volatile uint8_t *d = dst;
-
-		if (r == seen || d[len - 1] != (uint8_t)r)
-			continue;
-		atomic_thread_fence(memory_order_acquire);
-		/* the writer may already be on a later round: older is torn */
-		for (size_t i = 0; i < len - 1; i++)
-			if (d[i] < (uint8_t)r) {
-				torn++;
-				break;
-			}
-		seen = r;
-	}
-	return NULL;
-}
-
 static void case_last_byte(void)
 {
 	static uint8_t pattern[256 << 10];
 	size_t len = sizeof(pattern);
 	struct sw_place_hint nt = {.ph = 1};
-	pthread_t t;
+	struct pu_reader rd;
 
 	t_case("the last byte becomes visible last");
-	CHECK(pthread_create(&t, NULL, reader, &len) == 0);
+	if (!CHECK(pu_reader_start(&rd, dst, len) == 0))
+		return;
 	for (int r = 1; r <= 100; r++) {
 		memset(pattern, r, len);
-		atomic_store(&round_no, r);
+		atomic_store(&rd.round, r);
 		CHECK(sw_place(r % 2 ? &nt : NULL, dst, pattern, len) == 0);
 	}
-	atomic_store(&stop, 1);
-	pthread_join(t, NULL);
-	CHECK_EQ_INT(torn, 0);
+	CHECK_EQ_INT(pu_reader_stop(&rd), 0);
 }
 
 int main(void)

@@ -26,6 +26,7 @@ struct sw_place_stats {
 	atomic_size_t nt_bytes; /* bytes stored with non-temporal stores */
 	atomic_size_t flushed_lines; /* cache lines written back for PM */
 	atomic_size_t pinned_jobs; /* placements run on a pinned worker */
+	atomic_size_t pinned_off_cpu; /* of those, run on another CPU than asked */
 	atomic_int last_cpu; /* CPU the last pinned placement ran on */
 };
 
@@ -34,9 +35,44 @@ extern struct sw_place_stats sw_place_stats;
 /*
  * Copy `len` bytes from `src` to `dst` as `hint` asks (NULL: no hint).
  * The last byte becomes visible after all the others. Returns when the
- * bytes are placed (and, for PM, written back): 0 or -errno.
+ * bytes are placed (and, for PM, written back): 0 or -errno. Placements
+ * this thread deferred (sw_place_defer) land first.
  */
 int sw_place(const struct sw_place_hint *hint, void *dst, const void *src, size_t len);
+
+/*
+ * As sw_place, but a hint with a CPU id only queues the copy on that
+ * CPU's worker and returns: the bytes land later, after every placement
+ * this thread queued before (one worker per CPU, first in first out), and
+ * `done(arg)` runs once they have (on the worker; NULL: nothing to run).
+ * `src` must stay as it is until then; the caller's sw_place_fence()
+ * waits for it. Any other hint places at once, as sw_place, then runs
+ * `done`. On an error nothing is queued and `done` does not run.
+ */
+int sw_place_defer(const struct sw_place_hint *hint, void *dst, const void *src, size_t len,
+		   void (*done)(void *), void *arg);
+
+/*
+ * Wait until every placement this thread deferred has landed (and, for
+ * PM, been written back); at once when there is none. The transport calls
+ * it before anything that exposes or reads placed bytes: an ACK or NAK, a
+ * completion, a READ response or an atomic, and before it reuses the
+ * receive buffers the deferred copies read from.
+ */
+void sw_place_fence(void);
+
+/*
+ * Start the worker on the placements this thread deferred since the last
+ * kick (sw_place_defer queues without waking it): once per receive batch.
+ * sw_place_fence kicks first.
+ */
+void sw_place_kick(void);
+
+/* True while placements this thread deferred have not all landed. */
+bool sw_place_pending(void);
+
+/* The copy itself on the calling thread, for the workers (place_worker.c). */
+void sw_place_here(const struct sw_place_hint *hint, uint8_t *dst, const uint8_t *src, size_t len);
 
 /*
  * Make bytes already stored at [dst, +len) durable as `hint` asks: for
@@ -49,24 +85,27 @@ void sw_place_persist(const struct sw_place_hint *hint, void *dst, size_t len);
  * An 8-byte atomic on registered memory at `target` (8-byte aligned):
  * compare-and-swap (`cas`: if *target == compare, store swap_add) or
  * fetch-and-add of swap_add, sequentially consistent, then persisted as
- * `hint` asks. Returns the value *target held before.
+ * `hint` asks, after this thread's deferred placements have landed.
+ * Returns the value *target held before.
  */
 uint64_t sw_place_atomic(const struct sw_place_hint *hint, uint64_t *target, bool cas,
 			 uint64_t compare, uint64_t swap_add);
 
 /*
  * Take / drop a reference on the worker pinned to `cpu`, starting it on
- * the first reference and joining it on the last. A DMA handle with a
- * CPU id holds one reference for its lifetime. 0 or -errno.
+ * the first reference and joining it on the last (by then nothing is
+ * queued: an MR with a queued copy holds its handle). A DMA handle with
+ * a CPU id holds one reference for its lifetime. 0 or -errno.
  */
 int sw_place_worker_get(uint32_t cpu);
 void sw_place_worker_put(uint32_t cpu);
 
 /*
  * At unload or exit (ctrl/unload.c): end every worker thread of this
- * process and wait for it. The workers stay allocated (DMA handles still
- * refer to them); a placement on one runs in the calling thread, and the
- * last reference's put frees it without a second join.
+ * process and wait for it, once it has run what was queued. The workers
+ * stay allocated (DMA handles still refer to them); a placement on one
+ * runs in the calling thread, and the last reference's put frees it
+ * without a second join.
  */
 void sw_place_quiesce(void);
 

@@ -259,6 +259,12 @@ size_t sw_pkt_write_hdrs(uint8_t *buf, const struct sw_pkt *p);
  */
 size_t sw_pkt_finish(uint8_t *buf, size_t len, const struct sw_icrc_ctx *c);
 
+/*
+ * Set AckReq in the finished packet of `len` bytes (ICRC included) in
+ * `buf` and compute its ICRC again; nothing if it is set already.
+ */
+void sw_pkt_set_ack_req(uint8_t *buf, size_t len, const struct sw_icrc_ctx *c);
+
 static inline uint8_t sw_pad_for(uint32_t paylen)
 {
 	return (uint8_t)((4 - (paylen & 3)) & 3);

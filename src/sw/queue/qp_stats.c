@@ -10,11 +10,16 @@
 
 #include "sw/queue/qp_priv.h"
 
-/* Contract: see queue.h. Returns what sw_cq_push() returns. */
+/*
+ * Contract: see queue.h. Returns what sw_cq_push() returns. The bytes
+ * this thread placed before land first (sw_place_fence): a completion
+ * never shows before its data.
+ */
 int sw_qp_cq_push(struct sw_qp *qp, struct sw_cq *cq, const struct ibv_wc *wc, bool solicited)
 {
 	struct sw_dev *dev = sw_dev_of(qp->ibv.qp_base.context);
 
+	sw_place_fence();
 	if (wc->status == IBV_WC_SUCCESS) {
 		SW_QP_COUNT(qp, wc_ok, 1);
 	} else if (wc->status == IBV_WC_WR_FLUSH_ERR) {

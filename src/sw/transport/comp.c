@@ -89,7 +89,7 @@ void sw_comp_retire(struct sw_qp *qp, enum ibv_wc_status status)
 	}
 	req->read_rx_pkts = 0;
 	req->resp_asked = false;
-	if (!outstanding(qp))
+	if (!sw_req_in_flight(req))
 		req->deadline_ns = 0;
 	if (status != IBV_WC_SUCCESS && status != IBV_WC_WR_FLUSH_ERR) {
 		req->deadline_ns = 0;
@@ -117,6 +117,7 @@ static bool retire_failed_head(struct sw_qp *qp)
 static bool ack_upto(struct sw_qp *qp, uint32_t psn)
 {
 	struct sw_req *req = qp->req;
+	uint32_t una0 = req->una_psn;
 	bool progress = false;
 
 	while (outstanding(qp) && qp->ibv.qp_base.state != IBV_QPS_ERR) {
@@ -151,8 +152,7 @@ static bool ack_upto(struct sw_qp *qp, uint32_t psn)
 	}
 	if (progress) {
 		sw_req_acked(qp);
-		if (req->window < SW_WINDOW_MAX)
-			req->window++;
+		sw_req_grow(qp, (uint32_t)sw_psn_diff(req->una_psn, una0));
 		req->deadline_ns = 0; /* re-armed below while anything is outstanding */
 	}
 	return false;
@@ -165,7 +165,18 @@ static void progress_done(struct sw_qp *qp)
 
 	if (qp->ibv.qp_base.state == IBV_QPS_ERR)
 		return;
-	if (outstanding(qp) && !req->deadline_ns) {
+	if (req->probe_back) {
+		/*
+		 * The answer to a tail-loss probe: what is still in flight after
+		 * it was lost, or dropped behind the gap it filled (probe.c).
+		 */
+		req->probe_back = false;
+		if (sw_req_in_flight(req) && outstanding(qp) && !is_rd_atomic(head(qp)->opcode)) {
+			sw_req_cut(qp);
+			sw_req_rewind(qp, req->una_psn);
+		}
+	}
+	if (sw_req_in_flight(req) && !req->deadline_ns) {
 		uint64_t t = sw_req_timeout_ns(qp);
 
 		if (t) {
@@ -230,7 +241,7 @@ static void on_nak(struct sw_qp *qp, const struct sw_pkt *pkt)
 	}
 	if (syn == SW_AETH_NAK_PSN_SEQ) {
 		SW_COUNT(eng, qp, seq_naks_rx);
-		req->window = req->window / 2 > SW_WINDOW_MIN ? req->window / 2 : SW_WINDOW_MIN;
+		sw_req_cut(qp);
 		sw_req_rewind(qp, pkt->psn);
 		req->deadline_ns = 0;
 		progress_done(qp);
@@ -295,8 +306,8 @@ static void on_read_resp(struct sw_qp *qp, const struct sw_pkt *pkt)
 		sw_comp_retire(qp, IBV_WC_BAD_RESP_ERR);
 		return;
 	}
-	ret = sw_sge_scatter(qp, (const struct ibv_sge *)(void *)w->data, w->num_sge, k * mtu,
-			     pkt->payload, pkt->paylen);
+	ret = sw_sge_scatter_rx(qp, (const struct ibv_sge *)(void *)w->data, w->num_sge, k * mtu,
+				pkt->payload, pkt->paylen);
 	if (ret) {
 		sw_comp_retire(qp, ret == -EINVAL ? IBV_WC_LOC_LEN_ERR : IBV_WC_LOC_PROT_ERR);
 		return;

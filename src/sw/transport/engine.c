@@ -39,6 +39,9 @@ int sw_engine_start(struct sw_dev *dev)
 	eng->dev = dev;
 	atomic_init(&eng->timers_at, UINT64_MAX); /* until the first scan */
 	engine_config(eng);
+	ret = sw_progress_init(eng);
+	if (ret)
+		goto err_free;
 	ret = sw_net_setup(dev->port.fd);
 	if (ret)
 		goto err_free;
@@ -48,6 +51,8 @@ int sw_engine_start(struct sw_dev *dev)
 		goto err_free;
 	}
 	pthread_mutex_init(&eng->active_lock, NULL);
+	pthread_mutex_init(&eng->budget.lock, NULL);
+	sem_init(&eng->started, 0, 0);
 	if (dev->cfg.shm && (ret = sw_shm_start(eng)))
 		goto err_wake;
 	dev->eng = eng;
@@ -58,6 +63,8 @@ int sw_engine_start(struct sw_dev *dev)
 		ret = -ret;
 		goto err_wake;
 	}
+	while (sem_wait(&eng->started) && errno == EINTR)
+		;
 	pthread_setname_np(eng->thread, "sv-progress");
 	if (dev->cfg.progress_cpu >= 0) {
 		cpu_set_t one;
@@ -74,9 +81,12 @@ int sw_engine_start(struct sw_dev *dev)
 	eng->running = true;
 	return 0;
 err_wake:
+	sem_destroy(&eng->started);
 	pthread_mutex_destroy(&eng->active_lock);
+	pthread_mutex_destroy(&eng->budget.lock);
 	close(eng->wake_fd);
 err_free:
+	sw_progress_fini(eng);
 	free(eng);
 	return ret;
 }
@@ -96,6 +106,7 @@ static void engine_report(struct sw_engine *eng)
 	fprintf(stderr,
 		"softverbs: %s %s: tx %llu pkts %llu bytes, rx %llu pkts %llu bytes\n"
 		"softverbs:   retransmits %llu timeouts %llu duplicates %llu tx_again %llu\n"
+		"softverbs:   resent pkts %llu, socket overflows %llu, budget waits %llu, probes %llu\n"
 		"softverbs:   naks rx seq %llu rnr %llu err %llu, tx seq %llu rnr %llu err %llu\n"
 		"softverbs:   drops malformed %llu icrc %llu no_qp %llu state %llu qkey %llu "
 		"no_recv %llu out_of_window %llu\n"
@@ -108,6 +119,8 @@ static void engine_report(struct sw_engine *eng)
 		(unsigned long long)c->rx_pkts, (unsigned long long)c->rx_bytes,
 		(unsigned long long)c->retransmits, (unsigned long long)c->timeouts,
 		(unsigned long long)c->duplicates, (unsigned long long)c->tx_again,
+		(unsigned long long)c->resent_pkts, (unsigned long long)c->sock_overflows,
+		(unsigned long long)c->budget_waits, (unsigned long long)c->probes,
 		(unsigned long long)c->seq_naks_rx, (unsigned long long)c->rnr_naks_rx,
 		(unsigned long long)c->err_naks_rx, (unsigned long long)c->seq_naks_tx,
 		(unsigned long long)c->rnr_naks_tx, (unsigned long long)c->err_naks_tx,
@@ -156,10 +169,13 @@ void sw_engine_stop(struct sw_dev *dev)
 	sw_gsi_detach(eng);
 	sw_shm_stop(eng);
 	engine_report(eng);
+	sw_budget_fini(eng);
 	dev->eng = NULL;
 	close(eng->wake_fd);
 	pthread_mutex_destroy(&eng->active_lock);
+	sem_destroy(&eng->started);
 	free(eng->active);
+	sw_progress_fini(eng);
 	sw_fault_fini(&eng->fault);
 	free(eng);
 }
@@ -276,6 +292,8 @@ void sw_transport_qp_fini(struct sw_qp *qp)
 
 	if (eng)
 		sw_engine_deactivate(eng, qp);
+	if (eng && qp->req)
+		sw_budget_release(qp);
 	/*
 	 * An ACK still owed for the end of the last batch goes out now: the
 	 * application may destroy the QP as soon as it sees the completion,
@@ -338,6 +356,8 @@ void sw_transport_qp_state(struct sw_qp *qp, enum ibv_qp_state old)
 	struct sw_resp *resp = qp->resp;
 	enum ibv_qp_state now = qp->ibv.qp_base.state;
 
+	if (now != IBV_QPS_RTS && now != IBV_QPS_SQD && now != IBV_QPS_SQE)
+		sw_budget_release(qp); /* nothing of it is in flight any more */
 	switch (now) {
 	case IBV_QPS_RESET:
 	case IBV_QPS_INIT:
@@ -359,6 +379,8 @@ void sw_transport_qp_state(struct sw_qp *qp, enum ibv_qp_state old)
 		if (old == IBV_QPS_RTR || old == IBV_QPS_INIT) {
 			qp->req->psn = qp->attr.sq_psn & SW_PSN_MASK;
 			qp->req->una_psn = qp->req->psn;
+			qp->req->high_psn = qp->req->psn;
+			qp->req->ackreq_psn = sw_psn_add(qp->req->psn, SW_PSN_MASK);
 			qp->req->retries = qp->attr.retry_cnt;
 			qp->req->rnr_retries = qp->attr.rnr_retry;
 		}

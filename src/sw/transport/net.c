@@ -41,6 +41,9 @@ int sw_net_setup(int fd)
 
 	set_buf(fd, SO_SNDBUF, SO_SNDBUFFORCE, SOCK_BUF_BYTES);
 	set_buf(fd, SO_RCVBUF, SO_RCVBUFFORCE, SOCK_BUF_BYTES);
+	/* the kernel's count of datagrams our full buffer dropped, on every receive */
+	if (setsockopt(fd, SOL_SOCKET, SO_RXQ_OVFL, &one, sizeof(one)))
+		return -errno;
 	if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &dl))
 		return -errno;
 	if (domain == AF_INET6) {

@@ -263,3 +263,12 @@ size_t sw_pkt_finish(uint8_t *buf, size_t len, const struct sw_icrc_ctx *c)
 	put_icrc(buf + len - SW_ICRC_LEN, sw_icrc(c, buf, len));
 	return len;
 }
+
+/* Contract: see wire.h. */
+void sw_pkt_set_ack_req(uint8_t *buf, size_t len, const struct sw_icrc_ctx *c)
+{
+	if (len < SW_BTH_LEN + SW_ICRC_LEN || (buf[8] & 0x80))
+		return;
+	buf[8] |= 0x80;
+	put_icrc(buf + len - SW_ICRC_LEN, sw_icrc(c, buf, len));
+}

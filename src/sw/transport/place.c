@@ -12,20 +12,24 @@
  *                      ph 0, 2 and 3 use normal (cached) stores.
  *   TPH_MEM_TYPE PM    every touched cache line is written back
  *                      (clflush) and a store fence follows, before the
- *                      placement returns, so before any ACK or CQE.
+ *                      placement counts as done, so before any ACK or
+ *                      CQE.
  *   CPU_ID             the copy runs on a worker thread pinned to that
- *                      CPU, so the lines end up in that CPU's cache.
+ *                      CPU, so the lines end up in that CPU's cache. The
+ *                      receive path does not wait for it per packet: it
+ *                      queues the copy (sw_place_defer) and goes on, and
+ *                      waits for all it queued (sw_place_fence) only
+ *                      before anything that shows or reads the bytes: an
+ *                      ACK, a CQE, a READ response, an atomic, and the
+ *                      reuse of the receive buffers the copies read from
+ *                      (place_worker.c, place_queue.c).
  *
  * In every mode the last byte is stored after all the bytes before it
  * are visible, so a reader polling the last byte of a WRITE sees the
- * whole message.
+ * whole message; a thread's deferred copies land in the order it made
+ * them, so this holds across the packets of a WRITE too.
  */
-#define _GNU_SOURCE
-#include <pthread.h>
-#include <sched.h>
-#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <emmintrin.h>
@@ -112,9 +116,8 @@ void __tsan_ignore_thread_end(void);
 #define DMA_END() ((void)0)
 #endif
 
-/* The copy itself, on whichever thread runs it. */
-static void place_here(const struct sw_place_hint *hint, uint8_t *dst, const uint8_t *src,
-		       size_t len)
+/* Contract: see place.h. */
+void sw_place_here(const struct sw_place_hint *hint, uint8_t *dst, const uint8_t *src, size_t len)
 {
 	if (!len)
 		return;
@@ -143,6 +146,7 @@ uint64_t sw_place_atomic(const struct sw_place_hint *hint, uint64_t *target, boo
 {
 	uint64_t orig;
 
+	sw_place_fence(); /* the word may be one a deferred WRITE is still placing */
 	DMA_BEGIN();
 	if (cas) {
 		orig = compare;
@@ -156,231 +160,18 @@ uint64_t sw_place_atomic(const struct sw_place_hint *hint, uint64_t *target, boo
 	return orig;
 }
 
-/* ---- pinned workers, one per CPU in use, refcounted by DMA handles ---- */
-
-struct job {
-	const struct sw_place_hint *hint;
-	uint8_t *dst;
-	const uint8_t *src;
-	size_t len;
-	bool done;
-	struct job *next;
-};
-
-struct worker {
-	pthread_t thread;
-	pthread_mutex_t lock;
-	pthread_cond_t wake, done;
-	struct job *head, *tail;
-	unsigned int refs;
-	bool stop;
-	int pin_err;
-};
-
-static pthread_mutex_t workers_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct worker **workers;
-static uint32_t nworkers;
-static pid_t workers_pid; /* the process whose threads they are (a fork child has none) */
-
-static void *worker_main(void *arg)
-{
-	struct worker *w = arg;
-	struct job *j;
-
-	pthread_mutex_lock(&w->lock);
-	for (;;) {
-		while (!w->head && !w->stop)
-			pthread_cond_wait(&w->wake, &w->lock);
-		if (!w->head)
-			break;
-		j = w->head;
-		w->head = j->next;
-		if (!w->head)
-			w->tail = NULL;
-		pthread_mutex_unlock(&w->lock);
-		place_here(j->hint, j->dst, j->src, j->len);
-		atomic_store_explicit(&sw_place_stats.last_cpu, sched_getcpu(),
-				      memory_order_relaxed);
-		atomic_fetch_add_explicit(&sw_place_stats.pinned_jobs, 1, memory_order_relaxed);
-		pthread_mutex_lock(&w->lock);
-		j->done = true;
-		pthread_cond_broadcast(&w->done);
-	}
-	pthread_mutex_unlock(&w->lock);
-	return NULL;
-}
-
-static int worker_start(struct worker *w, uint32_t cpu)
-{
-	pthread_attr_t attr;
-	cpu_set_t *set;
-	size_t size = CPU_ALLOC_SIZE(cpu + 1);
-	int ret;
-
-	set = CPU_ALLOC(cpu + 1);
-	if (!set)
-		return -ENOMEM;
-	CPU_ZERO_S(size, set);
-	CPU_SET_S(cpu, size, set);
-	pthread_mutex_init(&w->lock, NULL);
-	pthread_cond_init(&w->wake, NULL);
-	pthread_cond_init(&w->done, NULL);
-	pthread_attr_init(&attr);
-	ret = pthread_attr_setaffinity_np(&attr, size, set);
-	if (!ret)
-		ret = pthread_create(&w->thread, &attr, worker_main, w);
-	pthread_attr_destroy(&attr);
-	CPU_FREE(set);
-	if (ret) {
-		pthread_cond_destroy(&w->done);
-		pthread_cond_destroy(&w->wake);
-		pthread_mutex_destroy(&w->lock);
-		return -ret;
-	}
-	return 0;
-}
-
-/* Contract: see place.h. */
-int sw_place_worker_get(uint32_t cpu)
-{
-	struct worker *w;
-	int ret = 0;
-
-	pthread_mutex_lock(&workers_lock);
-	if (cpu >= nworkers) {
-		struct worker **n = realloc(workers, (cpu + 1) * sizeof(*n));
-
-		if (!n) {
-			ret = -ENOMEM;
-			goto out;
-		}
-		memset(n + nworkers, 0, (cpu + 1 - nworkers) * sizeof(*n));
-		workers = n;
-		nworkers = cpu + 1;
-	}
-	w = workers[cpu];
-	if (!w) {
-		w = calloc(1, sizeof(*w));
-		if (!w) {
-			ret = -ENOMEM;
-			goto out;
-		}
-		ret = worker_start(w, cpu);
-		if (ret) {
-			free(w);
-			goto out;
-		}
-		workers[cpu] = w;
-		workers_pid = getpid();
-	}
-	w->refs++;
-out:
-	pthread_mutex_unlock(&workers_lock);
-	return ret;
-}
-
-/* True while any worker slot is taken. Caller holds workers_lock. */
-static bool nworkers_in_use(void)
-{
-	uint32_t i;
-
-	for (i = 0; i < nworkers; i++)
-		if (workers[i])
-			return true;
-	return false;
-}
-
-/* Contract: see place.h. */
-void sw_place_worker_put(uint32_t cpu)
-{
-	struct worker *w;
-
-	pthread_mutex_lock(&workers_lock);
-	w = cpu < nworkers ? workers[cpu] : NULL;
-	if (w && --w->refs == 0) {
-		bool ended;
-
-		workers[cpu] = NULL;
-		pthread_mutex_lock(&w->lock);
-		ended = w->stop; /* joined by sw_place_quiesce() */
-		w->stop = true;
-		pthread_cond_signal(&w->wake);
-		pthread_mutex_unlock(&w->lock);
-		if (!ended && workers_pid == getpid())
-			pthread_join(w->thread, NULL);
-		pthread_cond_destroy(&w->done);
-		pthread_cond_destroy(&w->wake);
-		pthread_mutex_destroy(&w->lock);
-		free(w);
-	}
-	if (w && !nworkers_in_use()) {
-		free(workers);
-		workers = NULL;
-		nworkers = 0;
-	}
-	pthread_mutex_unlock(&workers_lock);
-}
-
-/* Contract: see place.h. */
-void sw_place_quiesce(void)
-{
-	uint32_t i;
-
-	pthread_mutex_lock(&workers_lock);
-	for (i = 0; i < nworkers && workers_pid == getpid(); i++) {
-		struct worker *w = workers[i];
-
-		if (!w)
-			continue;
-		pthread_mutex_lock(&w->lock);
-		if (w->stop) {
-			pthread_mutex_unlock(&w->lock);
-			continue;
-		}
-		w->stop = true;
-		pthread_cond_signal(&w->wake);
-		pthread_mutex_unlock(&w->lock);
-		pthread_join(w->thread, NULL);
-	}
-	pthread_mutex_unlock(&workers_lock);
-}
-
-/* Run one placement on the worker of `cpu` and wait for it. */
-static int place_pinned(const struct sw_place_hint *hint, uint8_t *dst, const uint8_t *src,
-			size_t len)
-{
-	struct job j = {.hint = hint, .dst = dst, .src = src, .len = len};
-	struct worker *w;
-
-	pthread_mutex_lock(&workers_lock);
-	w = hint->cpu_id < nworkers ? workers[hint->cpu_id] : NULL;
-	pthread_mutex_unlock(&workers_lock);
-	if (!w)
-		return -ENODEV; /* the handle took no worker reference */
-	pthread_mutex_lock(&w->lock);
-	if (w->stop) {
-		/* its thread ended at unload (sw_place_quiesce): place here */
-		pthread_mutex_unlock(&w->lock);
-		place_here(hint, dst, src, len);
-		return 0;
-	}
-	if (w->tail)
-		w->tail->next = &j;
-	else
-		w->head = &j;
-	w->tail = &j;
-	pthread_cond_signal(&w->wake);
-	while (!j.done)
-		pthread_cond_wait(&w->done, &w->lock);
-	pthread_mutex_unlock(&w->lock);
-	return 0;
-}
-
 /* Contract: see place.h. */
 int sw_place(const struct sw_place_hint *hint, void *dst, const void *src, size_t len)
 {
-	if (hint && hint->has_cpu)
-		return place_pinned(hint, dst, src, len);
-	place_here(hint, dst, src, len);
+	int ret;
+
+	if (hint && hint->has_cpu) {
+		ret = sw_place_defer(hint, dst, src, len, NULL, NULL);
+		if (!ret)
+			sw_place_fence();
+		return ret;
+	}
+	sw_place_fence(); /* after what this thread queued before */
+	sw_place_here(hint, dst, src, len);
 	return 0;
 }

@@ -5,8 +5,9 @@
  * It is what lets RDMA WRITE, READ and atomics complete while the target
  * process makes no verbs call at all: it receives every packet for the
  * device, hands requests to the responder and responses to the
- * completer of the QP they name, sends the ACKs owed at the end of each
- * batch, and runs the retransmit and RNR timers.
+ * completer of the QP they name, waits at the end of each batch for the
+ * copies it queued on CPU_ID placement workers (place_worker.c), sends
+ * the ACKs owed, and runs the retransmit and RNR timers.
  *
  * Idle, it sleeps in poll(2) until a packet, a wake-up or the next timer
  * (at most 100 ms), so it costs nothing measurable. With
@@ -26,23 +27,34 @@
 enum {
 	IDLE_SLEEP_NS = 100 * 1000 * 1000,
 	SW_TIMER_BATCHES = 64, /* a full socket buffer of MTU packets, about */
+	RX_SETS = 8, /* slot sets of SW_RX_BATCH: batches taken before one fence */
+	RX_SLOTS = RX_SETS * SW_RX_BATCH,
 };
 
 struct rx_slot {
 	uint8_t buf[SW_PKT_MAX];
 	union sw_sa src;
 	struct {
-		/* CMSG_SPACE(sizeof(struct in6_pktinfo)) is 40; cmsghdr wants size_t alignment */
-		_Alignas(size_t) char cbuf[64];
+		/*
+		 * CMSG_SPACE(sizeof(struct in6_pktinfo)) is 40, the SO_RXQ_OVFL
+		 * count's 24; cmsghdr wants size_t alignment
+		 */
+		_Alignas(size_t) char cbuf[96];
 	} c;
 	struct iovec iov;
 };
 
+/*
+ * The receive slots, in RX_SETS sets of SW_RX_BATCH. A batch fills one
+ * set; the next set is used only while copies queued on CPU_ID placement
+ * workers still read the earlier ones (rx_batch).
+ */
 struct rx_batch {
-	struct rx_slot slot[SW_RX_BATCH];
-	struct mmsghdr msg[SW_RX_BATCH];
-	struct sw_qp *touched[SW_RX_BATCH];
+	struct rx_slot slot[RX_SLOTS];
+	struct mmsghdr msg[RX_SLOTS];
+	struct sw_qp *touched[RX_SLOTS];
 	unsigned int ntouched;
+	unsigned int set; /* the set the next batch fills */
 };
 
 uint64_t sw_now_ns(void)
@@ -55,7 +67,9 @@ uint64_t sw_now_ns(void)
 
 static void rx_batch_init(struct rx_batch *b)
 {
-	for (unsigned int i = 0; i < SW_RX_BATCH; i++) {
+	b->ntouched = 0;
+	b->set = 0;
+	for (unsigned int i = 0; i < RX_SLOTS; i++) {
 		struct rx_slot *s = &b->slot[i];
 		struct msghdr *h = &b->msg[i].msg_hdr;
 
@@ -73,15 +87,20 @@ static void rx_batch_init(struct rx_batch *b)
 
 /*
  * The local address a packet was sent to (IP_PKTINFO, IPV6_PKTINFO) at
- * the socket's port, else the socket's own: `bound`.
+ * the socket's port, else the socket's own: `bound`. *ovfl: the socket's
+ * count of datagrams dropped at a full receive buffer (SO_RXQ_OVFL), if
+ * the kernel attached it.
  */
-static union sw_sa rx_dst(const union sw_sa *bound, struct msghdr *h)
+static union sw_sa rx_dst(const union sw_sa *bound, struct msghdr *h, uint32_t *ovfl)
 {
 	union sw_sa d = *bound;
 	struct cmsghdr *c;
 
 	for (c = CMSG_FIRSTHDR(h); c; c = CMSG_NXTHDR(h, c)) {
-		if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO && !sw_sa_is_v6(&d)) {
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SO_RXQ_OVFL) {
+			memcpy(ovfl, CMSG_DATA(c), sizeof(*ovfl));
+		} else if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO &&
+			   !sw_sa_is_v6(&d)) {
 			struct in_pktinfo pi;
 
 			memcpy(&pi, CMSG_DATA(c), sizeof(pi));
@@ -204,7 +223,7 @@ static void rx_one(struct sw_engine *eng, struct rx_batch *b, struct rx_slot *s,
 			sw_comp_handle(qp, &pkt);
 	}
 	pthread_mutex_unlock(&qp->lock);
-	if (b->ntouched < SW_RX_BATCH)
+	if (b->ntouched < RX_SLOTS)
 		touch(b, qp);
 	sw_qp_put(qp);
 }
@@ -219,6 +238,7 @@ static void rx_drop_oversize(struct sw_engine *eng)
 /* Send the ACKs the batch's QPs owe and drop their references. */
 static void rx_flush_acks(struct rx_batch *b)
 {
+	sw_place_fence(); /* nothing acknowledged before it is placed */
 	for (unsigned int t = 0; t < b->ntouched; t++) {
 		struct sw_qp *qp = b->touched[t];
 
@@ -227,22 +247,24 @@ static void rx_flush_acks(struct rx_batch *b)
 		pthread_mutex_unlock(&qp->lock);
 		sw_qp_put(qp);
 	}
+	b->ntouched = 0;
 }
 
 /*
- * Take up to the slots from `first` on off socket `fd`, bound to `bound`,
+ * Take up to the slots [first, end) off socket `fd`, bound to `bound`,
  * and handle them; returns how many were taken.
  */
-static int rx_socket(struct sw_engine *eng, struct rx_batch *b, int first, int fd,
-		     const union sw_sa *bound)
+static int rx_socket(struct sw_engine *eng, struct rx_batch *b, int first, int end, int fd,
+		     const union sw_sa *bound, uint32_t *ovfl_seen)
 {
+	uint32_t ovfl = *ovfl_seen;
 	int n, i;
 
-	for (i = first; i < SW_RX_BATCH; i++) {
+	for (i = first; i < end; i++) {
 		b->msg[i].msg_hdr.msg_namelen = sizeof(union sw_sa);
 		b->msg[i].msg_hdr.msg_controllen = sizeof(b->slot[i].c.cbuf);
 	}
-	n = recvmmsg(fd, b->msg + first, (unsigned int)(SW_RX_BATCH - first), MSG_DONTWAIT, NULL);
+	n = recvmmsg(fd, b->msg + first, (unsigned int)(end - first), MSG_DONTWAIT, NULL);
 	if (n <= 0)
 		return 0;
 	for (i = first; i < first + n; i++) {
@@ -254,24 +276,36 @@ static int rx_socket(struct sw_engine *eng, struct rx_batch *b, int first, int f
 			rx_drop_oversize(eng);
 			continue;
 		}
-		dst = rx_dst(bound, &b->msg[i].msg_hdr);
+		dst = rx_dst(bound, &b->msg[i].msg_hdr, &ovfl);
 		rx_one(eng, b, &b->slot[i], b->msg[i].msg_len, &dst);
+	}
+	if (ovfl != *ovfl_seen) { /* the kernel's count only grows (mod 2^32) */
+		atomic_fetch_add_explicit(&eng->cnt.sock_overflows, (uint32_t)(ovfl - *ovfl_seen),
+					  memory_order_relaxed);
+		*ovfl_seen = ovfl;
 	}
 	return n;
 }
 
-/* One receive batch; returns the number of packets taken off the sockets and links. */
+/*
+ * One receive batch into the next slot set; returns the number of
+ * packets taken off the sockets and links. It ends by waiting for the
+ * placements it queued (sw_place_fence) and sending the ACKs owed, but
+ * for a full batch with copies still queued and a set left: then the
+ * next batch fills the next set while the worker (kicked) copies, and the fence
+ * and the ACKs come after it (at most RX_SETS batches, so one fence per
+ * RX_SLOTS packets of a stream into a CPU_ID MR).
+ */
 static int rx_batch(struct sw_engine *eng, struct rx_batch *b)
 {
 	const struct sw_port *port = &eng->dev->port;
-	int n;
+	int first = (int)b->set * SW_RX_BATCH, end = first + SW_RX_BATCH, n;
 
-	b->ntouched = 0;
-	n = rx_socket(eng, b, 0, port->fd, &port->local);
-	if (port->ll_fd >= 0 && n < SW_RX_BATCH)
-		n += rx_socket(eng, b, n, port->ll_fd, &port->ll);
+	n = first + rx_socket(eng, b, first, end, port->fd, &port->local, &eng->rx_ovfl[0]);
+	if (port->ll_fd >= 0 && n < end)
+		n += rx_socket(eng, b, n, end, port->ll_fd, &port->ll, &eng->rx_ovfl[1]);
 	/* then the same-host links, into the slots left */
-	for (; n < SW_RX_BATCH; n++) {
+	for (; n < end; n++) {
 		struct rx_slot *s = &b->slot[n];
 		int len = sw_shm_recv(eng, s->buf, sizeof(s->buf), &s->src);
 
@@ -280,7 +314,15 @@ static int rx_batch(struct sw_engine *eng, struct rx_batch *b)
 		if (!sw_fault_rx_drop(eng))
 			rx_one(eng, b, s, (size_t)len, &port->local);
 	}
-	if (!n)
+	n -= first;
+	if (n == SW_RX_BATCH && b->set + 1 < RX_SETS && sw_place_pending()) {
+		sw_place_kick();
+		b->set++;
+		return n;
+	}
+	b->set = 0;
+	sw_place_fence();
+	if (!n && !b->ntouched)
 		return 0;
 	/*
 	 * Busy polling: an application thread that shares this core and spins
@@ -310,7 +352,7 @@ int sw_rx_inject(struct sw_engine *eng, const uint8_t *buf, size_t len, const un
 	b->slot[0].src = *src;
 	b->ntouched = 0;
 	rx_one(eng, b, &b->slot[0], len, dst);
-	rx_flush_acks(b);
+	rx_flush_acks(b); /* fences first, as rx_batch() */
 	free(b);
 	return 0;
 }
@@ -327,23 +369,35 @@ static uint64_t run_timers(struct sw_engine *eng, uint64_t now)
 
 	pthread_mutex_lock(&eng->active_lock);
 	n = eng->nactive;
-	snap = n ? malloc(n * sizeof(*snap)) : NULL;
+	if (n > eng->cap_snap) { /* rare: the active list grew past the copy */
+		snap = realloc(eng->snap, eng->cap_active * sizeof(*snap));
+		if (snap) {
+			eng->snap = snap;
+			eng->cap_snap = eng->cap_active;
+		}
+	}
+	snap = n <= eng->cap_snap ? eng->snap : NULL;
 	if (snap)
 		for (i = 0; i < n; i++) {
 			snap[i] = eng->active[i];
 			sw_qp_get(snap[i]);
 		}
 	pthread_mutex_unlock(&eng->active_lock);
-	if (!snap)
+	if (!snap || !n)
 		return next;
 	for (i = 0; i < n; i++) {
 		struct sw_qp *qp = snap[i];
 
 		pthread_mutex_lock(&qp->lock);
 		if (qp->req) {
+			uint64_t probe;
+
 			sw_req_timer(qp, now);
+			probe = sw_probe_due_ns(qp);
 			if (qp->req->deadline_ns && qp->req->deadline_ns < next)
 				next = qp->req->deadline_ns;
+			if (probe && probe < next)
+				next = probe;
 			if (qp->req->rnr_until_ns && qp->req->rnr_until_ns < next)
 				next = qp->req->rnr_until_ns;
 			if (qp->req->wait_writable && now + SW_TICK_NS < next)
@@ -352,24 +406,46 @@ static uint64_t run_timers(struct sw_engine *eng, uint64_t now)
 		pthread_mutex_unlock(&qp->lock);
 		sw_qp_put(qp);
 	}
-	free(snap);
 	return next;
+}
+
+/* Contract: see transport.h. */
+int sw_progress_init(struct sw_engine *eng)
+{
+	eng->rx = malloc(sizeof(*eng->rx));
+	if (!eng->rx)
+		return -ENOMEM;
+	rx_batch_init(eng->rx);
+	return 0;
+}
+
+/* Contract: see transport.h. */
+void sw_progress_fini(struct sw_engine *eng)
+{
+	free(eng->rx);
+	free(eng->snap);
+	eng->rx = NULL;
+	eng->snap = NULL;
+	eng->cap_snap = 0;
 }
 
 /* Contract: the progress thread's body; returns when eng->stop is set. */
 void *sw_progress_main(void *arg)
 {
 	struct sw_engine *eng = arg;
-	struct rx_batch *b = malloc(sizeof(*b));
+	struct rx_batch *b = eng->rx;
 	uint64_t next_timer = 0;
 	unsigned int busy = 0; /* nonempty batches since the timers last ran */
 
-	if (!b)
-		return NULL;
-	rx_batch_init(b);
+	sem_post(&eng->started);
 	while (!atomic_load(&eng->stop)) {
 		int n = rx_batch(eng, b);
-		uint64_t now = sw_now_ns();
+		uint64_t now;
+
+		/* the ACKs just handled may have freed budget: serve the line */
+		if (atomic_load_explicit(&eng->budget.nwait, memory_order_relaxed))
+			sw_budget_serve(eng);
+		now = sw_now_ns();
 
 		/*
 		 * Timers only once the socket is empty: after a stall (this
@@ -446,6 +522,6 @@ void *sw_progress_main(void *arg)
 			next_timer = 0; /* someone armed a timer or queued work */
 		}
 	}
-	free(b);
+	rx_flush_acks(b); /* what a last deferred batch still owes */
 	return NULL;
 }

@@ -7,12 +7,17 @@
  * one packet that reserves a PSN for each response packet; an atomic
  * takes one. Sending stops at the window (packets in flight), at a
  * fence behind outstanding READs/atomics, at max_rd_atomic, during an RNR
- * back-off, and when the socket is full. The retransmit timer runs while
- * anything is unacknowledged; on expiry, or on a sequence NAK, the
- * requester goes back to the oldest unacknowledged PSN (go-back-N) and
- * halves its window; every acknowledged window grows it again. Each
- * consecutive expiry doubles the timeout (at most 8x) until the peer
- * acknowledges something.
+ * back-off, when the device's budget is spent, and when the socket or
+ * ring is full (then the QP waits in the budget's line, budget.c).
+ * Whenever it stops with packets outstanding, the last packet it sent
+ * asks for an ACK (AckReq), so the pipe never waits for the retransmit
+ * timer unless a packet really was lost. The timer runs while anything
+ * is unacknowledged; on expiry, or on a sequence NAK, the requester goes
+ * back to the PSN the peer is missing (go-back-N) and halves its window,
+ * never below one message (sw_req_cut); each window's worth of packets
+ * acknowledged grows it by one packet (sw_req_grow). Each consecutive
+ * expiry doubles the timeout (at most 8x) until the peer acknowledges
+ * something.
  *
  * UD sends complete as soon as they are on the wire.
  */
@@ -58,6 +63,7 @@ void sw_req_acked(struct sw_qp *qp)
 {
 	qp->req->retries = qp->attr.retry_cnt;
 	qp->req->backoff = 0;
+	sw_probe_acked(qp);
 }
 
 static void arm_timer(struct sw_qp *qp)
@@ -94,11 +100,24 @@ static uint8_t msg_opcode(const struct sw_send_wqe *w, uint32_t k, uint32_t n, b
 }
 
 /*
+ * AckReq at least every this many packets: SW_ACK_EVERY, or a quarter of
+ * the window when that is less (after losses cut it), so that several
+ * ACKs are on their way in any window and the sender need not wait for
+ * one at the window's edge (at least 2).
+ */
+static uint32_t ack_every(const struct sw_req *req)
+{
+	uint32_t n = req->window / 4;
+
+	return n >= SW_ACK_EVERY ? SW_ACK_EVERY : n < 2 ? 2 : n;
+}
+
+/*
  * Build packet `k` of WQE `w` into `buf`. Returns its length, or a
  * negative errno: -EACCES / -EINVAL for a bad local SGE.
  */
 static int build(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t k, uint8_t *buf,
-		 const struct sw_av *av)
+		 const struct sw_av *av, bool ack_req)
 {
 	bool ud = qp->ibv.qp_base.qp_type == IBV_QPT_UD;
 	uint32_t mtu = qp->attr.mtu ? qp->attr.mtu : 1024;
@@ -150,10 +169,12 @@ static int build(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t k, uint8_t *b
 		}
 		break;
 	}
-	if (!ud && ++qp->req->since_ackreq >= SW_ACK_EVERY)
+	if (!ud && (ack_req || ++qp->req->since_ackreq >= ack_every(qp->req)))
 		p.ack_req = true;
-	if (p.ack_req)
+	if (p.ack_req && !ud) {
 		qp->req->since_ackreq = 0;
+		qp->req->ackreq_psn = p.psn;
+	}
 	p.padcnt = sw_pad_for(len);
 	p.paylen = len;
 	hl = sw_pkt_write_hdrs(buf, &p);
@@ -171,31 +192,102 @@ static int build(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t k, uint8_t *b
 }
 
 /*
+ * A packet at `psn` went out: count it as resent if that PSN went
+ * before. Returns true if it never did.
+ */
+static bool count_sent(struct sw_qp *qp, uint32_t psn, size_t len)
+{
+	struct sw_req *req = qp->req;
+
+	SW_QP_COUNT(qp, tx_pkts, 1);
+	SW_QP_COUNT(qp, tx_bytes, (unsigned long long)len);
+	if (sw_psn_diff(psn, req->high_psn) < 0) {
+		atomic_fetch_add_explicit(&sw_engine_of(qp)->cnt.resent_pkts, 1,
+					  memory_order_relaxed);
+		return false;
+	}
+	req->high_psn = sw_psn_add(psn, 1);
+	return true;
+}
+
+/*
  * Send the packets built into `tx`. On a full socket, go back to the
- * first packet that did not go out and wait for room. Returns true if
- * all went out.
+ * first packet that did not go out and wait in the budget's line for
+ * room. Returns true if all went out.
  */
 static bool tx_flush(struct sw_qp *qp, struct sw_tx_batch *tx, const struct sw_av *av)
 {
 	struct sw_engine *eng = sw_engine_of(qp);
 	uint32_t n = tx->n, sent;
+	bool fresh = false;
 
 	if (!n)
 		return true;
 	sent = sw_net_send_batch(eng, tx, av);
 	tx->n = 0;
-	for (uint32_t i = 0; i < sent; i++) {
-		SW_QP_COUNT(qp, tx_pkts, 1);
-		SW_QP_COUNT(qp, tx_bytes, (unsigned long long)tx->len[i]);
-	}
-	if (sent)
+	for (uint32_t i = 0; i < sent; i++)
+		fresh = count_sent(qp, tx->psn[i], tx->len[i]);
+	if (sent) {
 		arm_timer(qp);
+		sw_probe_sent(qp, tx->psn[sent - 1], fresh);
+	}
 	if (sent == n)
 		return true;
 	sw_req_rewind(qp, tx->psn[sent]);
 	qp->req->wait_writable = true;
-	sw_engine_wake(eng);
+	sw_budget_wait(qp);
 	return false;
+}
+
+/*
+ * A packet with AckReq is outstanding: its ACK will come (or its loss
+ * will show), and with it the QP sends again, so a stop needs no further
+ * AckReq. Asking on every packet of a full window would make the peer
+ * acknowledge each one. The last packet of each batch of SW_TX_BATCH
+ * asks anyway, so a stop right after a batch went out is covered.
+ */
+static bool ack_coming(struct sw_qp *qp)
+{
+	/*
+	 * Not while QPs wait in the budget's line: this one may join it
+	 * when that ACK comes, and then send nothing (so ask for no ACK)
+	 * until its turn.
+	 */
+	return sw_psn_diff(qp->req->ackreq_psn, qp->req->una_psn) >= 0 &&
+	       !atomic_load_explicit(&sw_engine_of(qp)->budget.nwait, memory_order_relaxed);
+}
+
+/*
+ * The requester stops with the batch's packets not yet sent: unless an
+ * ACK is coming already, the last of them asks for one, whatever made it
+ * stop.
+ */
+static void ask_ack_last(struct sw_qp *qp, struct sw_tx_batch *tx, const struct sw_av *av)
+{
+	struct sw_icrc_ctx ic;
+
+	if (!tx || !tx->n || qp->ibv.qp_base.qp_type == IBV_QPT_UD || ack_coming(qp))
+		return;
+	qp->req->ackreq_psn = tx->psn[tx->n - 1];
+	sw_net_icrc_out(sw_engine_of(qp), av, &ic);
+	sw_pkt_set_ack_req(tx->buf[tx->n - 1], tx->len[tx->n - 1], &ic);
+}
+
+/*
+ * Packets are in flight and none of them asks for an ACK any more: the
+ * last AckReq among them was acknowledged (ack_coming() let the ones
+ * after it go without), and then the QP could not go on (the budget's
+ * line). Its peer owes it nothing, so only its timer would move it.
+ */
+static bool unasked(const struct sw_req *req)
+{
+	return sw_req_in_flight(req) && sw_psn_diff(req->ackreq_psn, req->una_psn) < 0;
+}
+
+/* PSNs packet `send_off` of `w` puts in flight: a READ request all its responses'. */
+static uint32_t pkt_psns(const struct sw_qp *qp, const struct sw_send_wqe *w)
+{
+	return w->opcode == IBV_WR_RDMA_READ ? w->npkts - qp->req->send_off : 1;
 }
 
 /*
@@ -203,7 +295,7 @@ static bool tx_flush(struct sw_qp *qp, struct sw_tx_batch *tx, const struct sw_a
  * the thread's batch and go out SW_TX_BATCH at a time; UD packets (and
  * RC ones when no batch buffer could be had) one by one.
  */
-void sw_req_run(struct sw_qp *qp)
+static void req_run(struct sw_qp *qp)
 {
 	struct sw_req *req = qp->req;
 	enum ibv_qp_state st = qp->ibv.qp_base.state;
@@ -211,6 +303,7 @@ void sw_req_run(struct sw_qp *qp)
 	uint8_t one[SW_PKT_MAX];
 	uint32_t max_rd = qp->attr.max_rd_atomic ? qp->attr.max_rd_atomic : 1;
 	struct sw_tx_batch *tx = NULL;
+	bool pass, stop = false;
 
 	if (!req || (st != IBV_QPS_RTS && st != IBV_QPS_SQD))
 		return;
@@ -218,6 +311,17 @@ void sw_req_run(struct sw_qp *qp)
 		if (sw_now_ns() < req->rnr_until_ns)
 			return;
 		req->rnr_until_ns = 0;
+	}
+	/*
+	 * An unasked QP sends one packet past the line and the budget, with
+	 * AckReq, before it waits: else what it holds in flight could sit
+	 * unacknowledged until its timer fired, the budget held by every QP
+	 * in that state. One packet a QP at most over the budget.
+	 */
+	pass = !ud && unasked(req);
+	if (!ud && req->send_idx != qp->sq.prod && !pass && sw_budget_must_wait(qp)) {
+		sw_budget_wait(qp); /* others wait for the budget or room: behind them */
+		return;
 	}
 	req->wait_writable = false;
 	if (!ud && req->send_idx != qp->sq.prod) {
@@ -230,6 +334,7 @@ void sw_req_run(struct sw_qp *qp)
 		const struct sw_av *av = ud ? &w->wr.ud.av : &qp->attr.av;
 		uint8_t *buf = tx ? tx->buf[tx->n] : one;
 		int len, ret;
+		bool ack;
 
 		if (w->state == SW_WQE_FAILED) {
 			/* completes in order: once everything before it is retired */
@@ -253,7 +358,19 @@ void sw_req_run(struct sw_qp *qp)
 		}
 		if (!ud && (uint32_t)sw_psn_diff(req->psn, req->una_psn) >= req->window)
 			break;
-		len = build(qp, w, req->send_off, buf, av);
+		if (!ud && !sw_budget_take(qp, pkt_psns(qp, w), pass)) {
+			sw_budget_wait(qp);
+			break;
+		}
+		if (pass) {
+			pass = false;
+			stop = sw_budget_must_wait(qp); /* then it waits after this one */
+		}
+		ack = !ud && (stop || !tx || tx->n == SW_TX_BATCH - 1 ||
+			      (!ack_coming(qp) &&
+			       (uint32_t)sw_psn_diff(req->psn, req->una_psn) + pkt_psns(qp, w) >=
+				       req->window));
+		len = build(qp, w, req->send_off, buf, av, ack);
 		if (len < 0) {
 			/*
 			 * A bad local SGE fails the WQE. It completes in order:
@@ -275,13 +392,16 @@ void sw_req_run(struct sw_qp *qp)
 			ret = sw_net_send(sw_engine_of(qp), buf, (size_t)len, av);
 			if (ret == -EAGAIN) {
 				req->wait_writable = true;
-				sw_engine_wake(sw_engine_of(qp));
+				if (!ud)
+					sw_budget_wait(qp);
+				else
+					sw_engine_wake(sw_engine_of(qp));
 				return;
 			}
-			if (!ret) {
-				SW_QP_COUNT(qp, tx_pkts, 1);
-				SW_QP_COUNT(qp, tx_bytes, (unsigned long long)len);
-			}
+			if (!ret && !ud)
+				sw_probe_sent(qp, req->psn, count_sent(qp, req->psn, (size_t)len));
+			else if (!ret)
+				count_sent(qp, req->psn, (size_t)len);
 		}
 		if (req->send_off == 0 && w->state == SW_WQE_NEW) {
 			w->state = SW_WQE_STARTED;
@@ -313,9 +433,53 @@ void sw_req_run(struct sw_qp *qp)
 			arm_timer(qp);
 		else if (tx->n == SW_TX_BATCH && !tx_flush(qp, tx, av))
 			return;
+		if (stop) {
+			sw_budget_wait(qp);
+			break;
+		}
 	}
-	if (tx)
+	if (tx) {
+		ask_ack_last(qp, tx, &qp->attr.av);
 		tx_flush(qp, tx, &qp->attr.av);
+	}
+}
+
+/* Contract: see transport.h (qp->lock held). The budget follows what went out. */
+void sw_req_run(struct sw_qp *qp)
+{
+	req_run(qp);
+	if (qp->req)
+		sw_budget_sync(qp);
+}
+
+/* Contract: see transport.h (qp->lock held). */
+void sw_req_grow(struct sw_qp *qp, uint32_t n)
+{
+	struct sw_req *req = qp->req;
+
+	req->grow_acc += n;
+	while (req->grow_acc >= req->window && req->window < SW_WINDOW_MAX) {
+		req->grow_acc -= req->window;
+		req->window++;
+	}
+	if (req->window >= SW_WINDOW_MAX)
+		req->grow_acc = 0;
+}
+
+/* Contract: see transport.h (qp->lock held). */
+void sw_req_cut(struct sw_qp *qp)
+{
+	struct sw_req *req = qp->req;
+	uint32_t floor = SW_WINDOW_MIN;
+
+	if (qp->sq.cons != qp->sq.prod) {
+		uint32_t n = wqe_npkts(qp, wqe_at(qp, qp->sq.cons));
+
+		if (n > floor)
+			floor = n < SW_WINDOW_MAX ? n : SW_WINDOW_MAX;
+	}
+	req->window = req->window / 2 > floor ? req->window / 2 : floor;
+	req->grow_acc = 0;
 }
 
 /*
@@ -346,6 +510,8 @@ void sw_req_rewind(struct sw_qp *qp, uint32_t psn)
 	req->send_idx = idx;
 	req->send_off = (uint32_t)d;
 	req->psn = psn;
+	req->ackreq_psn = sw_psn_add(psn, SW_PSN_MASK); /* what asked after it is resent */
+	sw_probe_rewound(qp);
 	for (uint32_t j = idx; j != qp->sq.prod; j++) {
 		struct sw_send_wqe *w = wqe_at(qp, j);
 
@@ -362,6 +528,41 @@ void sw_req_rewind(struct sw_qp *qp, uint32_t psn)
 		req->read_rx_pkts = (uint32_t)d;
 }
 
+/*
+ * The tail-loss probe (probe.c): the oldest unacknowledged packet once
+ * more, with AckReq, if it belongs to a SEND or WRITE. Nothing else of
+ * the requester's state moves; a full socket just means no probe now.
+ */
+static void send_probe(struct sw_qp *qp, uint64_t now)
+{
+	struct sw_req *req = qp->req;
+	struct sw_engine *eng = sw_engine_of(qp);
+	uint32_t end = req->send_idx + (req->send_off ? 1 : 0), idx;
+	struct sw_send_wqe *w = NULL;
+	uint8_t buf[SW_PKT_MAX];
+	int32_t d = 0;
+	int len;
+
+	for (idx = qp->sq.cons; idx != end; idx++) {
+		w = wqe_at(qp, idx);
+		d = sw_psn_diff(req->una_psn, w->first_psn);
+		if (d >= 0 && (uint32_t)d < w->npkts)
+			break;
+	}
+	if (idx == end || w->state != SW_WQE_STARTED || is_rd_atomic(w->opcode))
+		return;
+	len = build(qp, w, (uint32_t)d, buf, &qp->attr.av, true);
+	if (len < 0 || sw_net_send(eng, buf, (size_t)len, &qp->attr.av))
+		return;
+	count_sent(qp, req->una_psn, (size_t)len);
+	req->probed = true;
+	req->probes_out++;
+	req->probe_psn = req->una_psn;
+	req->rtt_on = false; /* its answer may acknowledge the timed packet: no sample */
+	req->last_act_ns = now;
+	atomic_fetch_add_explicit(&eng->cnt.probes, 1, memory_order_relaxed);
+}
+
 /* Contract: see transport.h. */
 void sw_req_timer(struct sw_qp *qp, uint64_t now)
 {
@@ -370,7 +571,7 @@ void sw_req_timer(struct sw_qp *qp, uint64_t now)
 
 	if (req->deadline_ns && now >= req->deadline_ns) {
 		req->deadline_ns = 0;
-		if (qp->sq.cons == req->send_idx && !req->send_off)
+		if (!sw_req_in_flight(req))
 			goto more; /* nothing outstanding after all */
 		SW_COUNT(eng, qp, timeouts);
 		if (!req->retries) {
@@ -380,12 +581,14 @@ void sw_req_timer(struct sw_qp *qp, uint64_t now)
 		req->retries--;
 		if (req->backoff < SW_BACKOFF_MAX)
 			req->backoff++;
-		req->window = req->window / 2 > SW_WINDOW_MIN ? req->window / 2 : SW_WINDOW_MIN;
+		sw_req_cut(qp);
 		SW_COUNT(eng, qp, retransmits);
 		req->resp_asked = false;
 		sw_req_rewind(qp, req->una_psn);
 	}
 more:
+	if (sw_probe_should_fire(qp, now))
+		send_probe(qp, now);
 	if ((req->rnr_until_ns && now >= req->rnr_until_ns) || req->wait_writable ||
 	    (req->deadline_ns == 0 && req->send_idx != qp->sq.prod))
 		sw_req_run(qp);

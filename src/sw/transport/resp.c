@@ -36,6 +36,7 @@ static void send_resp(struct sw_qp *qp, struct sw_pkt *p, const uint8_t *payload
 	struct sw_icrc_ctx ic;
 	size_t hl, n;
 
+	sw_place_fence(); /* nothing acknowledged or read back before it landed */
 	p->pkey = SW_DEFAULT_PKEY;
 	p->dqpn = qp->attr.dest_qp_num;
 	p->padcnt = sw_pad_for(len);
@@ -298,8 +299,8 @@ static int handle_send(struct sw_qp *qp, const struct sw_pkt *pkt)
 		fatal_nak(qp, SW_AETH_NAK_INV_REQ, pkt->psn);
 		return -1;
 	}
-	ret = pkt->paylen ? sw_sge_scatter(qp, resp->wqe->sge, resp->wqe->num_sge, resp->offset,
-					   pkt->payload, pkt->paylen) :
+	ret = pkt->paylen ? sw_sge_scatter_rx(qp, resp->wqe->sge, resp->wqe->num_sge, resp->offset,
+					      pkt->payload, pkt->paylen) :
 			    0;
 	if (ret) {
 		complete_recv(qp, IBV_WC_LOC_PROT_ERR, IBV_WC_RECV, 0, pkt, qp->attr.dest_qp_num,
@@ -388,8 +389,8 @@ static int handle_write(struct sw_qp *qp, const struct sw_pkt *pkt)
 			fatal_nak(qp, SW_AETH_NAK_REM_ACCESS, pkt->psn);
 			return -1;
 		}
-		ret = sw_place(hint_of(mr), mr->host + (resp->wr_va - mr->iova), pkt->payload,
-			       pkt->paylen);
+		ret = sw_place_mr(mr, mr->host + (resp->wr_va - mr->iova), pkt->payload,
+				  pkt->paylen);
 	}
 	if (mr)
 		sw_mr_put(mr);
@@ -527,8 +528,8 @@ static int handle_atomic(struct sw_qp *qp, const struct sw_pkt *pkt)
 		return -1;
 	}
 	target = (uint64_t *)(void *)(mr->host + (pkt->va - mr->iova));
-	orig = sw_place_atomic(mr->has_hint ? &mr->hint : NULL, target,
-			       pkt->opcode == SW_OP_CMP_SWAP, pkt->compare, pkt->swap_add);
+	orig = sw_place_atomic(hint_of(mr), target, pkt->opcode == SW_OP_CMP_SWAP, pkt->compare,
+			       pkt->swap_add);
 	sw_mr_put(mr);
 	res = res_alloc(resp);
 	res->atomic = true;
@@ -598,7 +599,7 @@ void sw_resp_handle(struct sw_qp *qp, const struct sw_pkt *pkt, const union sw_s
 	}
 	if (d > 0) {
 		SW_COUNT(eng, qp, drops_out_of_window);
-		if (!resp->nak_seq_sent) {
+		if (!resp->nak_seq_sent) { /* one NAK per gap, as IBTA and rxe */
 			resp->nak_seq_sent = true;
 			SW_COUNT(eng, qp, seq_naks_tx);
 			send_ack(qp, SW_AETH_NAK_PSN_SEQ, resp->epsn);

@@ -5,7 +5,8 @@
  * Every SGE is checked against the MR its lkey names before a byte
  * moves: the key must resolve, the MR must belong to the QP's protection
  * domain, the range must lie inside it and, for writes, the MR must allow
- * local writes. Writes go through the placement layer (TPH hints).
+ * local writes. Writes go through the placement layer (TPH hints); the
+ * _rx variant lets a CPU_ID placement run behind (sw_place_mr).
  */
 #include <string.h>
 
@@ -97,6 +98,34 @@ static int scatter_piece(struct sw_mr *mr, uint8_t *host, uint32_t n, void *arg)
 	return ret;
 }
 
+static void mr_put_cb(void *mr)
+{
+	sw_mr_put(mr);
+}
+
+/* Contract: see transport.h. */
+int sw_place_mr(struct sw_mr *mr, uint8_t *host, const uint8_t *src, uint32_t len)
+{
+	int ret;
+
+	if (!mr->has_hint || !mr->hint.has_cpu)
+		return sw_place(mr->has_hint ? &mr->hint : NULL, host, src, len);
+	sw_mr_get(mr); /* for the job: deregistration waits for it */
+	ret = sw_place_defer(&mr->hint, host, src, len, mr_put_cb, mr);
+	if (ret)
+		sw_mr_put(mr);
+	return ret;
+}
+
+static int scatter_piece_rx(struct sw_mr *mr, uint8_t *host, uint32_t n, void *arg)
+{
+	struct cursor *c = arg;
+	int ret = sw_place_mr(mr, host, c->cp, n);
+
+	c->cp += n;
+	return ret;
+}
+
 /* Contract: see transport.h. -EACCES (key/PD/range) or -EINVAL (list too short). */
 int sw_sge_gather(struct sw_qp *qp, const struct ibv_sge *sge, uint32_t nsge, uint32_t off,
 		  uint8_t *dst, uint32_t len)
@@ -113,6 +142,15 @@ int sw_sge_scatter(struct sw_qp *qp, const struct ibv_sge *sge, uint32_t nsge, u
 	struct cursor c = {.cp = src};
 
 	return sge_walk(qp, sge, nsge, off, len, IBV_ACCESS_LOCAL_WRITE, scatter_piece, &c);
+}
+
+/* Contract: see transport.h. */
+int sw_sge_scatter_rx(struct sw_qp *qp, const struct ibv_sge *sge, uint32_t nsge, uint32_t off,
+		      const uint8_t *src, uint32_t len)
+{
+	struct cursor c = {.cp = src};
+
+	return sge_walk(qp, sge, nsge, off, len, IBV_ACCESS_LOCAL_WRITE, scatter_piece_rx, &c);
 }
 
 /* Contract: IBTA RNR NAK timer codes 0..31 in ns (code 0 is the longest). */

@@ -15,6 +15,7 @@
  *   resp.c      responder: validates requests, places data, answers
  *               with ACKs, NAKs, read responses and atomic ACKs, and
  *               replays answers to duplicates
+ *   budget.c    the device-wide send budget and the line of waiting QPs
  *   engine.c    the queue layer's hooks (queue.h: sw_transport_*)
  *
  * All per-QP state here is guarded by qp->lock.
@@ -23,6 +24,7 @@
 #define SV_SW_TRANSPORT_H
 
 #include <poll.h>
+#include <semaphore.h>
 #include <time.h>
 
 #include "sw/queue.h"
@@ -35,8 +37,10 @@ enum {
 	SW_WINDOW_INIT = 128,
 	SW_WINDOW_MAX = 1024,
 	SW_ACK_EVERY = 16, /* request an ACK at least this often */
+	SW_BUDGET_PKTS = 512, /* PSNs a device may have in flight, all QPs (budget.c) */
 	SW_TICK_NS = 1000 * 1000, /* timer granularity when idle: 1 ms */
 	SW_BACKOFF_MAX = 3, /* retransmit timeout back-off: at most 8x */
+	SW_PROBE_MIN_NS = 1000 * 1000, /* tail-loss probe timeout floor (probe.c) */
 };
 
 /* ---- counters (per device; printed by the diagnostics view) ---- */
@@ -48,6 +52,13 @@ struct sw_counters {
 	atomic_ullong duplicates, drops_malformed, drops_icrc, drops_no_qp;
 	atomic_ullong drops_state, drops_qkey, drops_no_recv, drops_out_of_window;
 	atomic_ullong tx_again; /* sends that found the socket full */
+	/*
+	 * packets the requester sent again (go-back-N), datagrams the kernel
+	 * dropped at a full receive buffer of ours (SO_RXQ_OVFL), QPs that
+	 * queued for the device's budget, ring or socket (budget.c), tail-loss
+	 * probes sent (probe.c)
+	 */
+	atomic_ullong resent_pkts, sock_overflows, budget_waits, probes;
 	/* packets fault injection (SOFTVERBS_FAULT) dropped, sent twice, held back */
 	atomic_ullong fault_drops, fault_dups, fault_reorders;
 	/* the same-host link (shm.c): packets each way, links accepted, corrupt rings closed */
@@ -111,9 +122,25 @@ bool sw_ipid_plausible(struct sw_ipid_tab *t, uint32_t addr, uint16_t id, bool d
  */
 void sw_ipid_zero(struct sw_ipid_tab *t, uint32_t addr);
 
+/* budget.c: the device-wide send budget and the line of QPs waiting for it. */
+struct sw_budget {
+	atomic_uint used; /* PSNs in flight, all QPs (the sum of their req->held) */
+	atomic_uint nwait; /* QPs in line (n, readable without the lock) */
+	pthread_mutex_t lock; /* guards the line */
+	struct sw_qp **q; /* ring of waiting QPs, one reference each */
+	uint32_t head, n, cap;
+};
+
 struct sw_engine {
 	struct sw_dev *dev;
 	pthread_t thread;
+	/*
+	 * Posted by the thread as its body begins: sw_engine_start() returns
+	 * only then, so that a fork() in the program never happens while the
+	 * thread is still being set up (a sanitizer's thread setup
+	 * allocates, and its fork child would find the allocator locked).
+	 */
+	sem_t started;
 	bool running;
 	bool joined; /* the thread has ended (stop, or quiesce at unload) */
 	bool reported; /* SOFTVERBS_STATS totals printed */
@@ -131,11 +158,23 @@ struct sw_engine {
 	pthread_mutex_t active_lock; /* guards the active list */
 	struct sw_qp **active; /* QPs with timers or deferred work */
 	uint32_t nactive, cap_active;
+	/*
+	 * The progress thread's own memory, so that an idle thread allocates
+	 * nothing (a fork() in the program should not find it inside
+	 * malloc): its receive batch, allocated before it starts
+	 * (sw_progress_init), and the timer scan's copy of `active`, grown
+	 * only when the active list outgrows it.
+	 */
+	struct rx_batch *rx;
+	struct sw_qp **snap;
+	uint32_t cap_snap;
 	struct sw_counters cnt;
 	struct sw_fault_state fault; /* SOFTVERBS_FAULT (fault.c) */
 	struct sw_shm *shm; /* the same-host link, NULL when off (SOFTVERBS_SHM=0) */
 	struct sw_ipid_tab ipid; /* the receive path's (progress thread) */
 	struct softverbs_gsi *gsi; /* QP1 while librdmacm has it open (gsi.c) */
+	struct sw_budget budget; /* budget.c */
+	uint32_t rx_ovfl[2]; /* SO_RXQ_OVFL as last seen: address socket, link-local one */
 };
 
 /* engine.c: start/stop with the device's port (first/last context). */
@@ -168,6 +207,12 @@ void sw_engine_wake_for(struct sw_engine *eng, uint64_t deadline);
 
 uint64_t sw_now_ns(void);
 
+/*
+ * progress.c: the progress thread's memory (eng->rx), before the thread
+ * starts (0 or -ENOMEM), and after it ended (sw_progress_fini).
+ */
+int sw_progress_init(struct sw_engine *eng);
+void sw_progress_fini(struct sw_engine *eng);
 /* progress.c: the progress thread's body; returns when eng->stop is set. */
 void *sw_progress_main(void *arg);
 
@@ -310,6 +355,9 @@ struct sw_req {
 				 draining QP (SQD) still resends those before it */
 	uint32_t window; /* packets allowed in flight */
 	uint32_t since_ackreq; /* packets sent since the last AckReq */
+	uint32_t ackreq_psn; /* the newest packet built with AckReq (or one before the
+				rewind point): while it is unacknowledged, an ACK is coming */
+
 	uint32_t rd_atomic; /* READs and atomics in flight */
 	uint64_t deadline_ns; /* retransmit timer, 0 when off */
 	uint64_t rnr_until_ns; /* RNR back-off: send nothing before this */
@@ -319,7 +367,64 @@ struct sw_req {
 	bool need_flush; /* a completion-side error moved the QP to ERR */
 	uint32_t read_rx_pkts; /* READ response packets received for the head READ */
 	bool resp_asked; /* the head READ/atomic's missing response was asked for again */
+	uint32_t high_psn; /* past the newest PSN ever sent: below it, a send is a resend */
+	uint32_t grow_acc; /* packets acknowledged towards the next window increase */
+	uint32_t held; /* PSNs counted against the device's budget (budget.c) */
+	bool queued; /* in the budget's line */
+	bool serving; /* being served from the line (the progress thread) */
+	/* round trip and tail-loss probe (probe.c) */
+	uint64_t last_act_ns; /* the last send or acknowledgement */
+	uint64_t rtt_t0; /* when the timed packet went out */
+	uint32_t rtt_psn; /* the timed packet, while rtt_on */
+	uint32_t probe_psn; /* the packet the outstanding probe resent */
+	uint32_t srtt_ns, rttvar_ns; /* smoothed RTT and its variation, 0: no sample yet */
+	bool rtt_on; /* a packet is being timed */
+	bool probed; /* a probe went out and nothing answered it yet */
+	uint8_t probes_out; /* probes sent since the last acknowledgement */
+	bool probe_back; /* an answer to the probe came: go back if packets remain */
 };
+
+/*
+ * Packets (PSNs) the requester has sent and not yet seen acknowledged:
+ * what the retransmit timer guards. A WQE partly sent with all of its
+ * sent packets acknowledged has none, however long it then waits for
+ * the window, the budget's line or ring space.
+ */
+static inline bool sw_req_in_flight(const struct sw_req *req)
+{
+	return sw_psn_diff(req->psn, req->una_psn) > 0;
+}
+
+/*
+ * budget.c, all with qp->lock held. take: may the QP put `npsn` more PSNs
+ * in flight? Counts them if so (with `force`, always: req.c's one packet
+ * past the line). sync: give back what acknowledgements
+ * (or a rewind) took out of flight; call after anything that moves
+ * una_psn or psn. release: give back all (error, reset, destroy).
+ * wait: join the line (once) and have the progress thread serve it.
+ * must_wait: the QP is in line, or others are and it is not being
+ * served: it sends nothing now.
+ */
+bool sw_budget_take(struct sw_qp *qp, uint32_t npsn, bool force);
+void sw_budget_sync(struct sw_qp *qp);
+void sw_budget_release(struct sw_qp *qp);
+void sw_budget_wait(struct sw_qp *qp);
+bool sw_budget_must_wait(struct sw_qp *qp);
+/* budget.c, progress thread, no lock held: serve the line front first while budget lasts. */
+void sw_budget_serve(struct sw_engine *eng);
+/* budget.c: empty the line and free it (the progress thread has stopped). */
+void sw_budget_fini(struct sw_engine *eng);
+/*
+ * req.c: a loss was seen (sequence NAK or timeout): halve the window,
+ * not below one message of the oldest WQE (nor SW_WINDOW_MIN).
+ */
+void sw_req_cut(struct sw_qp *qp);
+/*
+ * req.c: `n` more packets were acknowledged: the window grows by one
+ * packet per window's worth acknowledged (additive increase, once per
+ * round trip), up to SW_WINDOW_MAX.
+ */
+void sw_req_grow(struct sw_qp *qp, uint32_t n);
 
 /*
  * Send from a thread other than the caller's own posting path (the
@@ -350,6 +455,21 @@ void sw_req_rewind(struct sw_qp *qp, uint32_t psn);
 uint64_t sw_req_timeout_ns(const struct sw_qp *qp);
 /* The peer acknowledged something: the retry count and back-off start over. */
 void sw_req_acked(struct sw_qp *qp);
+
+/*
+ * probe.c, all with qp->lock held. pto: the probe timeout (0: no probe
+ * for this QP now). sent: packets up to `psn` went out (`fresh`: never
+ * before, so it may be timed). acked: una_psn moved (an RTT sample,
+ * the probe answered). rewound: the requester went back (no sample from
+ * resent packets, no probe outstanding). due: when the probe would fire
+ * (0: none). should_fire: it is due at `now` and allowed.
+ */
+uint64_t sw_probe_pto_ns(const struct sw_qp *qp);
+void sw_probe_sent(struct sw_qp *qp, uint32_t psn, bool fresh);
+void sw_probe_acked(struct sw_qp *qp);
+void sw_probe_rewound(struct sw_qp *qp);
+uint64_t sw_probe_due_ns(const struct sw_qp *qp);
+bool sw_probe_should_fire(struct sw_qp *qp, uint64_t now);
 
 /*
  * SQD: once no started send WQE is outstanding, clear attr.sq_draining
@@ -413,6 +533,21 @@ int sw_sge_gather(struct sw_qp *qp, const struct ibv_sge *sge, uint32_t nsge, ui
  */
 int sw_sge_scatter(struct sw_qp *qp, const struct ibv_sge *sge, uint32_t nsge, uint32_t off,
 		   const uint8_t *src, uint32_t len);
+/*
+ * As sw_sge_scatter, for a payload in a receive buffer that stays until
+ * the caller's sw_place_fence(): an MR whose DMA handle names a CPU gets
+ * its piece through sw_place_mr (queued on that CPU's worker).
+ */
+int sw_sge_scatter_rx(struct sw_qp *qp, const struct ibv_sge *sge, uint32_t nsge, uint32_t off,
+		      const uint8_t *src, uint32_t len);
+/*
+ * Place `len` bytes from `src` at `host` inside `mr`, as its hint asks.
+ * A hint with a CPU id queues the copy (sw_place_defer) with a reference
+ * on `mr` that the worker drops once the bytes landed, so `src` must stay
+ * until the caller's sw_place_fence(); any other placement is done when
+ * this returns. 0 or -errno (no worker: -ENODEV).
+ */
+int sw_place_mr(struct sw_mr *mr, uint8_t *host, const uint8_t *src, uint32_t len);
 
 /* RNR timer code (0..31) to nanoseconds, as IBTA table 45 defines. */
 uint64_t sw_rnr_ns(uint8_t code);
