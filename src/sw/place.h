@@ -75,6 +75,14 @@ bool sw_place_pending(void);
 void sw_place_here(const struct sw_place_hint *hint, uint8_t *dst, const uint8_t *src, size_t len);
 
 /*
+ * Copy `len` bytes of registered memory at `src` out to `dst` (the device
+ * reading application memory: requester gather, READ responses). Like a
+ * placement it races with the application by design, as DMA does, and is
+ * hidden from ThreadSanitizer the same way (tests/tsan.supp).
+ */
+void sw_fetch(void *dst, const void *src, size_t len);
+
+/*
  * Make bytes already stored at [dst, +len) durable as `hint` asks: for
  * TPH_MEM_TYPE_PM write their cache lines back and fence; else nothing.
  * (Atomics update memory in place and use this afterwards.)

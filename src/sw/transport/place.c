@@ -134,6 +134,14 @@ void sw_place_here(const struct sw_place_hint *hint, uint8_t *dst, const uint8_t
 }
 
 /* Contract: see place.h. */
+void sw_fetch(void *dst, const void *src, size_t len)
+{
+	DMA_BEGIN();
+	memcpy(dst, src, len);
+	DMA_END();
+}
+
+/* Contract: see place.h. */
 void sw_place_persist(const struct sw_place_hint *hint, void *dst, size_t len)
 {
 	if (hint && hint->mem_type == IBV_TPH_MEM_TYPE_PM && len)

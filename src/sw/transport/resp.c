@@ -43,7 +43,7 @@ static void send_resp(struct sw_qp *qp, struct sw_pkt *p, const uint8_t *payload
 	p->paylen = len;
 	hl = sw_pkt_write_hdrs(buf, p);
 	if (len)
-		memcpy(buf + hl, payload, len);
+		sw_fetch(buf + hl, payload, len); /* registered memory (READ) */
 	sw_net_icrc_out(eng_of(qp), &qp->attr.av, &ic);
 	n = sw_pkt_finish(buf, hl + len, &ic);
 	if (!sw_net_send_wait(eng_of(qp), buf, n, &qp->attr.av)) {

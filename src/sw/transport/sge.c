@@ -84,7 +84,7 @@ static int gather_piece(struct sw_mr *mr, uint8_t *host, uint32_t n, void *arg)
 {
 	struct cursor *c = arg;
 
-	memcpy(c->p, host, n);
+	sw_fetch(c->p, host, n);
 	c->p += n;
 	return 0;
 }
