@@ -38,23 +38,63 @@ int cm_channel_create(bool private_sync, struct cm_channel **out)
 		return ret;
 	}
 	c->private_sync = private_sync;
+	pthread_mutex_lock(&cm.lock);
+	c->next = cm.channels;
+	if (c->next)
+		c->next->prev = c;
+	cm.channels = c;
+	pthread_mutex_unlock(&cm.lock);
 	*out = c;
 	return 0;
 }
 
-/* Contract: see cm.h. Queued events are freed with it. */
-void cm_channel_free(struct cm_channel *c)
+/*
+ * Is `c` a channel made here and not yet destroyed? Its memory is read
+ * only then: an application that calls on a channel it destroyed passes
+ * a pointer to freed memory (lock held).
+ */
+static bool channel_live(const struct cm_channel *c)
+{
+	for (const struct cm_channel *i = cm.channels; i; i = i->next)
+		if (i == c)
+			return true;
+	return false;
+}
+
+/* Take `c` off the live list (lock held): from now on it is stale. */
+static void channel_unlink(struct cm_channel *c)
+{
+	if (c->prev)
+		c->prev->next = c->next;
+	else if (cm.channels == c)
+		cm.channels = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	c->prev = c->next = NULL;
+}
+
+/* Free `c` and its queued events (lock held). */
+static void channel_free_locked(struct cm_channel *c)
 {
 	struct cm_event *e, *n;
 
-	if (!c)
-		return;
+	channel_unlink(c);
 	for (e = c->head; e; e = n) {
 		n = e->next;
 		free(e);
 	}
 	close(c->ch.fd);
 	free(c);
+}
+
+/* Contract: see cm.h. Queued events are freed with it. */
+void cm_channel_free(struct cm_channel *c)
+{
+	if (!c)
+		return;
+	pthread_mutex_lock(&cm.lock);
+	channel_free_locked(c);
+	pthread_mutex_unlock(&cm.lock);
 }
 
 /* The FIFO became empty: clear the counter (nonzero until now, so no wait). */
@@ -171,11 +211,16 @@ void cm_wait_acked(struct cm_id *id)
 	pthread_mutex_unlock(&cm.lock);
 }
 
-/* A waiter of a destroyed channel: the last one frees it; none returns. Lock held. */
+/*
+ * A thread that waits on a destroyed channel, or calls on it afterwards,
+ * never returns: as a read blocked on the kernel's rdma_cm descriptor
+ * stays blocked when another thread closes it. The last waiter frees a
+ * channel destroyed under it (`c`, NULL when already freed). Lock held.
+ */
 static _Noreturn void park_dead(struct cm_channel *c)
 {
-	if (!c->waiters)
-		cm_channel_free(c);
+	if (c && !c->waiters)
+		channel_free_locked(c);
 	pthread_mutex_unlock(&cm.lock);
 	for (;;)
 		pause();
@@ -188,6 +233,8 @@ int cm_get_event(struct cm_channel *c, struct rdma_cm_event **out)
 	int ret;
 
 	pthread_mutex_lock(&cm.lock);
+	if (!channel_live(c))
+		park_dead(NULL); /* destroyed before the call: see docs/rdmacm.md */
 	for (;;) {
 		if (c->dead)
 			park_dead(c);
@@ -298,17 +345,22 @@ CM_EXPORT void rdma_destroy_event_channel(struct rdma_event_channel *channel)
 	if (!c)
 		return;
 	pthread_mutex_lock(&cm.lock);
+	if (!channel_live(c)) { /* destroyed already: nothing is read */
+		pthread_mutex_unlock(&cm.lock);
+		return;
+	}
 	/* ids still on it are the application's error: end their connections */
 	for (struct cm_id *i = cm.ids; i; i = i->next)
 		if (cm_chan_of(&i->id) == c)
 			cm_id_abort(i);
 	if (c->waiters) { /* a thread in rdma_get_cm_event frees it (cm_get_event) */
 		c->dead = true;
+		channel_unlink(c);
 		pthread_mutex_unlock(&cm.lock);
 		return;
 	}
+	channel_free_locked(c);
 	pthread_mutex_unlock(&cm.lock);
-	cm_channel_free(c);
 }
 
 CM_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_event **event)

@@ -138,6 +138,7 @@ struct cm_channel {
 	bool private_sync; /* a synchronous id's own channel */
 	int waiters; /* threads inside cm_get_event between lock and poll */
 	bool dead; /* destroyed while waited on: the last waiter frees it */
+	struct cm_channel *prev, *next; /* every live channel (cm.channels) */
 };
 
 struct cm_id {
@@ -195,6 +196,7 @@ struct cm_global {
 	struct cm_dev dev[CM_MAX_DEVICES];
 	int ndev;
 	struct cm_id *ids;
+	struct cm_channel *channels; /* live channels: a stale pointer is never read */
 	pthread_t thread;
 	int wake_fd; /* eventfd: the CM thread re-reads its deadlines */
 	uint64_t tid_hi; /* random high half of our TIDs */
