@@ -40,6 +40,8 @@ struct t_stats {
 	unsigned long long fault_drops, fault_dups, fault_reorders;
 	unsigned long long wc_err, wc_flush;
 	unsigned long long link_tx, link_rx, link_in, link_corrupt; /* same-host link */
+	/* resent packets, socket overflows, budget waits, probes, timer deferrals */
+	unsigned long long resent, sock_ovfl, budget_waits, probes, deferrals;
 	int lines; /* T_STATS_* bits of the lines seen */
 };
 
@@ -51,7 +53,8 @@ enum {
 	T_STATS_FAULTS = 16,
 	T_STATS_WC = 32,
 	T_STATS_LINK = 64,
-	T_STATS_ALL = 127,
+	T_STATS_RESENT = 128, /* resent pkts, socket overflows, budget waits, probes, deferrals */
+	T_STATS_ALL = 255,
 };
 
 /* Adds the device reports in `text` to *s; returns how many there were. */
@@ -123,6 +126,17 @@ static inline int t_stats_parse(const char *text, struct t_stats *s)
 			s->link_in += v[2];
 			s->link_corrupt += v[3];
 			s->lines |= T_STATS_LINK;
+		} else if (
+			sscanf(p,
+			       "softverbs:   resent pkts %llu, socket overflows %llu, budget waits "
+			       "%llu, probes %llu, timer deferrals %llu",
+			       &v[0], &v[1], &v[2], &v[3], &v[4]) == 5) {
+			s->resent += v[0];
+			s->sock_ovfl += v[1];
+			s->budget_waits += v[2];
+			s->probes += v[3];
+			s->deferrals += v[4];
+			s->lines |= T_STATS_RESENT;
 		}
 	}
 	return reports;

@@ -106,7 +106,8 @@ static void engine_report(struct sw_engine *eng)
 	fprintf(stderr,
 		"softverbs: %s %s: tx %llu pkts %llu bytes, rx %llu pkts %llu bytes\n"
 		"softverbs:   retransmits %llu timeouts %llu duplicates %llu tx_again %llu\n"
-		"softverbs:   resent pkts %llu, socket overflows %llu, budget waits %llu, probes %llu\n"
+		"softverbs:   resent pkts %llu, socket overflows %llu, budget waits %llu, probes %llu, "
+		"timer deferrals %llu\n"
 		"softverbs:   naks rx seq %llu rnr %llu err %llu, tx seq %llu rnr %llu err %llu\n"
 		"softverbs:   drops malformed %llu icrc %llu no_qp %llu state %llu qkey %llu "
 		"no_recv %llu out_of_window %llu\n"
@@ -121,19 +122,19 @@ static void engine_report(struct sw_engine *eng)
 		(unsigned long long)c->duplicates, (unsigned long long)c->tx_again,
 		(unsigned long long)c->resent_pkts, (unsigned long long)c->sock_overflows,
 		(unsigned long long)c->budget_waits, (unsigned long long)c->probes,
-		(unsigned long long)c->seq_naks_rx, (unsigned long long)c->rnr_naks_rx,
-		(unsigned long long)c->err_naks_rx, (unsigned long long)c->seq_naks_tx,
-		(unsigned long long)c->rnr_naks_tx, (unsigned long long)c->err_naks_tx,
-		(unsigned long long)c->drops_malformed, (unsigned long long)c->drops_icrc,
-		(unsigned long long)c->drops_no_qp, (unsigned long long)c->drops_state,
-		(unsigned long long)c->drops_qkey, (unsigned long long)c->drops_no_recv,
-		(unsigned long long)c->drops_out_of_window, (unsigned long long)c->fault_drops,
-		(unsigned long long)c->fault_dups, (unsigned long long)c->fault_reorders,
-		(unsigned long long)eng->dev->wc_errors, (unsigned long long)eng->dev->wc_flushed,
-		(unsigned long long)c->shm_tx_pkts, (unsigned long long)c->shm_rx_pkts,
-		(unsigned long long)c->shm_links, (unsigned long long)c->shm_corrupt,
-		(unsigned long long)c->rx_ip_id, (unsigned long long)c->drops_ip_id,
-		(unsigned long long)c->ip_id_random);
+		(unsigned long long)c->timer_deferrals, (unsigned long long)c->seq_naks_rx,
+		(unsigned long long)c->rnr_naks_rx, (unsigned long long)c->err_naks_rx,
+		(unsigned long long)c->seq_naks_tx, (unsigned long long)c->rnr_naks_tx,
+		(unsigned long long)c->err_naks_tx, (unsigned long long)c->drops_malformed,
+		(unsigned long long)c->drops_icrc, (unsigned long long)c->drops_no_qp,
+		(unsigned long long)c->drops_state, (unsigned long long)c->drops_qkey,
+		(unsigned long long)c->drops_no_recv, (unsigned long long)c->drops_out_of_window,
+		(unsigned long long)c->fault_drops, (unsigned long long)c->fault_dups,
+		(unsigned long long)c->fault_reorders, (unsigned long long)eng->dev->wc_errors,
+		(unsigned long long)eng->dev->wc_flushed, (unsigned long long)c->shm_tx_pkts,
+		(unsigned long long)c->shm_rx_pkts, (unsigned long long)c->shm_links,
+		(unsigned long long)c->shm_corrupt, (unsigned long long)c->rx_ip_id,
+		(unsigned long long)c->drops_ip_id, (unsigned long long)c->ip_id_random);
 }
 
 /* Contract: end the progress thread and wait for it, once. */

@@ -563,6 +563,27 @@ static void send_probe(struct sw_qp *qp, uint64_t now)
 	atomic_fetch_add_explicit(&eng->cnt.probes, 1, memory_order_relaxed);
 }
 
+/*
+ * The retransmit timer expired while the same-host link to the peer
+ * still holds packets its consumer has not read, and the consumer has
+ * read on since the last such expiry: what is in flight is queued, not
+ * lost (the link loses nothing; only fault injection does, and it drops
+ * before the ring or after the read), so a retry now would resend what
+ * the peer is about to take and spend retry_cnt on a peer that is merely
+ * slow (a starved progress thread on a loaded host). A consumer that
+ * stops reading (a stopped or hung process) lets the next expiry count.
+ */
+static bool link_draining(struct sw_qp *qp)
+{
+	struct sw_req *req = qp->req;
+	uint64_t tail;
+
+	if (!sw_shm_backlog(sw_engine_of(qp), &qp->attr.av.dst, &tail) || tail == req->link_tail)
+		return false;
+	req->link_tail = tail;
+	return true;
+}
+
 /* Contract: see transport.h. */
 void sw_req_timer(struct sw_qp *qp, uint64_t now)
 {
@@ -573,6 +594,12 @@ void sw_req_timer(struct sw_qp *qp, uint64_t now)
 		req->deadline_ns = 0;
 		if (!sw_req_in_flight(req))
 			goto more; /* nothing outstanding after all */
+		if (link_draining(qp)) {
+			req->deadline_ns = now + sw_req_timeout_ns(qp);
+			atomic_fetch_add_explicit(&eng->cnt.timer_deferrals, 1,
+						  memory_order_relaxed);
+			goto more;
+		}
 		SW_COUNT(eng, qp, timeouts);
 		if (!req->retries) {
 			sw_comp_retire(qp, IBV_WC_RETRY_EXC_ERR);

@@ -382,6 +382,32 @@ int sw_shm_send(struct sw_engine *eng, const uint8_t *const *pkt, const size_t *
 	return (int)i;
 }
 
+/* Contract: see transport.h. */
+bool sw_shm_backlog(struct sw_engine *eng, const union sw_sa *dst, uint64_t *tail)
+{
+	struct sw_shm *s = eng->shm;
+	bool queued = false;
+
+	if (!s)
+		return false;
+	pthread_mutex_lock(&s->lock);
+	for (int i = 0; i < SHM_MAX_OUT; i++) {
+		struct shm_out *o = &s->out[i];
+
+		if (!o->used || !sw_sa_same(&o->dst, dst))
+			continue;
+		pthread_mutex_lock(&o->lock);
+		if (o->hdr) {
+			*tail = atomic_load_explicit(&o->hdr->tail, memory_order_acquire);
+			queued = *tail != o->head;
+		}
+		pthread_mutex_unlock(&o->lock);
+		break;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return queued;
+}
+
 /*
  * Take one record from link `l` into buf; its length, 0 if the ring is
  * empty, -EPROTO if it is corrupt.

@@ -59,6 +59,8 @@ struct sw_counters {
 	 * probes sent (probe.c)
 	 */
 	atomic_ullong resent_pkts, sock_overflows, budget_waits, probes;
+	/* retransmit timeouts not taken: the link still held packets its consumer was reading */
+	atomic_ullong timer_deferrals;
 	/* packets fault injection (SOFTVERBS_FAULT) dropped, sent twice, held back */
 	atomic_ullong fault_drops, fault_dups, fault_reorders;
 	/* the same-host link (shm.c): packets each way, links accepted, corrupt rings closed */
@@ -308,6 +310,12 @@ void sw_shm_stop(struct sw_engine *eng);
 int sw_shm_send(struct sw_engine *eng, const uint8_t *const *pkt, const size_t *len, uint32_t n,
 		const union sw_sa *dst);
 /*
+ * Does the link to `dst` hold packets its consumer has not taken yet?
+ * *tail gets how far the consumer has read (bytes, only compared with an
+ * earlier value). false when `dst` has no link. Any thread.
+ */
+bool sw_shm_backlog(struct sw_engine *eng, const union sw_sa *dst, uint64_t *tail);
+/*
  * Progress thread: take one packet from the links into `buf` (at most
  * `cap` bytes), with the sender's address in *src; its length, or 0 when
  * every ring is empty. Corrupt rings are closed and counted.
@@ -382,6 +390,7 @@ struct sw_req {
 	bool probed; /* a probe went out and nothing answered it yet */
 	uint8_t probes_out; /* probes sent since the last acknowledgement */
 	bool probe_back; /* an answer to the probe came: go back if packets remain */
+	uint64_t link_tail; /* the link's consumer position at the last deferred expiry */
 };
 
 /*
