@@ -93,7 +93,9 @@ for f in "${srcs[@]:1}"; do
 	done < <(ldd "$f" 2>/dev/null || true)
 done
 # pthread_exit and pthread_cancel (rping) dlopen libgcc_s, which ldd does not list
-gcc_s=$(ldconfig -p 2>/dev/null | awk '$1 == "libgcc_s.so.1" && /x86-64/ { print $NF; exit }')
+# (awk reads to the end: an early exit would end ldconfig with SIGPIPE, and
+# pipefail with set -e this script, silently, now and then)
+gcc_s=$(ldconfig -p 2>/dev/null | awk '!p && $1 == "libgcc_s.so.1" && /x86-64/ { p = $NF } END { print p }')
 [ -n "$gcc_s" ] && libs[libgcc_s.so.1]=$gcc_s
 for l in "${libs[@]}"; do
 	srcs+=("$(readlink -f "$l")")

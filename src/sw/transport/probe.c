@@ -11,7 +11,8 @@
  * it, and that timer is charged to retry_cnt.
  *
  * The probe finds it in a few round trips. The requester times one
- * packet per round trip (never one it has sent twice: Karn's rule) and
+ * packet per round trip (never one it has sent twice: Karn's rule, except
+ * that a probe does not stop the timing, see send_probe in req.c) and
  * keeps a smoothed RTT and its variation as TCP does (RFC 6298). When
  * packets are in flight and nothing was sent or acknowledged for
  *

@@ -558,7 +558,15 @@ static void send_probe(struct sw_qp *qp, uint64_t now)
 	req->probed = true;
 	req->probes_out++;
 	req->probe_psn = req->una_psn;
-	req->rtt_on = false; /* its answer may acknowledge the timed packet: no sample */
+	/*
+	 * The timed packet stays timed (unlike Karn's rule for resent
+	 * packets): an answer after the probe gives a sample of at least the
+	 * probe's wait, so a peer slower than the estimate (the probe was
+	 * spurious: an emulated guest, a loaded host) raises the estimate
+	 * instead of drawing a probe every round trip. After a real tail
+	 * loss the sample overstates the round trip by about a PTO, which
+	 * the clean samples that follow wear off (gain 1/8).
+	 */
 	req->last_act_ns = now;
 	atomic_fetch_add_explicit(&eng->cnt.probes, 1, memory_order_relaxed);
 }
