@@ -46,7 +46,7 @@ cm_run() {
 	GID_MODE=v4
 	mapfile -t env < <(host_env)
 	if [ -n "${CM_PCAP:-}" ]; then
-		ip netns exec "$NS" tcpdump -i "$TAP" -U -Z root -s 0 -w "$d/cm.pcap" \
+		ip netns exec "$NS" tcpdump -i "$TAP" -U --immediate-mode -Z root -s 0 -w "$d/cm.pcap" \
 			'udp dst port 4791 and (udp[12:4] & 0x00ffffff) = 1' 2>"$d/cm-tcpdump.log" &
 		cap=$!
 		for ((i = 0; i < 50; i++)); do

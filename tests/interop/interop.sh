@@ -130,7 +130,7 @@ gid_mode() {
 CAP=$RUNS/session.pcap
 snap=128
 [ -z "$capture" ] || snap=0
-ip netns exec "$NS" tcpdump -i "$TAP" -U -Z root -s $snap -w "$CAP" udp port 4791 2>"$RUNS/tcpdump.log" &
+ip netns exec "$NS" tcpdump -i "$TAP" -U --immediate-mode -Z root -s $snap -w "$CAP" udp port 4791 2>"$RUNS/tcpdump.log" &
 cap_pid=$!
 for ((i = 0; i < 50; i++)); do
 	grep -q listening "$RUNS/tcpdump.log" && break
