@@ -332,6 +332,7 @@ static int rx_batch(struct sw_engine *eng, struct rx_batch *b)
 	if (eng->busy_poll && b->ntouched)
 		sched_yield();
 	rx_flush_acks(b);
+	sw_shm_handled(eng);
 	return n;
 }
 

@@ -573,23 +573,30 @@ static void send_probe(struct sw_qp *qp, uint64_t now)
 
 /*
  * The retransmit timer expired while the same-host link to the peer
- * still holds packets its consumer has not read, and the consumer has
- * read on since the last such expiry: what is in flight is queued, not
- * lost (the link loses nothing; only fault injection does, and it drops
- * before the ring or after the read), so a retry now would resend what
- * the peer is about to take and spend retry_cnt on a peer that is merely
- * slow (a starved progress thread on a loaded host). A consumer that
- * stops reading (a stopped or hung process) lets the next expiry count.
+ * still holds packets its consumer has not handled (read and answered).
+ * The link loses nothing (only fault injection does, and it drops before
+ * the ring or after the read), so what is in flight is queued, not lost:
+ * a retry now would put duplicates behind it and spend retry_cnt on a
+ * peer that is merely slow (a progress thread a loaded host starves; a
+ * NIC would answer for a descheduled process). The expiry is deferred,
+ * charging nothing, while the consumer has handled more since the last
+ * deferral, and for at most SW_LINK_STALLS deferrals in a row while it
+ * has not (a stopped or hung process): then expiries count as usual and
+ * retry_cnt ends the QP as it would over the network.
  */
 static bool link_draining(struct sw_qp *qp)
 {
 	struct sw_req *req = qp->req;
-	uint64_t tail;
+	uint64_t done;
 
-	if (!sw_shm_backlog(sw_engine_of(qp), &qp->attr.av.dst, &tail) || tail == req->link_tail)
+	if (!sw_shm_backlog(sw_engine_of(qp), &qp->attr.av.dst, &done))
 		return false;
-	req->link_tail = tail;
-	return true;
+	if (done != req->link_done) {
+		req->link_done = done;
+		req->link_stalls = 0;
+		return true;
+	}
+	return req->link_stalls++ < SW_LINK_STALLS;
 }
 
 /* Contract: see transport.h. */

@@ -59,6 +59,7 @@ struct shm_in { /* a link into this device */
 	int fd;
 	struct shm_hdr *hdr; /* NULL until the hello came */
 	uint64_t tail; /* our copy of hdr->tail */
+	uint64_t done; /* our copy of hdr->done */
 	union sw_sa src; /* the address the hello named */
 	bool hup; /* the sender is gone: close once the ring is empty */
 	uint64_t hello_by; /* no hello by then: the connection is closed */
@@ -383,7 +384,7 @@ int sw_shm_send(struct sw_engine *eng, const uint8_t *const *pkt, const size_t *
 }
 
 /* Contract: see transport.h. */
-bool sw_shm_backlog(struct sw_engine *eng, const union sw_sa *dst, uint64_t *tail)
+bool sw_shm_backlog(struct sw_engine *eng, const union sw_sa *dst, uint64_t *done)
 {
 	struct sw_shm *s = eng->shm;
 	bool queued = false;
@@ -398,8 +399,8 @@ bool sw_shm_backlog(struct sw_engine *eng, const union sw_sa *dst, uint64_t *tai
 			continue;
 		pthread_mutex_lock(&o->lock);
 		if (o->hdr) {
-			*tail = atomic_load_explicit(&o->hdr->tail, memory_order_acquire);
-			queued = *tail != o->head;
+			*done = atomic_load_explicit(&o->hdr->done, memory_order_acquire);
+			queued = *done != o->head;
 		}
 		pthread_mutex_unlock(&o->lock);
 		break;
@@ -439,6 +440,21 @@ static int ring_take(struct shm_in *l, uint8_t *buf, size_t cap)
 		l->tail += rec;
 		atomic_store_explicit(&l->hdr->tail, l->tail, memory_order_release);
 		return (int)len;
+	}
+}
+
+/* Contract: see transport.h. Progress thread only. */
+void sw_shm_handled(struct sw_engine *eng)
+{
+	struct sw_shm *s = eng->shm;
+
+	for (uint32_t i = 0; s && i < s->nin; i++) {
+		struct shm_in *l = &s->in[i];
+
+		if (l->hdr && l->done != l->tail) {
+			l->done = l->tail;
+			atomic_store_explicit(&l->hdr->done, l->done, memory_order_release);
+		}
 	}
 }
 

@@ -25,7 +25,7 @@
 
 enum {
 	SHM_MAGIC = 0x53564c4b, /* "SVLK" */
-	SHM_VERSION = 2, /* 2: the hello names IPv6 addresses too */
+	SHM_VERSION = 3, /* 2: the hello names IPv6 addresses too; 3: hdr.done */
 	SHM_HDR_BYTES = 256, /* the ring's data starts here */
 	SHM_RING_BYTES = 8 << 20, /* as much as the UDP socket buffer */
 	SHM_MAP_BYTES = SHM_HDR_BYTES + SHM_RING_BYTES, /* the memfd: header, then ring */
@@ -47,6 +47,12 @@ struct shm_hdr {
 	uint32_t ring_bytes;
 	_Alignas(64) _Atomic uint64_t head; /* bytes produced; written by the producer */
 	_Alignas(64) _Atomic uint64_t tail; /* bytes consumed; written by the consumer */
+	/*
+	 * bytes consumed and handled (answered), written by the consumer after
+	 * each receive batch: how far a sender's timer may count the peer as
+	 * working through the ring (transport/req.c)
+	 */
+	_Atomic uint64_t done;
 	_Alignas(64) atomic_uint sleeping; /* the consumer may be in poll(2): ring */
 	atomic_uint accepted; /* the consumer has the ring */
 };

@@ -41,6 +41,7 @@ enum {
 	SW_TICK_NS = 1000 * 1000, /* timer granularity when idle: 1 ms */
 	SW_BACKOFF_MAX = 3, /* retransmit timeout back-off: at most 8x */
 	SW_PROBE_MIN_NS = 1000 * 1000, /* tail-loss probe timeout floor (probe.c) */
+	SW_LINK_STALLS = 4, /* timer deferrals in a row without the link's peer moving (req.c) */
 };
 
 /* ---- counters (per device; printed by the diagnostics view) ---- */
@@ -310,11 +311,16 @@ void sw_shm_stop(struct sw_engine *eng);
 int sw_shm_send(struct sw_engine *eng, const uint8_t *const *pkt, const size_t *len, uint32_t n,
 		const union sw_sa *dst);
 /*
- * Does the link to `dst` hold packets its consumer has not taken yet?
- * *tail gets how far the consumer has read (bytes, only compared with an
- * earlier value). false when `dst` has no link. Any thread.
+ * Does the link to `dst` hold packets its consumer has not handled yet
+ * (read and answered)? *done gets how far it has (bytes, only compared
+ * with an earlier value). false when `dst` has no link. Any thread.
  */
-bool sw_shm_backlog(struct sw_engine *eng, const union sw_sa *dst, uint64_t *tail);
+bool sw_shm_backlog(struct sw_engine *eng, const union sw_sa *dst, uint64_t *done);
+/*
+ * Progress thread, after a receive batch was handled and its answers
+ * sent: tell every link's producer how far it was read (hdr->done).
+ */
+void sw_shm_handled(struct sw_engine *eng);
 /*
  * Progress thread: take one packet from the links into `buf` (at most
  * `cap` bytes), with the sender's address in *src; its length, or 0 when
@@ -390,7 +396,8 @@ struct sw_req {
 	bool probed; /* a probe went out and nothing answered it yet */
 	uint8_t probes_out; /* probes sent since the last acknowledgement */
 	bool probe_back; /* an answer to the probe came: go back if packets remain */
-	uint64_t link_tail; /* the link's consumer position at the last deferred expiry */
+	uint64_t link_done; /* how far the link's consumer had handled, at the last deferral */
+	uint8_t link_stalls; /* deferrals in a row without the consumer handling more */
 };
 
 /*
