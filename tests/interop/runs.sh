@@ -305,9 +305,12 @@ one_run() {
 		elif [ "$ev" -gt "$(kv "$rd" completer_retry_err)" ]; then
 			why="$why; $ev rxe retransmission events on the wire, rxe counted $(kv "$rd" completer_retry_err)"
 		elif [ "$(kv "$ss" retransmits)" != "$(kv "$ss" timeouts)" ] ||
-			[ "$(($(kv "$ss" timeouts) + $(kv "$ss" probes)))" != "$sev" ]; then
-			# each timeout resends from the oldest packet; each tail-loss
-			# probe (docs/queue-pairs.md) resends that one packet
+			[ "$sev" -lt "$(kv "$ss" timeouts)" ] ||
+			[ "$sev" -gt "$(($(kv "$ss" timeouts) + $(kv "$ss" probes)))" ]; then
+			# each timeout resends from the oldest packet (one event); each
+			# tail-loss probe (docs/queue-pairs.md) resends that one packet,
+			# and a probe repeated with nothing sent between continues the
+			# same event on the wire
 			why="$why; softverbs counted $(kv "$ss" retransmits) retransmits, $(kv "$ss" timeouts) timeouts and $(kv "$ss" probes) probes, $sev events on the wire"
 		elif [ "${INTEROP_STRICT:-0}" = 1 ] && [ "$early$late" != 00 ]; then
 			why="$why; retransmissions without fault injection (INTEROP_STRICT=1)"
@@ -322,7 +325,13 @@ one_run() {
 	[ "${late:-0}" = 0 ] || fig="$fig; softverbs timeouts $sev, $late packets resent, rxe late"
 	[ -z "$slow_exit" ] || fig="$fig; $slow_exit"
 	[ -z "${RUN_FIRST:-}" ] || fig="$fig; second attempt, the first failed: ${RUN_FIRST:-}"
-	if [ -n "$why" ] && [ "${INTEROP_RETRY:-0}" = 1 ] && [ -z "${RUN_FIRST:-}" ]; then
+	# perftest's cycle-counter calibration fails now and then in the emulated
+	# guest ("Correlation coefficient r^2 ... < 0.9") and the tool then reports
+	# zeros for a transfer that happened: such a run is tried once more, in
+	# the full matrix too
+	local retry=${INTEROP_RETRY:-0}
+	grep -qs 'Correlation coefficient r^2' "$d/guest.out" "$d/host.out" && retry=1
+	if [ -n "$why" ] && [ "$retry" = 1 ] && [ -z "${RUN_FIRST:-}" ]; then
 		echo "# $name: failed (${why#; }; $fig); trying once more"
 		for f in host.out host.err guest.out; do
 			echo "#   == $f"
