@@ -305,12 +305,13 @@ one_run() {
 		elif [ "$ev" -gt "$(kv "$rd" completer_retry_err)" ]; then
 			why="$why; $ev rxe retransmission events on the wire, rxe counted $(kv "$rd" completer_retry_err)"
 		elif [ "$(kv "$ss" retransmits)" != "$(kv "$ss" timeouts)" ] ||
-			[ "$sev" -lt "$(kv "$ss" timeouts)" ] ||
+			{ [ "$(kv "$ss" timeouts)" -gt 0 ] && [ "$sev" = 0 ]; } ||
 			[ "$sev" -gt "$(($(kv "$ss" timeouts) + $(kv "$ss" probes)))" ]; then
-			# each timeout resends from the oldest packet (one event); each
-			# tail-loss probe (docs/queue-pairs.md) resends that one packet,
-			# and a probe repeated with nothing sent between continues the
-			# same event on the wire
+			# each timeout resends from the oldest packet; each tail-loss
+			# probe (docs/queue-pairs.md) resends that one packet. An event on
+			# the wire is a run of resent packets, so a timeout or probe that
+			# comes while the last one's packets still go out continues it:
+			# every event must be a counted one, and counted ones must show
 			why="$why; softverbs counted $(kv "$ss" retransmits) retransmits, $(kv "$ss" timeouts) timeouts and $(kv "$ss" probes) probes, $sev events on the wire"
 		elif [ "${INTEROP_STRICT:-0}" = 1 ] && [ "$early$late" != 00 ]; then
 			why="$why; retransmissions without fault injection (INTEROP_STRICT=1)"
