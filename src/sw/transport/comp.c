@@ -225,7 +225,7 @@ static void on_nak(struct sw_qp *qp, const struct sw_pkt *pkt)
 		atomic_fetch_add_explicit(&eng->cnt.duplicates, 1, memory_order_relaxed);
 		return;
 	}
-	if ((syn & 0xe0) == SW_AETH_RNR_NAK) {
+	if ((syn & SW_AETH_TYPE_MASK) == SW_AETH_RNR_NAK) {
 		SW_COUNT(eng, qp, rnr_naks_rx);
 		if (!req->rnr_retries) {
 			sw_comp_retire(qp, IBV_WC_RNR_RETRY_EXC_ERR);
@@ -234,7 +234,7 @@ static void on_nak(struct sw_qp *qp, const struct sw_pkt *pkt)
 		if (qp->attr.rnr_retry != 7)
 			req->rnr_retries--;
 		sw_req_rewind(qp, pkt->psn);
-		req->rnr_until_ns = sw_now_ns() + sw_rnr_ns(syn & 0x1f);
+		req->rnr_until_ns = sw_now_ns() + sw_rnr_ns(syn & SW_AETH_VALUE_MASK);
 		req->deadline_ns = 0;
 		sw_engine_wake(eng);
 		return;
@@ -359,7 +359,7 @@ void sw_comp_handle(struct sw_qp *qp, const struct sw_pkt *pkt)
 	}
 	switch (pkt->opcode) {
 	case SW_OP_ACK:
-		if ((pkt->syndrome & 0xe0) != SW_AETH_ACK) {
+		if ((pkt->syndrome & SW_AETH_TYPE_MASK) != SW_AETH_ACK) {
 			on_nak(qp, pkt);
 			return;
 		}

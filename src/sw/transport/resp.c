@@ -59,7 +59,7 @@ static void send_ack(struct sw_qp *qp, uint8_t syndrome, uint32_t psn)
 	p.msn = qp->resp->msn;
 	send_resp(qp, &p, NULL, 0);
 	qp->resp->unacked = 0;
-	if ((syndrome & 0xe0) == SW_AETH_ACK) /* the low bits are the credit count */
+	if ((syndrome & SW_AETH_TYPE_MASK) == SW_AETH_ACK) /* the low bits are the credit count */
 		qp->resp->ack_pending = false;
 }
 
@@ -277,7 +277,9 @@ static int handle_send(struct sw_qp *qp, const struct sw_pkt *pkt)
 		}
 		if (sw_qp_take_recv(qp, resp->wqe)) {
 			SW_COUNT(eng_of(qp), qp, rnr_naks_tx);
-			send_ack(qp, (uint8_t)(SW_AETH_RNR_NAK | (qp->attr.min_rnr_timer & 0x1f)),
+			send_ack(qp,
+				 (uint8_t)(SW_AETH_RNR_NAK |
+					   (qp->attr.min_rnr_timer & SW_AETH_VALUE_MASK)),
 				 pkt->psn);
 			return 1;
 		}
@@ -374,7 +376,9 @@ static int handle_write(struct sw_qp *qp, const struct sw_pkt *pkt)
 			if (flags & SW_F_FIRST)
 				resp->in_write = false; /* the retry starts over */
 			SW_COUNT(eng_of(qp), qp, rnr_naks_tx);
-			send_ack(qp, (uint8_t)(SW_AETH_RNR_NAK | (qp->attr.min_rnr_timer & 0x1f)),
+			send_ack(qp,
+				 (uint8_t)(SW_AETH_RNR_NAK |
+					   (qp->attr.min_rnr_timer & SW_AETH_VALUE_MASK)),
 				 pkt->psn);
 			return 1;
 		}
@@ -440,7 +444,7 @@ static int send_read_resp(struct sw_qp *qp, const struct sw_rd_res *res, uint32_
 		else
 			p.opcode = SW_OP_READ_RESP_MIDDLE;
 		p.psn = sw_psn_add(res->psn, k);
-		p.syndrome = SW_AETH_ACK | 0x1f;
+		p.syndrome = SW_AETH_ACK_NO_CREDIT;
 		p.msn = qp->resp->msn;
 		send_resp(qp, &p, n ? mr->host + (res->va + off - mr->iova) : NULL, n);
 	}
@@ -501,7 +505,7 @@ static void send_atomic_ack(struct sw_qp *qp, uint32_t psn, uint64_t orig)
 {
 	struct sw_pkt p = {.opcode = SW_OP_ATOMIC_ACK, .psn = psn, .orig = orig};
 
-	p.syndrome = SW_AETH_ACK | 0x1f;
+	p.syndrome = SW_AETH_ACK_NO_CREDIT;
 	p.msn = qp->resp->msn;
 	send_resp(qp, &p, NULL, 0);
 }
@@ -569,7 +573,7 @@ static void handle_duplicate(struct sw_qp *qp, const struct sw_pkt *pkt)
 		return; /* too old: dropped, the requester times out */
 	}
 	/* SEND / WRITE already done: acknowledge what we have */
-	send_ack(qp, SW_AETH_ACK | 0x1f, sw_psn_add(resp->epsn, SW_PSN_MASK));
+	send_ack(qp, SW_AETH_ACK_NO_CREDIT, sw_psn_add(resp->epsn, SW_PSN_MASK));
 }
 
 /* Contract: see transport.h (qp->lock held; progress thread). */
@@ -639,5 +643,5 @@ void sw_resp_flush_ack(struct sw_qp *qp)
 	struct sw_resp *resp = qp->resp;
 
 	if (resp && resp->ack_pending && qp->ibv.qp_base.state != IBV_QPS_ERR)
-		send_ack(qp, SW_AETH_ACK | 0x1f, resp->ack_psn);
+		send_ack(qp, SW_AETH_ACK_NO_CREDIT, resp->ack_psn);
 }
