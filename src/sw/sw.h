@@ -399,6 +399,23 @@ int sw_access_check(int access, bool fd_path);
  */
 int sw_mr_check_range(const struct sw_mr *mr, uint64_t iova, uint64_t len, int need);
 
+/*
+ * The MR that `key` names, for [va, va + len) with `need` access, as one
+ * use of it (an SGE, an rkey of a request, advice) sees it. Checked in
+ * this order: a live MR has the key and belongs to protection domain
+ * `pd` (a parent domain's base), else -ENOENT; it grants every bit of
+ * `need`, else -EACCES; the range lies inside it, else -EINVAL. 0 with a
+ * referenced MR in *out (release with sw_mr_put()). Any thread.
+ */
+int sw_mr_resolve(struct sw_dev *dev, uint32_t key, const struct sw_pd *pd, uint64_t va,
+		  uint64_t len, int need, struct sw_mr **out);
+
+/* Where address `va` of a resolved range of `mr` lies in this process. */
+static inline uint8_t *sw_mr_host(const struct sw_mr *mr, uint64_t va)
+{
+	return mr->host + (va - mr->iova);
+}
+
 /* mem/keys.c: unpredictable nonzero 32-bit key candidates */
 uint32_t sw_key_random(void);
 

@@ -91,7 +91,6 @@ static void fatal_nak(struct sw_qp *qp, uint8_t syndrome, uint32_t psn)
 static struct sw_mr *rkey_resolve(struct sw_qp *qp, uint32_t rkey, uint64_t va, uint64_t len,
 				  int need, bool *ok)
 {
-	struct sw_dev *dev = sw_dev_of(qp->ibv.qp_base.context);
 	struct sw_mr *mr;
 
 	*ok = false;
@@ -101,13 +100,9 @@ static struct sw_mr *rkey_resolve(struct sw_qp *qp, uint32_t rkey, uint64_t va, 
 		*ok = true;
 		return NULL;
 	}
-	mr = sw_mr_table_lookup(&dev->mrs, rkey);
-	if (!mr)
+	if (sw_mr_resolve(sw_dev_of(qp->ibv.qp_base.context), rkey, sw_pd_base(qp->ibv.qp_base.pd),
+			  va, len, need, &mr))
 		return NULL;
-	if (mr->pd != sw_pd_base(qp->ibv.qp_base.pd) || sw_mr_check_range(mr, va, len, need)) {
-		sw_mr_put(mr);
-		return NULL;
-	}
 	*ok = true;
 	return mr;
 }

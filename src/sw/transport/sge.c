@@ -13,29 +13,19 @@
 #include "sw/transport/transport.h"
 
 /*
- * Resolve `sge` for `len` bytes at `off` inside it: a referenced MR and
- * the host address, or -EACCES (key, PD or access) / -EINVAL (range).
+ * Resolve `sge` for `len` bytes at `off` inside it (sw_mr_resolve: key,
+ * PD, `need`, range): a referenced MR and the host address, or -EACCES
+ * whichever check failed.
  */
 static int sge_resolve(struct sw_qp *qp, const struct ibv_sge *sge, uint32_t off, uint32_t len,
 		       int need, struct sw_mr **out, uint8_t **host)
 {
-	struct sw_dev *dev = sw_dev_of(qp->ibv.qp_base.context);
-	struct sw_mr *mr = sw_mr_table_lookup(&dev->mrs, sge->lkey);
-	int ret;
+	uint64_t va = sge->addr + off;
 
-	if (!mr)
+	if (sw_mr_resolve(sw_dev_of(qp->ibv.qp_base.context), sge->lkey,
+			  sw_pd_base(qp->ibv.qp_base.pd), va, len, need, out))
 		return -EACCES;
-	if (mr->pd != sw_pd_base(qp->ibv.qp_base.pd)) {
-		sw_mr_put(mr);
-		return -EACCES;
-	}
-	ret = sw_mr_check_range(mr, sge->addr + off, len, need);
-	if (ret) {
-		sw_mr_put(mr);
-		return ret == -EINVAL ? -EACCES : ret;
-	}
-	*out = mr;
-	*host = mr->host + (sge->addr + off - mr->iova);
+	*host = sw_mr_host(*out, va);
 	return 0;
 }
 
