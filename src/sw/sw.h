@@ -253,6 +253,22 @@ static inline bool sw_dev_is_ib(const struct sw_dev *dev)
 void sw_live_add(struct sw_dev *dev);
 void sw_live_remove(struct sw_dev *dev);
 
+/*
+ * Take one unit of a limit counter: -ENOMEM if `count` is at `max`
+ * already, else it grows by one (the owner gives it back with
+ * atomic_fetch_sub when the object goes). Any thread.
+ */
+static inline int sw_limit_take(atomic_uint *count, unsigned int max)
+{
+	unsigned int cur = atomic_load(count);
+
+	do {
+		if (cur >= max)
+			return -ENOMEM;
+	} while (!atomic_compare_exchange_weak(count, &cur, cur + 1));
+	return 0;
+}
+
 /* ctrl/device.c */
 int sw_device_create(struct sw_dev **dev);
 void sw_device_fill_attr(const struct sw_dev *dev, struct ibv_device_attr_ex *attr);
