@@ -83,13 +83,6 @@ void sw_place_here(const struct sw_place_hint *hint, uint8_t *dst, const uint8_t
 void sw_fetch(void *dst, const void *src, size_t len);
 
 /*
- * Make bytes already stored at [dst, +len) durable as `hint` asks: for
- * TPH_MEM_TYPE_PM write their cache lines back and fence; else nothing.
- * (Atomics update memory in place and use this afterwards.)
- */
-void sw_place_persist(const struct sw_place_hint *hint, void *dst, size_t len);
-
-/*
  * An 8-byte atomic on registered memory at `target` (8-byte aligned):
  * compare-and-swap (`cas`: if *target == compare, store swap_add) or
  * fetch-and-add of swap_add, sequentially consistent, then persisted as

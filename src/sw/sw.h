@@ -270,7 +270,6 @@ static inline int sw_limit_take(atomic_uint *count, unsigned int max)
 }
 
 /* ctrl/device.c */
-int sw_device_create(struct sw_dev **dev);
 void sw_device_fill_attr(const struct sw_dev *dev, struct ibv_device_attr_ex *attr);
 void sw_device_fill_port(const struct sw_dev *dev, struct ibv_port_attr *attr);
 

@@ -182,22 +182,6 @@ static int device_new(const struct sw_config *cfg, uint32_t index, struct sw_dev
 }
 
 /*
- * Contract: see sw.h. A new, uncached device for the current environment
- * with one reference (the caller's).
- */
-int sw_device_create(struct sw_dev **dev)
-{
-	struct sw_config cfg;
-	uint32_t index;
-
-	sw_config_load(&cfg);
-	pthread_mutex_lock(&probe_lock);
-	index = next_index++;
-	pthread_mutex_unlock(&probe_lock);
-	return device_new(&cfg, index, dev);
-}
-
-/*
  * Contract: see core.h. One device: the cached one if the configuration
  * is unchanged and this process created it, else a new one that becomes
  * the cached one.

@@ -205,6 +205,19 @@ static void lost_response(struct sw_qp *qp)
 	sw_req_rewind(qp, sw_psn_add(w->first_psn, qp->req->read_rx_pkts));
 }
 
+/* The RNR NAK timer code (0..31) of an AETH in ns, as IBTA defines them (code 0 is the longest). */
+static uint64_t rnr_ns(uint8_t code)
+{
+	static const uint32_t us100[32] = {
+		/* hundredths of a millisecond, i.e. units of 10 us */
+		65536, 1,    2,	   3,	 4,    6,     8,     12,    16,	   24,	  32,
+		48,    64,   96,   128,	 192,  256,   384,   512,   768,   1024,  1536,
+		2048,  3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768, 49152,
+	};
+
+	return (uint64_t)us100[code & 31] * 10000;
+}
+
 static void on_nak(struct sw_qp *qp, const struct sw_pkt *pkt)
 {
 	struct sw_req *req = qp->req;
@@ -234,7 +247,7 @@ static void on_nak(struct sw_qp *qp, const struct sw_pkt *pkt)
 		if (qp->attr.rnr_retry != 7)
 			req->rnr_retries--;
 		sw_req_rewind(qp, pkt->psn);
-		req->rnr_until_ns = sw_now_ns() + sw_rnr_ns(syn & SW_AETH_VALUE_MASK);
+		req->rnr_until_ns = sw_now_ns() + rnr_ns(syn & SW_AETH_VALUE_MASK);
 		req->deadline_ns = 0;
 		sw_engine_wake(eng);
 		return;

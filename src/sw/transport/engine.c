@@ -164,12 +164,11 @@ void sw_engine_stop(struct sw_dev *dev)
 {
 	struct sw_engine *eng = dev->eng;
 
+	sw_engine_quiesce(dev); /* the thread ends; the totals are printed */
 	if (!eng)
 		return;
-	engine_join(eng);
 	sw_gsi_detach(eng);
 	sw_shm_stop(eng);
-	engine_report(eng);
 	sw_budget_fini(eng);
 	dev->eng = NULL;
 	close(eng->wake_fd);
@@ -211,8 +210,8 @@ void sw_engine_wake_for(struct sw_engine *eng, uint64_t deadline)
 		sw_engine_wake(eng);
 }
 
-/* Contract: see transport.h. */
-int sw_engine_activate(struct sw_engine *eng, struct sw_qp *qp)
+/* Register `qp` for timer service by the progress thread (idempotent); 0 or -ENOMEM. */
+static int engine_activate(struct sw_engine *eng, struct sw_qp *qp)
 {
 	int ret = 0;
 
@@ -237,8 +236,8 @@ out:
 	return ret;
 }
 
-/* Contract: see transport.h. */
-void sw_engine_deactivate(struct sw_engine *eng, struct sw_qp *qp)
+/* Drop it again (QP destroy). */
+static void engine_deactivate(struct sw_engine *eng, struct sw_qp *qp)
 {
 	pthread_mutex_lock(&eng->active_lock);
 	for (uint32_t i = 0; i < eng->nactive; i++)
@@ -271,7 +270,7 @@ int sw_transport_qp_init(struct sw_qp *qp)
 			goto nomem;
 	}
 	qp->req->window = SW_WINDOW_INIT;
-	if (sw_engine_activate(eng, qp))
+	if (engine_activate(eng, qp))
 		goto nomem;
 	return 0;
 nomem:
@@ -292,7 +291,7 @@ void sw_transport_qp_fini(struct sw_qp *qp)
 	struct sw_engine *eng = sw_engine_of(qp);
 
 	if (eng)
-		sw_engine_deactivate(eng, qp);
+		engine_deactivate(eng, qp);
 	if (eng && qp->req)
 		sw_budget_release(qp);
 	/*
@@ -323,7 +322,7 @@ static void transport_reset(struct sw_qp *qp)
 
 	memset(req, 0, sizeof(*req));
 	req->window = SW_WINDOW_INIT;
-	req->send_idx = req->una_idx = req->started_idx = qp->sq.cons;
+	req->send_idx = req->started_idx = qp->sq.cons;
 	memset(resp, 0, sizeof(*resp));
 	resp->wqe = wqe;
 	resp->res = res;

@@ -142,16 +142,3 @@ int sw_sge_scatter_rx(struct sw_qp *qp, const struct ibv_sge *sge, uint32_t nsge
 
 	return sge_walk(qp, sge, nsge, off, len, IBV_ACCESS_LOCAL_WRITE, scatter_piece_rx, &c);
 }
-
-/* Contract: IBTA RNR NAK timer codes 0..31 in ns (code 0 is the longest). */
-uint64_t sw_rnr_ns(uint8_t code)
-{
-	static const uint32_t us100[32] = {
-		/* hundredths of a millisecond, i.e. units of 10 us */
-		65536, 1,    2,	   3,	 4,    6,     8,     12,    16,	   24,	  32,
-		48,    64,   96,   128,	 192,  256,   384,   512,   768,   1024,  1536,
-		2048,  3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768, 49152,
-	};
-
-	return (uint64_t)us100[code & 31] * 10000;
-}

@@ -196,10 +196,6 @@ static inline struct sw_engine *sw_engine_of(struct sw_qp *qp)
 	return sw_dev_of(qp->ibv.qp_base.context)->eng;
 }
 
-/* Register `qp` for timer service by the progress thread (idempotent); 0 or -ENOMEM. */
-int sw_engine_activate(struct sw_engine *eng, struct sw_qp *qp);
-/* Drop it again (QP destroy). */
-void sw_engine_deactivate(struct sw_engine *eng, struct sw_qp *qp);
 /* Make the progress thread run its timers soon. */
 void sw_engine_wake(struct sw_engine *eng);
 /*
@@ -364,7 +360,6 @@ struct sw_req {
 	uint32_t una_psn; /* oldest PSN not yet acknowledged */
 	uint32_t send_idx; /* SQ index of the next WQE (or part) to send */
 	uint32_t send_off; /* packets of that WQE already sent */
-	uint32_t una_idx; /* SQ index of the oldest unretired WQE (== sq.cons) */
 	uint32_t started_idx; /* SQ index past the last WQE that ever started: a
 				 draining QP (SQD) still resends those before it */
 	uint32_t window; /* packets allowed in flight */
@@ -378,7 +373,6 @@ struct sw_req {
 	uint8_t retries, rnr_retries;
 	uint8_t backoff; /* consecutive timeouts: the timeout is doubled this often */
 	bool wait_writable; /* the socket was full */
-	bool need_flush; /* a completion-side error moved the QP to ERR */
 	uint32_t read_rx_pkts; /* READ response packets received for the head READ */
 	bool resp_asked; /* the head READ/atomic's missing response was asked for again */
 	uint32_t high_psn; /* past the newest PSN ever sent: below it, a send is a resend */
@@ -564,8 +558,5 @@ int sw_sge_scatter_rx(struct sw_qp *qp, const struct ibv_sge *sge, uint32_t nsge
  * this returns. 0 or -errno (no worker: -ENODEV).
  */
 int sw_place_mr(struct sw_mr *mr, uint8_t *host, const uint8_t *src, uint32_t len);
-
-/* RNR timer code (0..31) to nanoseconds, as IBTA table 45 defines. */
-uint64_t sw_rnr_ns(uint8_t code);
 
 #endif
