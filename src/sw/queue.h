@@ -27,6 +27,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "sw/sw.h"
 
@@ -362,6 +363,21 @@ int sw_qp_event(struct sw_qp *qp, enum ibv_event_type type);
  * qp->lock.
  */
 void sw_qp_error_locked(struct sw_qp *qp);
+
+/*
+ * Start completion `wc` of work request `wr_id` on `qp`: every field zero
+ * but these, the QP named by its own number (qp->qpn). The builders of
+ * completions add byte_len, flags and the receive fields.
+ */
+static inline void sw_wc_init(struct ibv_wc *wc, const struct sw_qp *qp, uint64_t wr_id,
+			      enum ibv_wc_status status, enum ibv_wc_opcode opcode)
+{
+	memset(wc, 0, sizeof(*wc));
+	wc->wr_id = wr_id;
+	wc->status = status;
+	wc->opcode = opcode;
+	wc->qp_num = qp->qpn;
+}
 
 /*
  * queue/qp_stats.c: push `wc` of `qp` to `cq` (sw_cq_push), counting it

@@ -317,9 +317,9 @@ static void enter_reset(struct sw_qp *qp, enum ibv_qp_state old)
 	}
 	qp->ibv.qp_base.state = IBV_QPS_RESET;
 	sw_transport_qp_state(qp, old);
-	sw_cq_clean(qp->rcq, qp->ibv.qp_base.qp_num);
+	sw_cq_clean(qp->rcq, qp->qpn);
 	if (qp->scq != qp->rcq)
-		sw_cq_clean(qp->scq, qp->ibv.qp_base.qp_num);
+		sw_cq_clean(qp->scq, qp->qpn);
 }
 
 /*

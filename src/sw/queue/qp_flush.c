@@ -37,11 +37,7 @@ static void push_flush(struct sw_qp *qp, struct sw_cq *cq, uint64_t wr_id,
 {
 	struct ibv_wc wc;
 
-	memset(&wc, 0, sizeof(wc));
-	wc.wr_id = wr_id;
-	wc.status = IBV_WC_WR_FLUSH_ERR;
-	wc.opcode = opcode;
-	wc.qp_num = qp->qpn;
+	sw_wc_init(&wc, qp, wr_id, IBV_WC_WR_FLUSH_ERR, opcode);
 	sw_qp_cq_push(qp, cq, &wc, false);
 }
 

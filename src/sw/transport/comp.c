@@ -24,26 +24,14 @@ static bool outstanding(const struct sw_qp *qp)
 	return qp->sq.cons != qp->req->send_idx || qp->req->send_off;
 }
 
-static bool is_rd_atomic(uint32_t opcode)
-{
-	return opcode == IBV_WR_RDMA_READ || opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
-	       opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
-}
-
 /* Contract: see transport.h (qp->lock held). */
 void sw_comp_check_drained(struct sw_qp *qp)
 {
-	struct ibv_async_event ev;
-
 	if (qp->ibv.qp_base.state != IBV_QPS_SQD || !qp->attr.sq_draining || outstanding(qp))
 		return;
 	qp->attr.sq_draining = 0;
-	if (!qp->attr.en_sqd_async_notify)
-		return;
-	memset(&ev, 0, sizeof(ev));
-	ev.event_type = IBV_EVENT_SQ_DRAINED;
-	ev.element.qp = &qp->ibv.qp_base;
-	sv_async_post(qp->ibv.qp_base.context, &ev);
+	if (qp->attr.en_sqd_async_notify)
+		(void)sw_qp_event(qp, IBV_EVENT_SQ_DRAINED);
 }
 
 /* Contract: see transport.h (qp->lock held). */
@@ -51,25 +39,20 @@ void sw_comp_retire(struct sw_qp *qp, enum ibv_wc_status status)
 {
 	struct sw_req *req = qp->req;
 	struct sw_send_wqe *w;
-	bool signalled;
 
 	if (qp->sq.cons == qp->sq.prod)
 		return;
 	w = head(qp);
-	if (is_rd_atomic(w->opcode) && w->state == SW_WQE_STARTED && req->rd_atomic)
+	if (sw_wr_is_rd_atomic(w->opcode) && w->state == SW_WQE_STARTED && req->rd_atomic)
 		req->rd_atomic--;
-	signalled = (w->send_flags & IBV_SEND_SIGNALED) || qp->sq_sig_all;
-	if (status != IBV_WC_SUCCESS || signalled) {
+	/* SIGNALED: asked for, or set at post under sq_sig_all */
+	if (status != IBV_WC_SUCCESS || (w->send_flags & IBV_SEND_SIGNALED)) {
 		struct ibv_wc wc;
 
-		memset(&wc, 0, sizeof(wc));
-		wc.wr_id = w->wr_id;
-		wc.status = status;
-		wc.opcode = sw_send_wc_opcode(w->opcode);
-		wc.qp_num = qp->ibv.qp_base.qp_num;
+		sw_wc_init(&wc, qp, w->wr_id, status, sw_send_wc_opcode(w->opcode));
 		if (w->opcode == IBV_WR_RDMA_READ)
 			wc.byte_len = w->length;
-		else if (is_rd_atomic(w->opcode))
+		else if (sw_wr_is_rd_atomic(w->opcode))
 			wc.byte_len = 8;
 		sw_qp_cq_push(qp, qp->scq, &wc, false);
 	}
@@ -130,7 +113,7 @@ static bool ack_upto(struct sw_qp *qp, uint32_t psn)
 			break;
 		if (sw_psn_diff(psn, last) < 0) {
 			/* part of a multi-packet message */
-			if (!is_rd_atomic(w->opcode) &&
+			if (!sw_wr_is_rd_atomic(w->opcode) &&
 			    sw_psn_diff(sw_psn_add(psn, 1), req->una_psn) > 0) {
 				req->una_psn = sw_psn_add(psn, 1);
 				progress = true;
@@ -144,7 +127,7 @@ static bool ack_upto(struct sw_qp *qp, uint32_t psn)
 			}
 			break;
 		}
-		if (is_rd_atomic(w->opcode))
+		if (sw_wr_is_rd_atomic(w->opcode))
 			return true;
 		req->una_psn = sw_psn_add(last, 1);
 		sw_comp_retire(qp, IBV_WC_SUCCESS);
@@ -171,19 +154,14 @@ static void progress_done(struct sw_qp *qp)
 		 * it was lost, or dropped behind the gap it filled (probe.c).
 		 */
 		req->probe_back = false;
-		if (sw_req_in_flight(req) && outstanding(qp) && !is_rd_atomic(head(qp)->opcode)) {
+		if (sw_req_in_flight(req) && outstanding(qp) &&
+		    !sw_wr_is_rd_atomic(head(qp)->opcode)) {
 			sw_req_cut(qp);
 			sw_req_rewind(qp, req->una_psn);
 		}
 	}
-	if (sw_req_in_flight(req) && !req->deadline_ns) {
-		uint64_t t = sw_req_timeout_ns(qp);
-
-		if (t) {
-			req->deadline_ns = sw_now_ns() + t;
-			sw_engine_wake_for(sw_engine_of(qp), req->deadline_ns);
-		}
-	}
+	if (sw_req_in_flight(req))
+		sw_req_arm_timer(qp);
 	sw_req_run(qp);
 }
 

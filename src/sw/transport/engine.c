@@ -340,11 +340,7 @@ static void flush_taken_recv(struct sw_qp *qp)
 
 	if (!resp->have_wqe)
 		return;
-	memset(&wc, 0, sizeof(wc));
-	wc.wr_id = resp->wqe->wr_id;
-	wc.status = IBV_WC_WR_FLUSH_ERR;
-	wc.opcode = IBV_WC_RECV;
-	wc.qp_num = qp->ibv.qp_base.qp_num;
+	sw_wc_init(&wc, qp, resp->wqe->wr_id, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV);
 	resp->have_wqe = false;
 	resp->in_send = false;
 	sw_qp_cq_push(qp, qp->rcq, &wc, false);

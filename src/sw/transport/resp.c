@@ -192,12 +192,8 @@ static void complete_recv(struct sw_qp *qp, enum ibv_wc_status status, enum ibv_
 	struct sw_resp *resp = qp->resp;
 	struct ibv_wc wc;
 
-	memset(&wc, 0, sizeof(wc));
-	wc.wr_id = resp->wqe->wr_id;
-	wc.status = status;
-	wc.opcode = op;
+	sw_wc_init(&wc, qp, resp->wqe->wr_id, status, op);
 	wc.byte_len = byte_len;
-	wc.qp_num = qp->ibv.qp_base.qp_num;
 	wc.src_qp = src_qp;
 	if (ud_src)
 		ud_recv_fields(qp, ud_src, &wc);

@@ -450,8 +450,24 @@ enum {
 	SW_WQE_FAILED = 2, /* a local error; completes with fail_status */
 };
 
+/*
+ * RDMA READ and the atomics: the work requests max_rd_atomic counts and
+ * a fence waits for, which complete only with their response's data.
+ */
+static inline bool sw_wr_is_rd_atomic(uint32_t opcode)
+{
+	return opcode == IBV_WR_RDMA_READ || opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+	       opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
+}
+
 /* Send what the window, fences and RNR back-off allow. */
 void sw_req_run(struct sw_qp *qp);
+/*
+ * Start the retransmit timer (sw_req_timeout_ns from now) unless it runs
+ * already or the QP has none (timeout 0); the caller knows something is
+ * in flight.
+ */
+void sw_req_arm_timer(struct sw_qp *qp);
 /* Timers: retransmit on timeout, resume after RNR back-off. */
 void sw_req_timer(struct sw_qp *qp, uint64_t now);
 /* Restart sending at `psn` (go-back-N after NAK or timeout). */
