@@ -248,6 +248,19 @@ static void engine_deactivate(struct sw_engine *eng, struct sw_qp *qp)
 	pthread_mutex_unlock(&eng->active_lock);
 }
 
+/* Free the per-QP transport state, whatever part of it exists; none is left. */
+static void transport_free(struct sw_qp *qp)
+{
+	if (qp->resp) {
+		free(qp->resp->wqe);
+		free(qp->resp->res);
+	}
+	free(qp->req);
+	free(qp->resp);
+	qp->req = NULL;
+	qp->resp = NULL;
+}
+
 /* Contract: see queue.h. */
 int sw_transport_qp_init(struct sw_qp *qp)
 {
@@ -274,14 +287,7 @@ int sw_transport_qp_init(struct sw_qp *qp)
 		goto nomem;
 	return 0;
 nomem:
-	if (qp->resp) {
-		free(qp->resp->wqe);
-		free(qp->resp->res);
-	}
-	free(qp->req);
-	free(qp->resp);
-	qp->req = NULL;
-	qp->resp = NULL;
+	transport_free(qp);
 	return -ENOMEM;
 }
 
@@ -302,14 +308,7 @@ void sw_transport_qp_fini(struct sw_qp *qp)
 	 */
 	if (eng && qp->resp)
 		sw_resp_flush_ack(qp);
-	if (qp->resp) {
-		free(qp->resp->wqe);
-		free(qp->resp->res);
-	}
-	free(qp->req);
-	free(qp->resp);
-	qp->req = NULL;
-	qp->resp = NULL;
+	transport_free(qp);
 }
 
 /* Forget all transport state (RESET, or entering RTR afresh). */
