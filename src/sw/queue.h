@@ -355,12 +355,13 @@ void sw_qp_put(struct sw_qp *qp);
 int sw_qp_event(struct sw_qp *qp, enum ibv_event_type type);
 
 /*
- * Move the QP to IBV_QPS_ERR and flush: every posted send and receive
- * WQE completes with IBV_WC_WR_FLUSH_ERR (receives only without an SRQ),
- * signalled or not, oldest first, and the rings end up empty. On an
- * actual state change sw_transport_qp_state(qp, old) runs first, so the
- * transport drops what it holds before the WQEs go. Caller holds
- * qp->lock.
+ * The queue layer's half of entering IBV_QPS_ERR: the state becomes ERR
+ * and the rings are flushed: every posted send and receive WQE completes
+ * with IBV_WC_WR_FLUSH_ERR (receives only without an SRQ), signalled or
+ * not, oldest first, and the rings end up empty. It calls nothing of the
+ * transport: the caller first lets the transport drop what it holds
+ * (sw_transport_qp_error below), so that a receive WQE the responder had
+ * taken completes before those still in the ring. Caller holds qp->lock.
  */
 void sw_qp_error_locked(struct sw_qp *qp);
 
@@ -410,11 +411,24 @@ int sw_transport_qp_init(struct sw_qp *qp);
 void sw_transport_qp_fini(struct sw_qp *qp);
 
 /*
- * State transitions the transport must see (qp->lock held): entering
- * RTR/RTS (set up PSNs from qp->attr), ERR (stop timers, flush) and RESET
- * (forget everything).
+ * State transitions the transport must see (qp->lock held), after the
+ * state changed: entering RTR/RTS (set up PSNs from qp->attr), SQD, and
+ * RESET (forget everything). Not ERR: see sw_transport_qp_error.
  */
 void sw_transport_qp_state(struct sw_qp *qp, enum ibv_qp_state old_state);
+
+/*
+ * The QP is about to enter ERR (qp->lock held; the state is still the
+ * old one): the transport stops its timers, gives back its share of the
+ * device's send budget and completes, with IBV_WC_WR_FLUSH_ERR, the
+ * receive WQE the responder took for a message in progress. Nothing if
+ * the QP is in ERR already or has no transport state. The caller then
+ * calls sw_qp_error_locked(). This is the one order for every way into
+ * ERR: modify_qp calls the two itself; an error the transport finds goes
+ * through sw_transport_fail() (transport.h), which calls both. The hooks
+ * run one way: queue code never calls back into the transport on the way.
+ */
+void sw_transport_qp_error(struct sw_qp *qp);
 
 /* New send WQEs were posted: send what the window allows (qp->lock held). */
 void sw_transport_kick(struct sw_qp *qp);

@@ -49,11 +49,14 @@
  * something to the responder; ibv_query_qp returns the value as given,
  * as rxe does.
  *
- * Effects: RESET empties both rings without completions, drops the QP's
- * unread completions from its CQs (as mlx5) and forgets the attributes; ERR flushes
- * (sw_qp_error_locked); RTS->SQD stops new sends and raises IBV_EVENT_SQ_DRAINED (when asked) at
- * once if nothing is outstanding, else leaves attr.sq_draining for the transport. Each change of
- * state is shown to the transport (qp->lock held).
+ * Effects: RESET empties both rings without completions, drops the
+ * QP's unread completions from its CQs (as mlx5) and forgets the
+ * attributes; ERR lets the transport go first (sw_transport_qp_error),
+ * then flushes (sw_qp_error_locked); RTS->SQD stops new sends and raises
+ * IBV_EVENT_SQ_DRAINED (when asked) at once if nothing is outstanding,
+ * else leaves attr.sq_draining for the transport. Every other change of
+ * state is shown to the transport after it happened
+ * (sw_transport_qp_state; qp->lock held).
  */
 #include <string.h>
 
@@ -349,6 +352,7 @@ static void change_state(struct sw_qp *qp, const struct ibv_qp_attr *attr, int m
 		enter_reset(qp, r->cur);
 		break;
 	case IBV_QPS_ERR:
+		sw_transport_qp_error(qp); /* the transport lets go first */
 		sw_qp_error_locked(qp);
 		break;
 	case IBV_QPS_SQD:

@@ -75,9 +75,7 @@ void sw_comp_retire(struct sw_qp *qp, enum ibv_wc_status status)
 	if (!sw_req_in_flight(req))
 		req->deadline_ns = 0;
 	if (status != IBV_WC_SUCCESS && status != IBV_WC_WR_FLUSH_ERR) {
-		req->deadline_ns = 0;
-		req->rnr_until_ns = 0;
-		sw_qp_error_locked(qp);
+		sw_transport_fail(qp); /* timers stop, the rest is flushed */
 		return;
 	}
 	sw_comp_check_drained(qp);

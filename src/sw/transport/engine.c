@@ -4,7 +4,16 @@
  * hooks into it (queue.h: sw_transport_*).
  *
  * The engine starts with the device's UDP port (first context) and stops
- * with it (last context). Its settings (SOFTVERBS_BUSY_POLL,
+ * with it (last context).
+ *
+ * Entering the error state has one order, whichever side starts it: the
+ * transport lets go of the QP first (sw_transport_qp_error: timers, the
+ * send budget, a receive WQE taken for a message in progress), then the
+ * queue layer sets the state and flushes the rings (sw_qp_error_locked).
+ * modify_qp calls the two; an error the transport finds (a NAK sent or
+ * received, retries exhausted, a bad local SGE) calls sw_transport_fail,
+ * which calls the two. The queue layer never calls back into the
+ * transport on the way, so no completion is pushed re-entrantly. Its settings (SOFTVERBS_BUSY_POLL,
  * SOFTVERBS_FAULT, SOFTVERBS_STATS) come from ctrl/config.c.
  */
 #define _GNU_SOURCE
@@ -346,6 +355,24 @@ static void flush_taken_recv(struct sw_qp *qp)
 }
 
 /* Contract: see queue.h (qp->lock held). */
+void sw_transport_qp_error(struct sw_qp *qp)
+{
+	if (!qp->req || qp->ibv.qp_base.state == IBV_QPS_ERR)
+		return;
+	sw_budget_release(qp); /* nothing of it is in flight any more */
+	qp->req->deadline_ns = 0;
+	qp->req->rnr_until_ns = 0;
+	flush_taken_recv(qp);
+}
+
+/* Contract: see transport.h (qp->lock held). */
+void sw_transport_fail(struct sw_qp *qp)
+{
+	sw_transport_qp_error(qp);
+	sw_qp_error_locked(qp);
+}
+
+/* Contract: see queue.h (qp->lock held). */
 void sw_transport_qp_state(struct sw_qp *qp, enum ibv_qp_state old)
 {
 	struct sw_resp *resp = qp->resp;
@@ -383,11 +410,6 @@ void sw_transport_qp_state(struct sw_qp *qp, enum ibv_qp_state old)
 		break;
 	case IBV_QPS_SQD:
 		sw_comp_check_drained(qp);
-		break;
-	case IBV_QPS_ERR:
-		qp->req->deadline_ns = 0;
-		qp->req->rnr_until_ns = 0;
-		flush_taken_recv(qp);
 		break;
 	default:
 		break;

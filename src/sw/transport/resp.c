@@ -90,7 +90,7 @@ static enum resp_outcome fatal_nak(struct sw_qp *qp, uint8_t syndrome, uint32_t 
 	send_ack(qp, syndrome, psn);
 	(void)sw_qp_event(qp, syndrome == SW_AETH_NAK_REM_ACCESS ? IBV_EVENT_QP_ACCESS_ERR :
 								   IBV_EVENT_QP_REQ_ERR);
-	sw_qp_error_locked(qp);
+	sw_transport_fail(qp);
 	return RESP_FATAL;
 }
 

@@ -506,8 +506,8 @@ void sw_comp_check_drained(struct sw_qp *qp);
 void sw_comp_handle(struct sw_qp *qp, const struct sw_pkt *pkt);
 /*
  * Retire the head send WQE with `status` (a completion if signalled or
- * not successful). On error the QP moves to ERR and everything after it
- * is flushed.
+ * not successful). On error the QP moves to ERR (sw_transport_fail) and
+ * everything after it is flushed.
  */
 void sw_comp_retire(struct sw_qp *qp, enum ibv_wc_status status);
 
@@ -542,6 +542,13 @@ struct sw_resp {
 	struct sw_rd_res *res;
 	uint32_t nres, res_next;
 };
+
+/*
+ * engine.c: the transport found an error that ends the QP (qp->lock
+ * held): sw_transport_qp_error(), then sw_qp_error_locked() (queue.h),
+ * the one order every way into ERR follows.
+ */
+void sw_transport_fail(struct sw_qp *qp);
 
 /* A request packet for this QP, from `src` to our address `dst`. */
 void sw_resp_handle(struct sw_qp *qp, const struct sw_pkt *pkt, const union sw_sa *src,
