@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * unit_dmah_place: what a DMA handle gives the placement layer
- * (mem/dmah.c, mem/mr.c, transport/place.c; docs/cc-and-tph.md).
+ * (mem/dmah.c, mem/mr.c, mem/place.c; docs/cc-and-tph.md).
  *
  * An MR registered with a handle carries a copy of its hints; an MR
  * without one has none. A handle with a CPU id holds a placement worker

@@ -23,7 +23,7 @@
 
 #include "core/core.h"
 #include "sw/addr.h"
-#include "sw/place.h"
+#include "sw/mem/place.h"
 
 /* Limits the device reports and enforces. */
 enum {

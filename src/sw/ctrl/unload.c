@@ -24,7 +24,7 @@
  */
 #include <unistd.h>
 
-#include "sw/place.h"
+#include "sw/mem/place.h"
 #include "sw/sw.h"
 #include "sw/transport/transport.h"
 

@@ -13,7 +13,7 @@
  *             7. cpu_id outside the caller's affinity mask      EPERM
  *             8. ph > 3                                         EINVAL
  * Steering tags need no table here. A handle with a CPU id starts (or
- * shares) a placement worker pinned to that CPU (transport/place.c).
+ * shares) a placement worker pinned to that CPU (mem/place.c).
  */
 #define _GNU_SOURCE
 #include <sched.h>

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * place.h - placement of incoming bytes into memory regions, honouring
- * the TPH hints of the MR's DMA handle (transport/place.c).
+ * the TPH hints of the MR's DMA handle (mem/place.c).
  */
-#ifndef SV_SW_PLACE_H
-#define SV_SW_PLACE_H
+#ifndef SV_SW_MEM_PLACE_H
+#define SV_SW_MEM_PLACE_H
 
 #include <stdatomic.h>
 #include <stdbool.h>

@@ -38,7 +38,7 @@
 #define SW_HAVE_SSE2 0
 #endif
 
-#include "sw/place.h"
+#include "sw/mem/place.h"
 
 struct sw_place_stats sw_place_stats;
 
