@@ -444,7 +444,7 @@ void sw_qp_table_remove(struct sw_dev *dev, struct sw_qp *qp);
 /* Returns a referenced QP (release with sw_qp_put) or NULL. */
 struct sw_qp *sw_qp_table_lookup(struct sw_dev *dev, uint32_t qpn);
 
-/* queue/qp.c, queue/post.c, ctrl/qp_state.c: the sv_ops QP slots */
+/* queue/qp.c, queue/post.c, queue/qp_modify.c: the sv_ops QP slots */
 int sw_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *attr, struct ibv_qp **qp);
 int sw_destroy_qp(struct ibv_qp *qp);
 int sw_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * qp_state.c - ibv_modify_qp: the IBTA QP state machine for RC and UD.
+ * qp_modify.c - ibv_modify_qp: the IBTA QP state machine for RC and UD.
  *
  * A request names a current state (the QP's, or IBV_QP_CUR_STATE, which
  * must then equal it and is allowed only where the table lists it) and
