@@ -28,7 +28,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "sw/transport/transport.h"
+#include "sw/transport/transport_priv.h"
 
 enum {
 	H_PEER_QPN = 0x00beef,

@@ -288,7 +288,7 @@ struct sw_resp; /* transport/resp.c: responder state */
 /*
  * Per-QP counters of the diagnostics view (SOFTVERBS_STATS=1), printed
  * when the QP is destroyed (queue/qp_stats.c). The names match the
- * device's (transport.h, struct sw_counters), so SW_COUNT() there bumps
+ * device's (transport/transport_priv.h, struct sw_counters), so SW_COUNT() there bumps
  * both. tx counts every packet the QP handed to the network, including
  * those fault injection then lost.
  */
@@ -425,7 +425,7 @@ void sw_transport_qp_state(struct sw_qp *qp, enum ibv_qp_state old_state);
  * the QP is in ERR already or has no transport state. The caller then
  * calls sw_qp_error_locked(). This is the one order for every way into
  * ERR: modify_qp calls the two itself; an error the transport finds goes
- * through sw_transport_fail() (transport.h), which calls both. The hooks
+ * through sw_transport_fail() (transport/transport_priv.h), which calls both. The hooks
  * run one way: queue code never calls back into the transport on the way.
  */
 void sw_transport_qp_error(struct sw_qp *qp);

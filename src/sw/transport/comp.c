@@ -12,7 +12,7 @@
  */
 #include <string.h>
 
-#include "sw/transport/transport.h"
+#include "sw/transport/transport_priv.h"
 
 static struct sw_send_wqe *head(struct sw_qp *qp)
 {
@@ -24,7 +24,7 @@ static bool outstanding(const struct sw_qp *qp)
 	return qp->sq.cons != qp->req->send_idx || qp->req->send_off;
 }
 
-/* Contract: see transport.h (qp->lock held). */
+/* Contract: see transport_priv.h (qp->lock held). */
 void sw_comp_check_drained(struct sw_qp *qp)
 {
 	if (qp->ibv.qp_base.state != IBV_QPS_SQD || !qp->attr.sq_draining || outstanding(qp))
@@ -34,7 +34,7 @@ void sw_comp_check_drained(struct sw_qp *qp)
 		(void)sw_qp_event(qp, IBV_EVENT_SQ_DRAINED);
 }
 
-/* Contract: see transport.h (qp->lock held). */
+/* Contract: see transport_priv.h (qp->lock held). */
 void sw_comp_retire(struct sw_qp *qp, enum ibv_wc_status status)
 {
 	struct sw_req *req = qp->req;
@@ -337,7 +337,7 @@ static void on_atomic_ack(struct sw_qp *qp, const struct sw_pkt *pkt)
 	progress_done(qp);
 }
 
-/* Contract: see transport.h (qp->lock held). */
+/* Contract: see transport_priv.h (qp->lock held). */
 void sw_comp_handle(struct sw_qp *qp, const struct sw_pkt *pkt)
 {
 	enum ibv_qp_state st = qp->ibv.qp_base.state;

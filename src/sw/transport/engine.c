@@ -26,7 +26,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "sw/transport/transport.h"
+#include "sw/transport/transport_priv.h"
 
 /* Settings come parsed and validated from the device's configuration. */
 static void engine_config(struct sw_engine *eng)
@@ -37,7 +37,7 @@ static void engine_config(struct sw_engine *eng)
 	sw_fault_init(&eng->fault, &cfg->fault);
 }
 
-/* Contract: see transport.h. Called with dev->lock held, port open. */
+/* Contract: see transport_priv.h. Called with dev->lock held, port open. */
 int sw_engine_start(struct sw_dev *dev)
 {
 	struct sw_engine *eng = calloc(1, sizeof(*eng));
@@ -157,7 +157,7 @@ static void engine_join(struct sw_engine *eng)
 	eng->joined = true;
 }
 
-/* Contract: see transport.h. */
+/* Contract: see transport_priv.h. */
 void sw_engine_quiesce(struct sw_dev *dev)
 {
 	struct sw_engine *eng = dev->eng;
@@ -190,7 +190,7 @@ void sw_engine_stop(struct sw_dev *dev)
 }
 
 /*
- * Contract: see transport.h. The eventfd write (a system call, and a
+ * Contract: see transport_priv.h. The eventfd write (a system call, and a
  * wake-up) is only needed while the thread sleeps in poll(2): awake, it
  * sees wake_pending at the top of its loop. Both flags are sequentially
  * consistent, so of this store-then-load and the thread's mirror image
@@ -208,7 +208,7 @@ void sw_engine_wake(struct sw_engine *eng)
 }
 
 /*
- * Contract: see transport.h. The thread publishes UINT64_MAX before it
+ * Contract: see transport_priv.h. The thread publishes UINT64_MAX before it
  * scans the QPs' timers (each under its QP's lock) and the earliest
  * deadline after: a timer armed before the scan reached its QP is seen
  * by the scan, one armed after sees UINT64_MAX or the final value.
@@ -365,7 +365,7 @@ void sw_transport_qp_error(struct sw_qp *qp)
 	flush_taken_recv(qp);
 }
 
-/* Contract: see transport.h (qp->lock held). */
+/* Contract: see transport_priv.h (qp->lock held). */
 void sw_transport_fail(struct sw_qp *qp)
 {
 	sw_transport_qp_error(qp);

@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include "sw/gsi.h"
-#include "sw/transport/transport.h"
+#include "sw/transport/transport_priv.h"
 
 enum {
 	IDLE_SLEEP_NS = 100 * 1000 * 1000,
@@ -337,7 +337,7 @@ static int rx_batch(struct sw_engine *eng, struct rx_batch *b)
 	return n;
 }
 
-/* Contract: see transport.h. */
+/* Contract: see transport_priv.h. */
 int sw_rx_inject(struct sw_engine *eng, const uint8_t *buf, size_t len, const union sw_sa *src,
 		 const union sw_sa *dst)
 {
@@ -411,7 +411,7 @@ static uint64_t run_timers(struct sw_engine *eng, uint64_t now)
 	return next;
 }
 
-/* Contract: see transport.h. */
+/* Contract: see transport_priv.h. */
 int sw_progress_init(struct sw_engine *eng)
 {
 	eng->rx = malloc(sizeof(*eng->rx));
@@ -421,7 +421,7 @@ int sw_progress_init(struct sw_engine *eng)
 	return 0;
 }
 
-/* Contract: see transport.h. */
+/* Contract: see transport_priv.h. */
 void sw_progress_fini(struct sw_engine *eng)
 {
 	free(eng->rx);

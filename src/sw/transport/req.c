@@ -23,7 +23,7 @@
  */
 #include <string.h>
 
-#include "sw/transport/transport.h"
+#include "sw/transport/transport_priv.h"
 
 static struct sw_send_wqe *wqe_at(struct sw_qp *qp, uint32_t idx)
 {
@@ -41,7 +41,7 @@ static uint32_t wqe_npkts(const struct sw_qp *qp, const struct sw_send_wqe *w)
 	return w->length ? (w->length + mtu - 1) / mtu : 1;
 }
 
-/* Contract: see transport.h. Floor of 500 us keeps tiny values sane. */
+/* Contract: see transport_priv.h. Floor of 500 us keeps tiny values sane. */
 uint64_t sw_req_timeout_ns(const struct sw_qp *qp)
 {
 	uint64_t ns;
@@ -52,7 +52,7 @@ uint64_t sw_req_timeout_ns(const struct sw_qp *qp)
 	return (ns < 500000 ? 500000 : ns) << qp->req->backoff;
 }
 
-/* Contract: see transport.h (qp->lock held). */
+/* Contract: see transport_priv.h (qp->lock held). */
 void sw_req_acked(struct sw_qp *qp)
 {
 	qp->req->retries = qp->attr.retry_cnt;
@@ -60,7 +60,7 @@ void sw_req_acked(struct sw_qp *qp)
 	sw_probe_acked(qp);
 }
 
-/* Contract: see transport.h (qp->lock held). */
+/* Contract: see transport_priv.h (qp->lock held). */
 void sw_req_arm_timer(struct sw_qp *qp)
 {
 	struct sw_req *req = qp->req;
@@ -286,7 +286,7 @@ static uint32_t pkt_psns(const struct sw_qp *qp, const struct sw_send_wqe *w)
 }
 
 /*
- * Contract: see transport.h (qp->lock held). RC packets are built into
+ * Contract: see transport_priv.h (qp->lock held). RC packets are built into
  * the thread's batch and go out SW_TX_BATCH at a time; UD packets (and
  * RC ones when no batch buffer could be had) one by one.
  */
@@ -439,7 +439,7 @@ static void req_run(struct sw_qp *qp)
 	}
 }
 
-/* Contract: see transport.h (qp->lock held). The budget follows what went out. */
+/* Contract: see transport_priv.h (qp->lock held). The budget follows what went out. */
 void sw_req_run(struct sw_qp *qp)
 {
 	req_run(qp);
@@ -447,7 +447,7 @@ void sw_req_run(struct sw_qp *qp)
 		sw_budget_sync(qp);
 }
 
-/* Contract: see transport.h (qp->lock held). */
+/* Contract: see transport_priv.h (qp->lock held). */
 void sw_req_grow(struct sw_qp *qp, uint32_t n)
 {
 	struct sw_req *req = qp->req;
@@ -461,7 +461,7 @@ void sw_req_grow(struct sw_qp *qp, uint32_t n)
 		req->grow_acc = 0;
 }
 
-/* Contract: see transport.h (qp->lock held). */
+/* Contract: see transport_priv.h (qp->lock held). */
 void sw_req_cut(struct sw_qp *qp)
 {
 	struct sw_req *req = qp->req;
@@ -478,7 +478,7 @@ void sw_req_cut(struct sw_qp *qp)
 }
 
 /*
- * Contract: see transport.h. Find the WQE holding `psn` among those sent
+ * Contract: see transport_priv.h. Find the WQE holding `psn` among those sent
  * and resume there; a READ resumes at the response that was missed.
  * Every WQE after the rewind point goes out again as if new.
  */
@@ -594,7 +594,7 @@ static bool link_draining(struct sw_qp *qp)
 	return req->link_stalls++ < SW_LINK_STALLS;
 }
 
-/* Contract: see transport.h. */
+/* Contract: see transport_priv.h. */
 void sw_req_timer(struct sw_qp *qp, uint64_t now)
 {
 	struct sw_req *req = qp->req;

@@ -25,7 +25,7 @@
  */
 #include <string.h>
 
-#include "sw/transport/transport.h"
+#include "sw/transport/transport_priv.h"
 
 /*
  * What a request handler did with a packet whose PSN was the expected
@@ -696,7 +696,7 @@ static enum resp_outcome handle_expected(struct sw_qp *qp, const struct sw_pkt *
 }
 
 /*
- * Contract: see transport.h (qp->lock held; progress thread). The steps
+ * Contract: see transport_priv.h (qp->lock held; progress thread). The steps
  * and the answer to each are in the comment at the top of this file.
  */
 void sw_resp_handle(struct sw_qp *qp, const struct sw_pkt *pkt, const union sw_sa *src,
@@ -751,7 +751,7 @@ void sw_resp_handle(struct sw_qp *qp, const struct sw_pkt *pkt, const union sw_s
 		resp->ack_pending = true;
 }
 
-/* Contract: see transport.h (qp->lock held). An ACK without credits of the newest PSN done. */
+/* Contract: see transport_priv.h (qp->lock held). An ACK without credits of the newest PSN done. */
 void sw_resp_flush_ack(struct sw_qp *qp)
 {
 	struct sw_resp *resp = qp->resp;

@@ -10,7 +10,7 @@
  */
 #include <string.h>
 
-#include "sw/transport/transport.h"
+#include "sw/transport/transport_priv.h"
 
 /*
  * Resolve `sge` for `len` bytes at `off` inside it (sw_mr_resolve: key,
@@ -93,7 +93,7 @@ static void mr_put_cb(void *mr)
 	sw_mr_put(mr);
 }
 
-/* Contract: see transport.h. */
+/* Contract: see transport_priv.h. */
 int sw_place_mr(struct sw_mr *mr, uint8_t *host, const uint8_t *src, uint32_t len)
 {
 	int ret;
@@ -116,7 +116,7 @@ static int scatter_piece_rx(struct sw_mr *mr, uint8_t *host, uint32_t n, void *a
 	return ret;
 }
 
-/* Contract: see transport.h. -EACCES (key/PD/range) or -EINVAL (list too short). */
+/* Contract: see transport_priv.h. -EACCES (key/PD/range) or -EINVAL (list too short). */
 int sw_sge_gather(struct sw_qp *qp, const struct ibv_sge *sge, uint32_t nsge, uint32_t off,
 		  uint8_t *dst, uint32_t len)
 {
@@ -125,7 +125,7 @@ int sw_sge_gather(struct sw_qp *qp, const struct ibv_sge *sge, uint32_t nsge, ui
 	return sge_walk(qp, sge, nsge, off, len, 0, gather_piece, &c);
 }
 
-/* Contract: see transport.h. */
+/* Contract: see transport_priv.h. */
 int sw_sge_scatter(struct sw_qp *qp, const struct ibv_sge *sge, uint32_t nsge, uint32_t off,
 		   const uint8_t *src, uint32_t len)
 {
@@ -134,7 +134,7 @@ int sw_sge_scatter(struct sw_qp *qp, const struct ibv_sge *sge, uint32_t nsge, u
 	return sge_walk(qp, sge, nsge, off, len, IBV_ACCESS_LOCAL_WRITE, scatter_piece, &c);
 }
 
-/* Contract: see transport.h. */
+/* Contract: see transport_priv.h. */
 int sw_sge_scatter_rx(struct sw_qp *qp, const struct ibv_sge *sge, uint32_t nsge, uint32_t off,
 		      const uint8_t *src, uint32_t len)
 {

@@ -19,7 +19,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "sw/transport/transport.h"
+#include "sw/transport/transport_priv.h"
 
 /*
  * Contract: the index of the interface that owns address `a`: the one

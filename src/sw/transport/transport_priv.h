@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * transport.h - the software device's RoCE v2 transport engine, private
+ * transport_priv.h - the software device's RoCE v2 transport engine, private
  * to src/sw/transport.
  *
  *   net.c       the network interface: send a packet or a batch (UDP, or
@@ -20,8 +20,8 @@
  *
  * All per-QP state here is guarded by qp->lock.
  */
-#ifndef SV_SW_TRANSPORT_H
-#define SV_SW_TRANSPORT_H
+#ifndef SV_SW_TRANSPORT_PRIV_H
+#define SV_SW_TRANSPORT_PRIV_H
 
 #include <poll.h>
 #include <semaphore.h>
