@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * queue.h - the software device's queue objects: CQs, SRQs, QPs, AHs,
- * their rings, and the hooks between them and the transport.
+ * queue.h - the software device's queue objects: CQs, SRQs, QPs, AHs and
+ * their rings. The transport's hooks they call are in sw/transport.h.
  *
  * Ownership and locking:
  *   - A ring is a power-of-two array of fixed-size slots with free-running
@@ -398,40 +398,6 @@ enum ibv_wc_opcode sw_send_wc_opcode(uint32_t wr_opcode);
  * Caller holds qp->lock. 0, or -EAGAIN when none is posted (RNR).
  */
 int sw_qp_take_recv(struct sw_qp *qp, struct sw_recv_wqe *out);
-
-/* ---- the transport, as the queue layer sees it (transport/) ---- */
-
-/*
- * Per-QP transport state: create on QP creation (context, type, caps and
- * rings are set; no lock needed), destroy on QP destroy (out of the QPN
- * table already; qp->lock held, so a packet handler that still holds a
- * reference sees qp->req == NULL afterwards).
- */
-int sw_transport_qp_init(struct sw_qp *qp);
-void sw_transport_qp_fini(struct sw_qp *qp);
-
-/*
- * State transitions the transport must see (qp->lock held), after the
- * state changed: entering RTR/RTS (set up PSNs from qp->attr), SQD, and
- * RESET (forget everything). Not ERR: see sw_transport_qp_error.
- */
-void sw_transport_qp_state(struct sw_qp *qp, enum ibv_qp_state old_state);
-
-/*
- * The QP is about to enter ERR (qp->lock held; the state is still the
- * old one): the transport stops its timers, gives back its share of the
- * device's send budget and completes, with IBV_WC_WR_FLUSH_ERR, the
- * receive WQE the responder took for a message in progress. Nothing if
- * the QP is in ERR already or has no transport state. The caller then
- * calls sw_qp_error_locked(). This is the one order for every way into
- * ERR: modify_qp calls the two itself; an error the transport finds goes
- * through sw_transport_fail() (transport/transport_priv.h), which calls both. The hooks
- * run one way: queue code never calls back into the transport on the way.
- */
-void sw_transport_qp_error(struct sw_qp *qp);
-
-/* New send WQEs were posted: send what the window allows (qp->lock held). */
-void sw_transport_kick(struct sw_qp *qp);
 
 /*
  * QPN space of the device (queue/qp_table.c): register / unregister a QP

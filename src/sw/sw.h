@@ -24,6 +24,7 @@
 #include "core/core.h"
 #include "sw/addr.h"
 #include "sw/mem/place.h"
+#include "sw/transport.h"
 
 /* Limits the device reports and enforces. */
 enum {
@@ -104,36 +105,6 @@ struct sw_config {
  */
 void sw_config_load(struct sw_config *cfg);
 
-/* One entry of the port's GID table (ctrl/gid.c). */
-struct sw_gid_slot {
-	union ibv_gid gid; /* all zero: an empty slot */
-	int sock; /* the port's socket of this address: 0 or 1; -1 for an empty slot */
-};
-
-enum {
-	SW_PORT_SOCKS = 2, /* the address, and an IPv6 link-local one */
-	SW_GID_TBL_MAX = 16, /* entries of a table other than "single" */
-};
-
-/* transport/udp.c: the device's UDP endpoint, shared by its contexts. */
-struct sw_port {
-	int fd; /* bound UDP socket of the address (sock 0), -1 when closed */
-	union sw_sa local; /* its address and port */
-	/* sock 1: an IPv6 link-local socket for the GID table, fd -1 if none */
-	int ll_fd;
-	union sw_sa ll;
-	uint16_t udp_port;
-	enum ibv_mtu active_mtu;
-	uint32_t ifindex; /* interface owning the address, 0 if none */
-	uint32_t gid_tbl_len;
-	uint32_t addr_slot; /* the GID index of the address (sock 0) */
-	struct sw_gid_slot gid[SW_GID_TBL_MAX];
-};
-
-/* Bind per config (explicit address, or the first free 127.0.0.N); lay out the GIDs. */
-int sw_port_open(struct sw_port *port, const struct sw_config *cfg);
-void sw_port_close(struct sw_port *port);
-
 /* ctrl/gid.c: fill port->gid and gid_tbl_len per layout (the sockets are open). */
 void sw_port_lay_out_gids(struct sw_port *port, enum sw_gid_layout layout);
 /*
@@ -141,16 +112,6 @@ void sw_port_lay_out_gids(struct sw_port *port, enum sw_gid_layout layout);
  * empty (the verbs refuse it with EINVAL).
  */
 const struct sw_gid_slot *sw_port_gid(const struct sw_port *port, unsigned int index);
-/* The socket and local address of a GID slot. */
-static inline int sw_port_fd_of(const struct sw_port *port, const struct sw_gid_slot *g)
-{
-	return g && g->sock == 1 ? port->ll_fd : port->fd;
-}
-static inline const union sw_sa *sw_port_addr_of(const struct sw_port *port,
-						 const struct sw_gid_slot *g)
-{
-	return g && g->sock == 1 ? &port->ll : &port->local;
-}
 
 struct sw_mr;
 struct sw_qp_table;

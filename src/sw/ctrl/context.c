@@ -11,7 +11,7 @@
 
 #include "sw/queue.h"
 #include "sw/sw.h"
-#include "sw/transport/transport_priv.h"
+#include "sw/transport.h"
 
 /* Every op the software device implements; the core fills in the rest. */
 const struct sv_ops sw_ops = {

@@ -26,7 +26,7 @@
 
 #include "sw/mem/place.h"
 #include "sw/sw.h"
-#include "sw/transport/transport_priv.h"
+#include "sw/transport.h"
 
 static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct sw_dev *live; /* guarded by live_lock */

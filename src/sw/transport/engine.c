@@ -37,7 +37,7 @@ static void engine_config(struct sw_engine *eng)
 	sw_fault_init(&eng->fault, &cfg->fault);
 }
 
-/* Contract: see transport_priv.h. Called with dev->lock held, port open. */
+/* Contract: see sw/transport.h. Called with dev->lock held, port open. */
 int sw_engine_start(struct sw_dev *dev)
 {
 	struct sw_engine *eng = calloc(1, sizeof(*eng));
@@ -157,7 +157,7 @@ static void engine_join(struct sw_engine *eng)
 	eng->joined = true;
 }
 
-/* Contract: see transport_priv.h. */
+/* Contract: see sw/transport.h. */
 void sw_engine_quiesce(struct sw_dev *dev)
 {
 	struct sw_engine *eng = dev->eng;
@@ -270,7 +270,7 @@ static void transport_free(struct sw_qp *qp)
 	qp->resp = NULL;
 }
 
-/* Contract: see queue.h. */
+/* Contract: see sw/transport.h. */
 int sw_transport_qp_init(struct sw_qp *qp)
 {
 	struct sw_engine *eng = sw_engine_of(qp);
@@ -300,7 +300,7 @@ nomem:
 	return -ENOMEM;
 }
 
-/* Contract: see queue.h. The QP is out of the QPN table already (qp->lock held). */
+/* Contract: see sw/transport.h. The QP is out of the QPN table already (qp->lock held). */
 void sw_transport_qp_fini(struct sw_qp *qp)
 {
 	struct sw_engine *eng = sw_engine_of(qp);
@@ -354,7 +354,7 @@ static void flush_taken_recv(struct sw_qp *qp)
 	sw_qp_cq_push(qp, qp->rcq, &wc, false);
 }
 
-/* Contract: see queue.h (qp->lock held). */
+/* Contract: see sw/transport.h (qp->lock held). */
 void sw_transport_qp_error(struct sw_qp *qp)
 {
 	if (!qp->req || qp->ibv.qp_base.state == IBV_QPS_ERR)
@@ -372,7 +372,7 @@ void sw_transport_fail(struct sw_qp *qp)
 	sw_qp_error_locked(qp);
 }
 
-/* Contract: see queue.h (qp->lock held). */
+/* Contract: see sw/transport.h (qp->lock held). */
 void sw_transport_qp_state(struct sw_qp *qp, enum ibv_qp_state old)
 {
 	struct sw_resp *resp = qp->resp;
@@ -416,7 +416,7 @@ void sw_transport_qp_state(struct sw_qp *qp, enum ibv_qp_state old)
 	}
 }
 
-/* Contract: see queue.h (qp->lock held). */
+/* Contract: see sw/transport.h (qp->lock held). */
 void sw_transport_kick(struct sw_qp *qp)
 {
 	sw_req_run(qp);

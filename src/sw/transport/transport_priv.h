@@ -16,7 +16,8 @@
  *               with ACKs, NAKs, read responses and atomic ACKs, and
  *               replays answers to duplicates
  *   budget.c    the device-wide send budget and the line of waiting QPs
- *   engine.c    the queue layer's hooks (queue.h: sw_transport_*)
+ *   engine.c    the engine's life cycle and the queue layer's hooks
+ *               (the public surface: sw/transport.h)
  *
  * All per-QP state here is guarded by qp->lock.
  */
@@ -179,17 +180,6 @@ struct sw_engine {
 	struct sw_budget budget; /* budget.c */
 	uint32_t rx_ovfl[2]; /* SO_RXQ_OVFL as last seen: address socket, link-local one */
 };
-
-/* engine.c: start/stop with the device's port (first/last context). */
-int sw_engine_start(struct sw_dev *dev);
-void sw_engine_stop(struct sw_dev *dev);
-/*
- * engine.c: at unload or exit (ctrl/unload.c): end the progress thread
- * and print the SOFTVERBS_STATS totals, freeing and closing nothing (the
- * program may still hold the device's objects). dev->lock held. A later
- * sw_engine_stop() finishes the job.
- */
-void sw_engine_quiesce(struct sw_dev *dev);
 
 static inline struct sw_engine *sw_engine_of(struct sw_qp *qp)
 {
