@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include "place_util.h"
-#include "sw/sw.h"
+#include "sw/ctrl.h"
 
 #define LW IBV_ACCESS_LOCAL_WRITE
 #define M_ALL                                                                                      \

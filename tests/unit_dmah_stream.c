@@ -25,7 +25,7 @@
 
 #include "place_util.h"
 #include "qp_util.h"
-#include "sw/sw.h"
+#include "sw/ctrl.h"
 
 /* test: timeout=180 */
 

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * queue.h - the software device's queue objects: CQs, SRQs, QPs, AHs and
- * their rings. The transport's hooks they call are in sw/transport.h.
+ * queue.h - the software device's queue objects: CQs, SRQs, QPs, their
+ * rings and WQEs. The transport's hooks they call are in sw/transport.h;
+ * address handles are control objects (sw/ctrl.h).
  *
  * Ownership and locking:
  *   - A ring is a power-of-two array of fixed-size slots with free-running
@@ -29,7 +30,16 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "sw/sw.h"
+#include "sw/ctrl.h"
+
+/* ---- the device's queue state ---- */
+
+/*
+ * queue/qp_table.c: the device's queue state (its QPN table), set up
+ * and torn down next to sw_mem_dev_init()/_fini(). 0 or -errno.
+ */
+int sw_queue_dev_init(struct sw_dev *dev);
+void sw_queue_dev_fini(struct sw_dev *dev);
 
 /* ---- rings ---- */
 
@@ -62,43 +72,6 @@ static inline void *sw_ring_slot(const struct sw_ring *r, uint32_t idx)
 	return r->buf + (size_t)(idx & (r->nslots - 1)) * r->stride;
 }
 
-/* ---- address vectors ---- */
-
-/* Where packets for a peer go: resolved from an ibv_ah_attr. */
-struct sw_av {
-	union sw_sa dst; /* peer's address and UDP port */
-	union ibv_gid dgid;
-	uint32_t flow_label;
-	uint8_t sgid_index;
-	uint8_t hop_limit;
-	uint8_t traffic_class;
-	uint8_t sl;
-};
-
-/*
- * Resolve `attr` for a port of `ctx`: port 1, and is_global with a listed
- * sgid_index and a unicast dgid of the source GID's family; on the
- * InfiniBand link layer also no GRH and a DLID that names a device
- * (ctrl/lid.c). 0 or -EINVAL.
- */
-int sw_av_from_attr(struct ibv_context *ctx, const struct ibv_ah_attr *attr, struct sw_av *av);
-
-struct sw_ah {
-	struct ibv_ah ibv;
-	struct sw_av av;
-	struct ibv_ah_attr attr; /* as created, for ibv_query_ah-style use */
-	struct sw_pd *pd; /* protection domain proper; holds a reference */
-};
-
-static inline struct sw_ah *sw_ah(struct ibv_ah *ah)
-{
-	return (struct sw_ah *)ah;
-}
-
-/* ctrl/ah.c: the sv_ops AH slots */
-int sw_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr, struct ibv_ah **ah);
-int sw_destroy_ah(struct ibv_ah *ah);
-
 /* ---- completion queues ---- */
 
 struct sw_cqe {
@@ -106,17 +79,6 @@ struct sw_cqe {
 	uint64_t ts_ns; /* completion timestamp, CLOCK_MONOTONIC ns */
 	uint64_t wallclock_ns; /* the same instant, CLOCK_REALTIME ns */
 };
-
-/*
- * The device's "HCA clock" for completion timestamps is CLOCK_MONOTONIC
- * in nanoseconds: a 64-bit counter running at 1 GHz (1,000,000 kHz).
- */
-#define SW_CQ_TS_CLOCK CLOCK_MONOTONIC
-#define SW_HCA_CORE_CLOCK_KHZ 1000000ULL
-#define SW_COMPLETION_TS_MASK UINT64_MAX
-
-/* ctrl/clock.c: the sv_ops query_rt_values slot */
-int sw_query_rt_values(struct ibv_context *ctx, struct ibv_values_ex *values);
 
 /* wc_flags a CQ may ask for (anything else is EOPNOTSUPP) */
 #define SW_CQ_WC_FLAGS                                                                             \

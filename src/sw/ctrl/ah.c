@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sw/queue.h"
+#include "sw/ctrl.h"
 
 static atomic_uint nah; /* live AHs, against SW_MAX_AH */
 static atomic_uint next_ah_handle = 1;

@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "sw/addr.h"
-#include "sw/sw.h"
+#include "sw/ctrl.h"
 
 #define SW_DEFAULT_NAME "softverbs0"
 
@@ -421,7 +421,7 @@ static void cfg_load_link_layer(struct sw_config *cfg)
 				       IBV_LINK_LAYER_ETHERNET, "eth or ib");
 }
 
-/* Contract: see sw.h. Unset variables give the defaults. */
+/* Contract: see sw/ctrl.h. Unset variables give the defaults. */
 void sw_config_load(struct sw_config *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "sw/sw.h"
+#include "sw/ctrl.h"
 
 #define SW_CC_HEAP_PATH "/dev/dma_heap/system_cc_shared"
 

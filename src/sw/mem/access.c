@@ -30,7 +30,8 @@
  * every access bit the use needs, and the range lies inside it. A key of
  * another PD is as unknown as a key nobody registered.
  */
-#include "sw/sw.h"
+#include "sw/ctrl.h"
+#include "sw/mem.h"
 
 /* The kernel's supported set: every named bit up to FLUSH_PERSISTENT, and the optional range. */
 #define SUPPORTED_ACCESS                                                                           \
@@ -64,7 +65,7 @@ int sw_access_check(int access, bool fd_path)
 	return 0;
 }
 
-/* Contract: see sw.h. Overflow-safe for any iova/len; len 0 is a valid range. */
+/* Contract: see sw/mem.h. Overflow-safe for any iova/len; len 0 is a valid range. */
 int sw_mr_check_range(const struct sw_mr *mr, uint64_t iova, uint64_t len, int need)
 {
 	if (iova < mr->iova || len > mr->length || iova - mr->iova > mr->length - len)
@@ -74,7 +75,7 @@ int sw_mr_check_range(const struct sw_mr *mr, uint64_t iova, uint64_t len, int n
 	return 0;
 }
 
-/* Contract: see sw.h. */
+/* Contract: see sw/mem.h. */
 int sw_mr_resolve(struct sw_dev *dev, uint32_t key, const struct sw_pd *pd, uint64_t va,
 		  uint64_t len, int need, struct sw_mr **out)
 {

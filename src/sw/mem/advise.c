@@ -13,7 +13,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "sw/sw.h"
+#include "sw/ctrl.h"
+#include "sw/mem.h"
 
 /* Contract: fault in the pages of [p, p + len) for reading or writing. */
 static void populate(uint8_t *p, uint64_t len, bool write)

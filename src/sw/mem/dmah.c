@@ -21,7 +21,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "sw/sw.h"
+#include "sw/ctrl.h"
+#include "sw/mem.h"
 
 #define DMAH_KNOWN_MASK                                                                            \
 	(IBV_DMAH_INIT_ATTR_MASK_CPU_ID | IBV_DMAH_INIT_ATTR_MASK_PH |                             \
@@ -81,7 +82,7 @@ static int cpu_allowed(uint32_t cpu)
 	return ret;
 }
 
-/* Contract: see sw.h; the order of checks is the one above. */
+/* Contract: see sw/mem.h; the order of checks is the one above. */
 int sw_alloc_dmah(struct ibv_context *ctx, struct ibv_dmah_init_attr *attr, struct ibv_dmah **out)
 {
 	struct sw_dev *dev = sw_dev_of(ctx);
