@@ -14,7 +14,7 @@
  *               retire send WQEs into completions
  *   resp.c      responder: validates requests, places data, answers
  *               with ACKs, NAKs, read responses and atomic ACKs, and
- *               replays answers to duplicates
+ *               replays answers to duplicates (resp_ud.c: UD receives)
  *   budget.c    the device-wide send budget and the line of waiting QPs
  *   engine.c    the engine's life cycle and the queue layer's hooks
  *               (the public surface: sw/transport.h)
@@ -545,6 +545,16 @@ void sw_resp_handle(struct sw_qp *qp, const struct sw_pkt *pkt, const union sw_s
 		    const union sw_sa *dst);
 /* Send the ACK owed at the end of a receive batch, if any. */
 void sw_resp_flush_ack(struct sw_qp *qp);
+/*
+ * resp.c: finish completion `wc` of the receive WQE the responder holds
+ * and push it to the receive CQ: the immediate data of a successful
+ * message that carries one, the WQE released (have_wqe), solicited as
+ * the packet asks.
+ */
+void sw_resp_push_recv(struct sw_qp *qp, struct ibv_wc *wc, const struct sw_pkt *pkt);
+/* resp_ud.c: a request packet for this UD QP (sw_resp_handle passes it on). */
+void sw_resp_ud(struct sw_qp *qp, const struct sw_pkt *pkt, const union sw_sa *src,
+		const union sw_sa *dst);
 
 /* Copy `len` bytes from the SGE list into `dst` (requester gather). */
 int sw_sge_gather(struct sw_qp *qp, const struct ibv_sge *sge, uint32_t nsge, uint32_t off,
