@@ -43,7 +43,7 @@
 
 #include <sched.h>
 
-#include "sw/transport/transport.h"
+#include "sw/transport/transport_priv.h"
 
 enum { NMR = 7, MR_RECV = 0, MR_NONE, MR_RW, MR_RD, MR_ATOM, MR_ALL, MR_OTHER };
 enum { RQ_PSN_0 = 0, MAX_PKTS = 16, QKEY = 0x11111111, SQ_PSN = 0x654321 };

@@ -10,7 +10,7 @@
 
 #include "harness.h"
 #include "qp_util.h"
-#include "sw/transport/transport.h"
+#include "sw/transport/transport_priv.h"
 
 /* `qp` to RTS towards `dest`, with a retransmit timeout of minutes. 0 or an errno. */
 static inline int cu_connect_slow(struct q_env *env, struct ibv_qp *qp, uint32_t dest)

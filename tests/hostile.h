@@ -28,11 +28,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "sw/transport/transport.h"
+#include "sw/transport/transport_priv.h"
 
 enum {
 	H_PEER_QPN = 0x00beef,
-	H_ACK = SW_AETH_ACK | 0x1f, /* an ACK's syndrome: credits invalid */
+	H_ACK = SW_AETH_ACK_NO_CREDIT, /* an ACK's syndrome: credits invalid */
 	H_MTU = 1024, /* the victims' path MTU */
 	H_SLACK = 64, /* unregistered bytes on each side of an arena's MR */
 };

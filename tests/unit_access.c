@@ -8,7 +8,7 @@
 
 #include <stdint.h>
 
-#include "sw/sw.h"
+#include "sw/ctrl.h"
 
 #define LW IBV_ACCESS_LOCAL_WRITE
 #define RW IBV_ACCESS_REMOTE_WRITE

@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "sw/sw.h"
+#include "sw/ctrl.h"
 
 static struct ibv_context *ctx;
 static struct ibv_pd *pd;

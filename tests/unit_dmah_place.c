@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * unit_dmah_place: what a DMA handle gives the placement layer
- * (mem/dmah.c, mem/mr.c, transport/place.c; docs/cc-and-tph.md).
+ * (mem/dmah.c, mem/mr.c, mem/place.c; docs/cc-and-tph.md).
  *
  * An MR registered with a handle carries a copy of its hints; an MR
  * without one has none. A handle with a CPU id holds a placement worker
@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include "place_util.h"
-#include "sw/sw.h"
+#include "sw/ctrl.h"
 
 #define LW IBV_ACCESS_LOCAL_WRITE
 #define M_ALL                                                                                      \

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * unit_dmah_stream: a stream of multi-packet RDMA WRITEs into an MR whose
- * DMA handle names a CPU (transport/place_worker.c, place_queue.c,
+ * DMA handle names a CPU (mem/place_worker.c, place_queue.c,
  * progress.c; docs/cc-and-tph.md).
  *
  * The receive path queues each packet's copy on the worker pinned to the
@@ -25,7 +25,7 @@
 
 #include "place_util.h"
 #include "qp_util.h"
-#include "sw/sw.h"
+#include "sw/ctrl.h"
 
 /* test: timeout=180 */
 

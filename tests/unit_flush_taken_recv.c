@@ -7,7 +7,7 @@
 #include "harness.h"
 #include "traffic.h"
 
-#include "sw/transport/transport.h"
+#include "sw/transport/transport_priv.h"
 
 int main(void)
 {

@@ -17,7 +17,7 @@
 #include <poll.h>
 
 #include "sw/gsi.h"
-#include "sw/transport/transport.h"
+#include "sw/transport/transport_priv.h"
 
 static struct sw_engine *eng;
 static union sw_sa peer = {.v4 = {.sin_family = AF_INET, .sin_port = 0xb712}};

@@ -19,7 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "sw/sw.h"
+#include "sw/ctrl.h"
 
 /* A bare MR as the registration code would hand it to the table. */
 static struct sw_mr *new_mr(void)

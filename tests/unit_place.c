@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #include "place_util.h"
-#include "sw/place.h"
+#include "sw/mem/place.h"
 
 #define SV_ARRAY_SIZE_T(a) (sizeof(a) / sizeof((a)[0]))
 

@@ -36,7 +36,7 @@ static uint8_t buf[16384];
 
 static void ack(struct sw_qp *q, uint32_t psn)
 {
-	cu_aeth(q, psn, SW_AETH_ACK | 0x1f);
+	cu_aeth(q, psn, SW_AETH_ACK_NO_CREDIT);
 }
 
 static struct sw_send_wqe *wqe(struct sw_qp *q, uint32_t idx)

@@ -69,14 +69,14 @@ static void drain_after(struct ibv_qp *a, const char *name, bool by_nak)
 	if (by_nak) {
 		cu_aeth(q, sw_psn_add(first, 1), SW_AETH_NAK_PSN_SEQ); /* the first arrived */
 	} else {
-		cu_aeth(q, first, SW_AETH_ACK | 0x1f);
+		cu_aeth(q, first, SW_AETH_ACK_NO_CREDIT);
 		sw_req_rewind(q, q->req->una_psn); /* what the retransmit timer does */
 		sw_req_run(q);
 	}
 	CHECK_MSG(q->req->psn == sw_psn_add(first, 3),
 		  "after going back in SQD: next PSN %#x, want %#x (the two resent)", q->req->psn,
 		  sw_psn_add(first, 3));
-	cu_aeth(q, sw_psn_add(first, 2), SW_AETH_ACK | 0x1f);
+	cu_aeth(q, sw_psn_add(first, 2), SW_AETH_ACK_NO_CREDIT);
 	CHECK_EQ_INT(q->sq.cons, base + 3);
 	CHECK_EQ_INT(q->req->psn, sw_psn_add(first, 3)); /* the late one did not start */
 	pthread_mutex_unlock(&q->lock);
@@ -87,7 +87,7 @@ static void drain_after(struct ibv_qp *a, const char *name, bool by_nak)
 	CHECK_RET(move(a, IBV_QPS_RTS), 0);
 	pthread_mutex_lock(&q->lock);
 	CHECK_EQ_INT(q->req->psn, sw_psn_add(first, 4)); /* RTS: the late one went out */
-	cu_aeth(q, sw_psn_add(first, 3), SW_AETH_ACK | 0x1f);
+	cu_aeth(q, sw_psn_add(first, 3), SW_AETH_ACK_NO_CREDIT);
 	pthread_mutex_unlock(&q->lock);
 	CHECK(q_poll(env.scq, wc, 1, 1) == 1 && wc[0].wr_id == 3 && wc[0].status == IBV_WC_SUCCESS);
 }

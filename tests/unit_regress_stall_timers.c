@@ -26,7 +26,7 @@
 #include <sched.h>
 
 #include "qp_util.h"
-#include "sw/transport/transport.h"
+#include "sw/transport/transport_priv.h"
 
 /* test: no-valgrind */
 /* test: timeout=60 */

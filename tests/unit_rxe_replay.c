@@ -31,7 +31,7 @@
 #include <arpa/inet.h>
 #include <stdint.h>
 
-#include "sw/transport/transport.h"
+#include "sw/transport/transport_priv.h"
 
 #ifndef SV_TEST_DATA
 #error "SV_TEST_DATA (tests/data) is set by tests/CMakeLists.txt"

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * queue.h - the software device's queue objects: CQs, SRQs, QPs, AHs,
- * their rings, and the hooks between them and the transport.
+ * queue.h - the software device's queue objects: CQs, SRQs, QPs, their
+ * rings and WQEs. The transport's hooks they call are in sw/transport.h;
+ * address handles are control objects (sw/ctrl.h).
  *
  * Ownership and locking:
  *   - A ring is a power-of-two array of fixed-size slots with free-running
@@ -27,8 +28,18 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
-#include "sw/sw.h"
+#include "sw/ctrl.h"
+
+/* ---- the device's queue state ---- */
+
+/*
+ * queue/qp_table.c: the device's queue state (its QPN table), set up
+ * and torn down next to sw_mem_dev_init()/_fini(). 0 or -errno.
+ */
+int sw_queue_dev_init(struct sw_dev *dev);
+void sw_queue_dev_fini(struct sw_dev *dev);
 
 /* ---- rings ---- */
 
@@ -61,43 +72,6 @@ static inline void *sw_ring_slot(const struct sw_ring *r, uint32_t idx)
 	return r->buf + (size_t)(idx & (r->nslots - 1)) * r->stride;
 }
 
-/* ---- address vectors ---- */
-
-/* Where packets for a peer go: resolved from an ibv_ah_attr. */
-struct sw_av {
-	union sw_sa dst; /* peer's address and UDP port */
-	union ibv_gid dgid;
-	uint32_t flow_label;
-	uint8_t sgid_index;
-	uint8_t hop_limit;
-	uint8_t traffic_class;
-	uint8_t sl;
-};
-
-/*
- * Resolve `attr` for a port of `ctx`: port 1, and is_global with a listed
- * sgid_index and a unicast dgid of the source GID's family; on the
- * InfiniBand link layer also no GRH and a DLID that names a device
- * (ctrl/lid.c). 0 or -EINVAL.
- */
-int sw_av_from_attr(struct ibv_context *ctx, const struct ibv_ah_attr *attr, struct sw_av *av);
-
-struct sw_ah {
-	struct ibv_ah ibv;
-	struct sw_av av;
-	struct ibv_ah_attr attr; /* as created, for ibv_query_ah-style use */
-	struct sw_pd *pd; /* protection domain proper; holds a reference */
-};
-
-static inline struct sw_ah *sw_ah(struct ibv_ah *ah)
-{
-	return (struct sw_ah *)ah;
-}
-
-/* ctrl/ah.c: the sv_ops AH slots */
-int sw_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr, struct ibv_ah **ah);
-int sw_destroy_ah(struct ibv_ah *ah);
-
 /* ---- completion queues ---- */
 
 struct sw_cqe {
@@ -105,17 +79,6 @@ struct sw_cqe {
 	uint64_t ts_ns; /* completion timestamp, CLOCK_MONOTONIC ns */
 	uint64_t wallclock_ns; /* the same instant, CLOCK_REALTIME ns */
 };
-
-/*
- * The device's "HCA clock" for completion timestamps is CLOCK_MONOTONIC
- * in nanoseconds: a 64-bit counter running at 1 GHz (1,000,000 kHz).
- */
-#define SW_CQ_TS_CLOCK CLOCK_MONOTONIC
-#define SW_HCA_CORE_CLOCK_KHZ 1000000ULL
-#define SW_COMPLETION_TS_MASK UINT64_MAX
-
-/* ctrl/clock.c: the sv_ops query_rt_values slot */
-int sw_query_rt_values(struct ibv_context *ctx, struct ibv_values_ex *values);
 
 /* wc_flags a CQ may ask for (anything else is EOPNOTSUPP) */
 #define SW_CQ_WC_FLAGS                                                                             \
@@ -287,7 +250,7 @@ struct sw_resp; /* transport/resp.c: responder state */
 /*
  * Per-QP counters of the diagnostics view (SOFTVERBS_STATS=1), printed
  * when the QP is destroyed (queue/qp_stats.c). The names match the
- * device's (transport.h, struct sw_counters), so SW_COUNT() there bumps
+ * device's (transport/transport_priv.h, struct sw_counters), so SW_COUNT() there bumps
  * both. tx counts every packet the QP handed to the network, including
  * those fault injection then lost.
  */
@@ -354,14 +317,30 @@ void sw_qp_put(struct sw_qp *qp);
 int sw_qp_event(struct sw_qp *qp, enum ibv_event_type type);
 
 /*
- * Move the QP to IBV_QPS_ERR and flush: every posted send and receive
- * WQE completes with IBV_WC_WR_FLUSH_ERR (receives only without an SRQ),
- * signalled or not, oldest first, and the rings end up empty. On an
- * actual state change sw_transport_qp_state(qp, old) runs first, so the
- * transport drops what it holds before the WQEs go. Caller holds
- * qp->lock.
+ * The queue layer's half of entering IBV_QPS_ERR: the state becomes ERR
+ * and the rings are flushed: every posted send and receive WQE completes
+ * with IBV_WC_WR_FLUSH_ERR (receives only without an SRQ), signalled or
+ * not, oldest first, and the rings end up empty. It calls nothing of the
+ * transport: the caller first lets the transport drop what it holds
+ * (sw_transport_qp_error below), so that a receive WQE the responder had
+ * taken completes before those still in the ring. Caller holds qp->lock.
  */
 void sw_qp_error_locked(struct sw_qp *qp);
+
+/*
+ * Start completion `wc` of work request `wr_id` on `qp`: every field zero
+ * but these, the QP named by its own number (qp->qpn). The builders of
+ * completions add byte_len, flags and the receive fields.
+ */
+static inline void sw_wc_init(struct ibv_wc *wc, const struct sw_qp *qp, uint64_t wr_id,
+			      enum ibv_wc_status status, enum ibv_wc_opcode opcode)
+{
+	memset(wc, 0, sizeof(*wc));
+	wc->wr_id = wr_id;
+	wc->status = status;
+	wc->opcode = opcode;
+	wc->qp_num = qp->qpn;
+}
 
 /*
  * queue/qp_stats.c: push `wc` of `qp` to `cq` (sw_cq_push), counting it
@@ -382,27 +361,6 @@ enum ibv_wc_opcode sw_send_wc_opcode(uint32_t wr_opcode);
  */
 int sw_qp_take_recv(struct sw_qp *qp, struct sw_recv_wqe *out);
 
-/* ---- the transport, as the queue layer sees it (transport/) ---- */
-
-/*
- * Per-QP transport state: create on QP creation (context, type, caps and
- * rings are set; no lock needed), destroy on QP destroy (out of the QPN
- * table already; qp->lock held, so a packet handler that still holds a
- * reference sees qp->req == NULL afterwards).
- */
-int sw_transport_qp_init(struct sw_qp *qp);
-void sw_transport_qp_fini(struct sw_qp *qp);
-
-/*
- * State transitions the transport must see (qp->lock held): entering
- * RTR/RTS (set up PSNs from qp->attr), ERR (stop timers, flush) and RESET
- * (forget everything).
- */
-void sw_transport_qp_state(struct sw_qp *qp, enum ibv_qp_state old_state);
-
-/* New send WQEs were posted: send what the window allows (qp->lock held). */
-void sw_transport_kick(struct sw_qp *qp);
-
 /*
  * QPN space of the device (queue/qp_table.c): register / unregister a QP
  * for incoming packets. Insert assigns qp->qpn and ibv.qp_base.qp_num: a
@@ -414,7 +372,7 @@ void sw_qp_table_remove(struct sw_dev *dev, struct sw_qp *qp);
 /* Returns a referenced QP (release with sw_qp_put) or NULL. */
 struct sw_qp *sw_qp_table_lookup(struct sw_dev *dev, uint32_t qpn);
 
-/* queue/qp.c, queue/post.c, ctrl/qp_state.c: the sv_ops QP slots */
+/* queue/qp.c, queue/post.c, queue/qp_modify.c: the sv_ops QP slots */
 int sw_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *attr, struct ibv_qp **qp);
 int sw_destroy_qp(struct ibv_qp *qp);
 int sw_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask);

@@ -41,6 +41,7 @@ enum {
 
 /* BTH opcodes: transport class in the top 3 bits, operation below. */
 enum sw_opcode {
+	SW_OP_CLASS_MASK = 0xe0,
 	SW_OP_RC = 0x00,
 	SW_OP_UC = 0x20,
 	SW_OP_UD = 0x60,
@@ -101,10 +102,18 @@ struct sw_opinfo {
 /* Table lookup; NULL for opcodes the device does not accept. */
 const struct sw_opinfo *sw_opinfo(uint8_t opcode);
 
-/* AETH syndromes (top 3 bits: 0 ACK, 1 RNR NAK, 3 NAK). */
+/*
+ * AETH syndromes. The top 3 bits are the type (0 ACK, 1 RNR NAK, 3 NAK;
+ * bit 7 is reserved and always 0), the low 5 bits its value: a credit
+ * count, an RNR timer code or a NAK code.
+ */
 enum {
-	SW_AETH_ACK = 0x00, /* low 5 bits: credit count (0x1f: invalid) */
-	SW_AETH_RNR_NAK = 0x20, /* low 5 bits: RNR timer code */
+	SW_AETH_TYPE_MASK = 0xe0,
+	SW_AETH_VALUE_MASK = 0x1f,
+	SW_AETH_ACK = 0x00, /* value: credit count (0x1f: invalid) */
+	/* an ACK without credits: this device has no end-to-end flow control */
+	SW_AETH_ACK_NO_CREDIT = SW_AETH_ACK | SW_AETH_VALUE_MASK,
+	SW_AETH_RNR_NAK = 0x20, /* value: RNR timer code */
 	SW_AETH_NAK_PSN_SEQ = 0x60,
 	SW_AETH_NAK_INV_REQ = 0x61,
 	SW_AETH_NAK_REM_ACCESS = 0x62,

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sw/queue.h"
+#include "sw/ctrl.h"
 
 static atomic_uint nah; /* live AHs, against SW_MAX_AH */
 static atomic_uint next_ah_handle = 1;
@@ -71,18 +71,6 @@ int sw_av_from_attr(struct ibv_context *ctx, const struct ibv_ah_attr *attr, str
 	return 0;
 }
 
-/* Contract: take one AH off the device limit; -ENOMEM at the limit. */
-static int nah_take(void)
-{
-	unsigned int cur = atomic_load(&nah);
-
-	do {
-		if (cur >= SW_MAX_AH)
-			return -ENOMEM;
-	} while (!atomic_compare_exchange_weak(&nah, &cur, cur + 1));
-	return 0;
-}
-
 /*
  * Contract: sv_ops.create_ah. -EINVAL for a missing attr or an attr that
  * sw_av_from_attr() refuses, -ENOMEM past max_ah. The PD gains a reference.
@@ -98,7 +86,7 @@ int sw_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr, struct ibv_ah **ou
 	ret = sw_av_from_attr(pd->context, attr, &av);
 	if (ret)
 		return ret;
-	ret = nah_take();
+	ret = sw_limit_take(&nah, SW_MAX_AH);
 	if (ret)
 		return ret;
 	ah = calloc(1, sizeof(*ah));

@@ -8,7 +8,7 @@
  */
 #include <time.h>
 
-#include "sw/queue.h"
+#include "sw/ctrl.h"
 
 /*
  * Contract: the sv_ops query_rt_values slot. Fills the values requested

@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "sw/addr.h"
-#include "sw/sw.h"
+#include "sw/ctrl.h"
 
 #define SW_DEFAULT_NAME "softverbs0"
 
@@ -56,6 +56,33 @@ static void cfg_quote(char *out, size_t size, const char *value)
 		memcpy(out + i, "...", 4);
 	else
 		out[i] = '\0';
+}
+
+/* A keyword a variable may be set to, and the value it stands for. */
+struct cfg_word {
+	const char *text;
+	int value;
+};
+
+/*
+ * Contract: variable `name`, one of the `n` keywords `words`: its value,
+ * or `dflt` when unset. Anything else is recorded as a problem naming
+ * what was `expected`, and gives `dflt`.
+ */
+static int cfg_load_word(struct sw_config *cfg, const char *name, const struct cfg_word *words,
+			 size_t n, int dflt, const char *expected)
+{
+	const char *v = getenv(name);
+	char q[52];
+
+	if (!v)
+		return dflt;
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(v, words[i].text))
+			return words[i].value;
+	cfg_quote(q, sizeof(q), v);
+	cfg_fail(cfg, "%s=\"%s\" is invalid: expected %s", name, q, expected);
+	return dflt;
 }
 
 /* Contract: true if `s` is 1..63 characters of [A-Za-z0-9_-]. */
@@ -185,23 +212,15 @@ bad:
 /* Contract: SOFTVERBS_GID_TABLE into cfg->gid_layout (default single). */
 static void cfg_load_gid_table(struct sw_config *cfg)
 {
-	const char *v = getenv("SOFTVERBS_GID_TABLE");
-	char q[52];
+	static const struct cfg_word words[] = {
+		{"single", SW_GIDS_SINGLE},
+		{"rxe", SW_GIDS_RXE},
+		{"mlx5", SW_GIDS_MLX5},
+	};
 
-	cfg->gid_layout = SW_GIDS_SINGLE;
-	if (!v)
-		return;
-	if (!strcmp(v, "single"))
-		cfg->gid_layout = SW_GIDS_SINGLE;
-	else if (!strcmp(v, "rxe"))
-		cfg->gid_layout = SW_GIDS_RXE;
-	else if (!strcmp(v, "mlx5"))
-		cfg->gid_layout = SW_GIDS_MLX5;
-	else {
-		cfg_quote(q, sizeof(q), v);
-		cfg_fail(cfg, "SOFTVERBS_GID_TABLE=\"%s\" is invalid: expected single, rxe or mlx5",
-			 q);
-	}
+	cfg->gid_layout = (enum sw_gid_layout)cfg_load_word(cfg, "SOFTVERBS_GID_TABLE", words,
+							    SV_ARRAY_SIZE(words), SW_GIDS_SINGLE,
+							    "single, rxe or mlx5");
 }
 
 /*
@@ -281,45 +300,21 @@ static void cfg_load_progress_cpu(struct sw_config *cfg)
 /* Contract: SOFTVERBS_MTU into cfg->mtu (0 = chosen by address). */
 static void cfg_load_mtu(struct sw_config *cfg)
 {
-	static const struct {
-		const char *text;
-		enum ibv_mtu mtu;
-	} mtus[] = {
+	static const struct cfg_word words[] = {
 		{"256", IBV_MTU_256},	{"512", IBV_MTU_512},	{"1024", IBV_MTU_1024},
 		{"2048", IBV_MTU_2048}, {"4096", IBV_MTU_4096},
 	};
-	const char *v = getenv("SOFTVERBS_MTU");
-	char q[52];
-	size_t i;
 
-	cfg->mtu = 0;
-	if (!v)
-		return;
-	for (i = 0; i < SV_ARRAY_SIZE(mtus); i++) {
-		if (!strcmp(v, mtus[i].text)) {
-			cfg->mtu = mtus[i].mtu;
-			return;
-		}
-	}
-	cfg_quote(q, sizeof(q), v);
-	cfg_fail(cfg, "SOFTVERBS_MTU=\"%s\" is invalid: expected 256, 512, 1024, 2048 or 4096", q);
+	cfg->mtu = (enum ibv_mtu)cfg_load_word(cfg, "SOFTVERBS_MTU", words, SV_ARRAY_SIZE(words), 0,
+					       "256, 512, 1024, 2048 or 4096");
 }
 
 /* Contract: a 0|1 variable `name` into *out (`dflt` when unset). */
 static void cfg_load_bool(struct sw_config *cfg, const char *name, bool *out, bool dflt)
 {
-	const char *v = getenv(name);
-	char q[52];
+	static const struct cfg_word words[] = {{"0", 0}, {"1", 1}};
 
-	*out = dflt;
-	if (!v)
-		return;
-	if (!strcmp(v, "0") || !strcmp(v, "1")) {
-		*out = v[0] == '1';
-		return;
-	}
-	cfg_quote(q, sizeof(q), v);
-	cfg_fail(cfg, "%s=\"%s\" is invalid: expected 0 or 1", name, q);
+	*out = cfg_load_word(cfg, name, words, SV_ARRAY_SIZE(words), dflt, "0 or 1") != 0;
 }
 
 /*
@@ -402,44 +397,31 @@ none:
 /* Contract: SOFTVERBS_CC_HEAP into cfg->cc_heap (default auto). */
 static void cfg_load_heap(struct sw_config *cfg)
 {
-	const char *v = getenv("SOFTVERBS_CC_HEAP");
-	char q[52];
+	static const struct cfg_word words[] = {
+		{"auto", SW_CC_HEAP_AUTO},
+		{"kernel", SW_CC_HEAP_KERNEL},
+		{"builtin", SW_CC_HEAP_BUILTIN},
+	};
 
-	cfg->cc_heap = SW_CC_HEAP_AUTO;
-	if (!v)
-		return;
-	if (!strcmp(v, "auto"))
-		cfg->cc_heap = SW_CC_HEAP_AUTO;
-	else if (!strcmp(v, "kernel"))
-		cfg->cc_heap = SW_CC_HEAP_KERNEL;
-	else if (!strcmp(v, "builtin"))
-		cfg->cc_heap = SW_CC_HEAP_BUILTIN;
-	else {
-		cfg_quote(q, sizeof(q), v);
-		cfg_fail(cfg,
-			 "SOFTVERBS_CC_HEAP=\"%s\" is invalid: expected auto, kernel or builtin",
-			 q);
-	}
+	cfg->cc_heap = (enum sw_cc_heap)cfg_load_word(cfg, "SOFTVERBS_CC_HEAP", words,
+						      SV_ARRAY_SIZE(words), SW_CC_HEAP_AUTO,
+						      "auto, kernel or builtin");
 }
 
 /* Contract: SOFTVERBS_LINK_LAYER into cfg->link_layer (default eth). */
 static void cfg_load_link_layer(struct sw_config *cfg)
 {
-	const char *v = getenv("SOFTVERBS_LINK_LAYER");
-	char q[52];
+	static const struct cfg_word words[] = {
+		{"eth", IBV_LINK_LAYER_ETHERNET},
+		{"ib", IBV_LINK_LAYER_INFINIBAND},
+	};
 
-	cfg->link_layer = IBV_LINK_LAYER_ETHERNET;
-	if (!v || !strcmp(v, "eth"))
-		return;
-	if (!strcmp(v, "ib")) {
-		cfg->link_layer = IBV_LINK_LAYER_INFINIBAND;
-		return;
-	}
-	cfg_quote(q, sizeof(q), v);
-	cfg_fail(cfg, "SOFTVERBS_LINK_LAYER=\"%s\" is invalid: expected eth or ib", q);
+	cfg->link_layer =
+		(uint8_t)cfg_load_word(cfg, "SOFTVERBS_LINK_LAYER", words, SV_ARRAY_SIZE(words),
+				       IBV_LINK_LAYER_ETHERNET, "eth or ib");
 }
 
-/* Contract: see sw.h. Unset variables give the defaults. */
+/* Contract: see sw/ctrl.h. Unset variables give the defaults. */
 void sw_config_load(struct sw_config *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));

@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "sw/queue.h"
-#include "sw/sw.h"
-#include "sw/transport/transport.h"
+#include "sw/ctrl.h"
+#include "sw/transport.h"
 
 /* Every op the software device implements; the core fills in the rest. */
 const struct sv_ops sw_ops = {
@@ -78,7 +78,7 @@ static void report_config_error(const char *msg)
 }
 
 /*
- * Contract: see sw.h. Binds the device's port if this is its first
+ * Contract: see sw/ctrl.h. Binds the device's port if this is its first
  * context. -EINVAL if the configuration is malformed, the bind error
  * (e.g. -EADDRINUSE) or -ENOMEM otherwise.
  */

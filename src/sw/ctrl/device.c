@@ -16,7 +16,7 @@
 
 #include "core/compat.h"
 #include "sw/queue.h"
-#include "sw/sw.h"
+#include "sw/ctrl.h"
 
 #define SW_FW_VER "softverbs 0.1"
 #define SW_LOCAL_CA_ACK_DELAY 15 /* 4.096 us * 2^15 = 134 ms */
@@ -182,22 +182,6 @@ static int device_new(const struct sw_config *cfg, uint32_t index, struct sw_dev
 }
 
 /*
- * Contract: see sw.h. A new, uncached device for the current environment
- * with one reference (the caller's).
- */
-int sw_device_create(struct sw_dev **dev)
-{
-	struct sw_config cfg;
-	uint32_t index;
-
-	sw_config_load(&cfg);
-	pthread_mutex_lock(&probe_lock);
-	index = next_index++;
-	pthread_mutex_unlock(&probe_lock);
-	return device_new(&cfg, index, dev);
-}
-
-/*
  * Contract: see core.h. One device: the cached one if the configuration
  * is unchanged and this process created it, else a new one that becomes
  * the cached one.
@@ -238,7 +222,7 @@ int sv_sw_probe(struct sv_device ***devs, int *ndevs)
 	return 0;
 }
 
-/* Contract: see sw.h. Fields the device has no use for stay as given (zero). */
+/* Contract: see sw/ctrl.h. Fields the device has no use for stay as given (zero). */
 void sw_device_fill_attr(const struct sw_dev *dev, struct ibv_device_attr_ex *attr)
 {
 	struct ibv_device_attr *a = &attr->orig_attr;
@@ -306,7 +290,7 @@ enum {
 };
 
 /*
- * Contract: see sw.h. Valid while a context is open (the port is bound).
+ * Contract: see sw/ctrl.h. Valid while a context is open (the port is bound).
  * RoCE (Ethernet link layer, the default): LID 0 and IP-based GIDs. The
  * InfiniBand link layer: the LID of the bound address (lid.c), no subnet
  * manager (SM LID 0), GIDs that are not IP-based.

@@ -23,7 +23,7 @@
  */
 #include <string.h>
 
-#include "sw/sw.h"
+#include "sw/ctrl.h"
 
 /* Contract: put the address of socket `sock` into slot `i`. */
 static void slot_set(struct sw_port *port, unsigned int i, int sock)
@@ -34,7 +34,7 @@ static void slot_set(struct sw_port *port, unsigned int i, int sock)
 		port->addr_slot = i;
 }
 
-/* Contract: see sw.h. */
+/* Contract: see sw/ctrl.h. */
 void sw_port_lay_out_gids(struct sw_port *port, enum sw_gid_layout layout)
 {
 	bool ll = port->ll_fd >= 0;
@@ -62,7 +62,7 @@ void sw_port_lay_out_gids(struct sw_port *port, enum sw_gid_layout layout)
 	}
 }
 
-/* Contract: see sw.h. */
+/* Contract: see sw/ctrl.h. */
 const struct sw_gid_slot *sw_port_gid(const struct sw_port *port, unsigned int index)
 {
 	if (index >= port->gid_tbl_len || port->gid[index].sock < 0)

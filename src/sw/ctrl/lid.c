@@ -35,7 +35,7 @@
 #include <endian.h>
 #include <string.h>
 
-#include "sw/sw.h"
+#include "sw/ctrl.h"
 
 #define LID_HOST_MASK 0x7fffu
 #define GUID_PREFIX 0x0253ULL
@@ -51,13 +51,13 @@ static uint32_t addr_low32(const union sw_sa *a)
 	return ntohl(v);
 }
 
-/* Contract: see sw.h. */
+/* Contract: see sw/ctrl.h. */
 uint16_t sw_lid_of(const union sw_sa *addr)
 {
 	return (uint16_t)(1 + (addr_low32(addr) & LID_HOST_MASK));
 }
 
-/* Contract: see sw.h. */
+/* Contract: see sw/ctrl.h. */
 int sw_addr_of_lid(const union sw_sa *own, uint16_t lid, union sw_sa *peer)
 {
 	uint32_t a = (addr_low32(own) & ~LID_HOST_MASK) | (uint32_t)(lid - 1);
@@ -74,7 +74,7 @@ int sw_addr_of_lid(const union sw_sa *own, uint16_t lid, union sw_sa *peer)
 	return 0;
 }
 
-/* Contract: see sw.h. */
+/* Contract: see sw/ctrl.h. */
 __be64 sw_guid_of(const union sw_sa *addr, uint16_t udp_port)
 {
 	uint64_t h = 0xcbf29ce484222325ULL;

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "sw/sw.h"
+#include "sw/ctrl.h"
 
 #define SW_CC_HEAP_PATH "/dev/dma_heap/system_cc_shared"
 
@@ -28,21 +28,6 @@
 /* PD handles: never reused within the process, so unique per device. */
 static atomic_uint next_pd_handle = 1;
 
-/*
- * Contract: take one unit of a device limit counter; -ENOMEM if the
- * counter is already at `max`.
- */
-static int limit_take(atomic_uint *count, unsigned int max)
-{
-	unsigned int cur = atomic_load(count);
-
-	do {
-		if (cur >= max)
-			return -ENOMEM;
-	} while (!atomic_compare_exchange_weak(count, &cur, cur + 1));
-	return 0;
-}
-
 /* Contract: sv_ops.alloc_pd. -ENOMEM past max_pd or out of memory. */
 int sw_alloc_pd(struct ibv_context *ctx, struct ibv_pd **out)
 {
@@ -50,7 +35,7 @@ int sw_alloc_pd(struct ibv_context *ctx, struct ibv_pd **out)
 	struct sw_pd *pd;
 	int ret;
 
-	ret = limit_take(&dev->npd, SW_MAX_PD);
+	ret = sw_limit_take(&dev->npd, SW_MAX_PD);
 	if (ret)
 		return ret;
 	pd = calloc(1, sizeof(*pd));
@@ -173,7 +158,7 @@ int sw_alloc_td(struct ibv_context *ctx, struct ibv_td_init_attr *attr, struct i
 
 	if (!attr || attr->comp_mask)
 		return -EINVAL;
-	ret = limit_take(&dev->ntd, SW_MAX_TD);
+	ret = sw_limit_take(&dev->ntd, SW_MAX_TD);
 	if (ret)
 		return ret;
 	td = calloc(1, sizeof(*td));

@@ -10,7 +10,7 @@
 #include <endian.h>
 #include <string.h>
 
-#include "sw/sw.h"
+#include "sw/ctrl.h"
 
 /* Contract: 0 for the device's only port, else -EINVAL. */
 static int check_port(uint8_t port)

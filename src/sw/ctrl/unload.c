@@ -24,14 +24,14 @@
  */
 #include <unistd.h>
 
-#include "sw/place.h"
-#include "sw/sw.h"
-#include "sw/transport/transport.h"
+#include "sw/mem/place.h"
+#include "sw/ctrl.h"
+#include "sw/transport.h"
 
 static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct sw_dev *live; /* guarded by live_lock */
 
-/* Contract: see sw.h. */
+/* Contract: see sw/ctrl.h. */
 void sw_live_add(struct sw_dev *dev)
 {
 	pthread_mutex_lock(&live_lock);
@@ -43,7 +43,7 @@ void sw_live_add(struct sw_dev *dev)
 	pthread_mutex_unlock(&live_lock);
 }
 
-/* Contract: see sw.h. */
+/* Contract: see sw/ctrl.h. */
 void sw_live_remove(struct sw_dev *dev)
 {
 	pthread_mutex_lock(&live_lock);

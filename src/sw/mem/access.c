@@ -24,8 +24,14 @@
  * (EINVAL, step 1), as the kernel does. MW_BIND, ZERO_BASED and HUGETLB
  * are accepted and mean nothing to the device (no memory windows; every
  * MR is addressed by its iova; huge pages are the application's).
+ *
+ * Each use of an MR (sw_mr_resolve) checks, in this order: the key names
+ * a live MR, the MR belongs to the user's protection domain, it grants
+ * every access bit the use needs, and the range lies inside it. A key of
+ * another PD is as unknown as a key nobody registered.
  */
-#include "sw/sw.h"
+#include "sw/ctrl.h"
+#include "sw/mem.h"
 
 /* The kernel's supported set: every named bit up to FLUSH_PERSISTENT, and the optional range. */
 #define SUPPORTED_ACCESS                                                                           \
@@ -59,12 +65,35 @@ int sw_access_check(int access, bool fd_path)
 	return 0;
 }
 
-/* Contract: see sw.h. Overflow-safe for any iova/len; len 0 is a valid range. */
+/* Contract: see sw/mem.h. Overflow-safe for any iova/len; len 0 is a valid range. */
 int sw_mr_check_range(const struct sw_mr *mr, uint64_t iova, uint64_t len, int need)
 {
 	if (iova < mr->iova || len > mr->length || iova - mr->iova > mr->length - len)
 		return -EINVAL;
 	if ((unsigned int)need & ~(unsigned int)mr->access)
 		return -EACCES;
+	return 0;
+}
+
+/* Contract: see sw/mem.h. */
+int sw_mr_resolve(struct sw_dev *dev, uint32_t key, const struct sw_pd *pd, uint64_t va,
+		  uint64_t len, int need, struct sw_mr **out)
+{
+	struct sw_mr *mr = sw_mr_table_lookup(&dev->mrs, key);
+	int ret;
+
+	if (!mr)
+		return -ENOENT;
+	if (mr->pd != pd)
+		ret = -ENOENT;
+	else if ((unsigned int)need & ~(unsigned int)mr->access)
+		ret = -EACCES;
+	else
+		ret = sw_mr_check_range(mr, va, len, 0);
+	if (ret) {
+		sw_mr_put(mr);
+		return ret;
+	}
+	*out = mr;
 	return 0;
 }

@@ -13,7 +13,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "sw/sw.h"
+#include "sw/ctrl.h"
+#include "sw/mem.h"
 
 /* Contract: fault in the pages of [p, p + len) for reading or writing. */
 static void populate(uint8_t *p, uint64_t len, bool write)
@@ -42,20 +43,17 @@ static int advise_sge(struct sw_dev *dev, struct sw_pd *pd, enum ibv_advise_mr_a
 		      const struct ibv_sge *sge, bool act)
 {
 	bool write = advice == IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE;
-	struct sw_mr *mr = sw_mr_table_lookup(&dev->mrs, sge->lkey);
-	int ret = 0;
+	int need = IBV_ACCESS_ON_DEMAND | (write ? IBV_ACCESS_LOCAL_WRITE : 0);
+	struct sw_mr *mr;
+	int ret;
 
-	if (!mr)
-		return -ENOENT;
-	if (mr->pd != pd || !(mr->access & IBV_ACCESS_ON_DEMAND) ||
-	    (write && !(mr->access & IBV_ACCESS_LOCAL_WRITE)))
-		ret = -ENOENT;
-	else if (sw_mr_check_range(mr, sge->addr, sge->length, 0))
-		ret = -EFAULT;
-	else if (act)
-		populate(mr->host + (sge->addr - mr->iova), sge->length, write);
+	ret = sw_mr_resolve(dev, sge->lkey, pd, sge->addr, sge->length, need, &mr);
+	if (ret)
+		return ret == -EINVAL ? -EFAULT : -ENOENT;
+	if (act)
+		populate(sw_mr_host(mr, sge->addr), sge->length, write);
 	sw_mr_put(mr);
-	return ret;
+	return 0;
 }
 
 /*

@@ -16,7 +16,8 @@
 #include <unistd.h>
 
 #include "core/buf.h"
-#include "sw/sw.h"
+#include "sw/ctrl.h"
+#include "sw/mem.h"
 
 enum sw_buf_kind {
 	SW_BUF_PLAIN,
@@ -65,7 +66,7 @@ static int alloc_plain(size_t size, void **addr, size_t *len)
 	return 0;
 }
 
-/* Contract: see sw.h. */
+/* Contract: see sw/mem.h. */
 int sw_alloc_buf(struct ibv_pd *ibpd, size_t size, struct ibv_buf **out, void **addr)
 {
 	struct sw_pd *pd = sw_pd(ibpd);
@@ -115,7 +116,7 @@ int sw_alloc_buf(struct ibv_pd *ibpd, size_t size, struct ibv_buf **out, void **
 	return 0;
 }
 
-/* Contract: see sw.h. The PD must still exist (as rdma-core requires). */
+/* Contract: see sw/mem.h. The PD must still exist (as rdma-core requires). */
 void sw_free_buf(struct ibv_buf *ibuf)
 {
 	struct sw_buf *b = sv_container_of(ibuf, struct sw_buf, ibv);

@@ -23,7 +23,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "sw/sw.h"
+#include "sw/ctrl.h"
+#include "sw/mem.h"
 
 #define DM_ACCESS                                                                                  \
 	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |               \
@@ -157,7 +158,7 @@ int sw_free_dm(struct ibv_dm *ibdm)
 	return 0;
 }
 
-/* Contract: see sw.h. */
+/* Contract: see sw/mem.h. */
 void sw_dm_ctx_close(struct ibv_context *ctx)
 {
 	struct sw_context *c = sw_ctx_of(ctx);

@@ -13,7 +13,7 @@
  *             7. cpu_id outside the caller's affinity mask      EPERM
  *             8. ph > 3                                         EINVAL
  * Steering tags need no table here. A handle with a CPU id starts (or
- * shares) a placement worker pinned to that CPU (transport/place.c).
+ * shares) a placement worker pinned to that CPU (mem/place.c).
  */
 #define _GNU_SOURCE
 #include <sched.h>
@@ -21,7 +21,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "sw/sw.h"
+#include "sw/ctrl.h"
+#include "sw/mem.h"
 
 #define DMAH_KNOWN_MASK                                                                            \
 	(IBV_DMAH_INIT_ATTR_MASK_CPU_ID | IBV_DMAH_INIT_ATTR_MASK_PH |                             \
@@ -81,7 +82,7 @@ static int cpu_allowed(uint32_t cpu)
 	return ret;
 }
 
-/* Contract: see sw.h; the order of checks is the one above. */
+/* Contract: see sw/mem.h; the order of checks is the one above. */
 int sw_alloc_dmah(struct ibv_context *ctx, struct ibv_dmah_init_attr *attr, struct ibv_dmah **out)
 {
 	struct sw_dev *dev = sw_dev_of(ctx);

@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "sw/sw.h"
+#include "sw/mem.h"
 
 enum {
 	POOL_WORDS = 64

@@ -32,7 +32,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "sw/sw.h"
+#include "sw/ctrl.h"
+#include "sw/mem.h"
 
 #define MASK_IOVA IBV_REG_MR_MASK_IOVA
 #define MASK_ADDR IBV_REG_MR_MASK_ADDR
@@ -50,13 +51,13 @@ static uint64_t page_offset(uint64_t v)
 	return v & (page_size() - 1);
 }
 
-/* Contract: see sw.h. */
+/* Contract: see sw/mem.h. */
 void sw_mr_get(struct sw_mr *mr)
 {
 	atomic_fetch_add(&mr->refcnt, 1);
 }
 
-/* Contract: see sw.h. */
+/* Contract: see sw/mem.h. */
 void sw_mr_put(struct sw_mr *mr)
 {
 	if (atomic_fetch_sub(&mr->refcnt, 1) != 1)
@@ -68,13 +69,13 @@ void sw_mr_put(struct sw_mr *mr)
 	free(mr);
 }
 
-/* Contract: see sw.h. */
+/* Contract: see sw/mem.h. */
 int sw_mem_dev_init(struct sw_dev *dev)
 {
 	return sw_mr_table_init(&dev->mrs, SW_MAX_MR);
 }
 
-/* Contract: see sw.h. */
+/* Contract: see sw/mem.h. */
 void sw_mem_dev_fini(struct sw_dev *dev)
 {
 	sw_mr_table_destroy(&dev->mrs);
@@ -378,7 +379,7 @@ static bool mr_of_ctx(const struct sw_mr *mr, const void *ctx)
 	return mr->pd->ibv.context == ctx;
 }
 
-/* Contract: see sw.h. */
+/* Contract: see sw/mem.h. */
 void sw_mem_ctx_close(struct ibv_context *ctx)
 {
 	struct sw_dev *dev = sw_dev_of(ctx);

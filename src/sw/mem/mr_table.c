@@ -17,7 +17,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "sw/sw.h"
+#include "sw/mem.h"
 
 enum {
 	TABLE_MIN_SLOTS = 64
@@ -130,7 +130,7 @@ int sw_mr_table_init(struct sw_mr_table *t, uint32_t max)
 	return 0;
 }
 
-/* Contract: see sw.h. Not concurrent with any other use of the table. */
+/* Contract: see sw/mem.h. Not concurrent with any other use of the table. */
 void sw_mr_table_destroy(struct sw_mr_table *t)
 {
 	uint32_t i;
@@ -145,7 +145,7 @@ void sw_mr_table_destroy(struct sw_mr_table *t)
 	pthread_rwlock_destroy(&t->lock);
 }
 
-/* Contract: see sw.h. The caller's registration reference moves into the table. */
+/* Contract: see sw/mem.h. The caller's registration reference moves into the table. */
 int sw_mr_table_insert(struct sw_mr_table *t, struct sw_mr *mr)
 {
 	uint32_t key;
@@ -174,7 +174,7 @@ out:
 	return ret;
 }
 
-/* Contract: see sw.h. Removing an MR that is not in the table does nothing. */
+/* Contract: see sw/mem.h. Removing an MR that is not in the table does nothing. */
 void sw_mr_table_remove(struct sw_mr_table *t, struct sw_mr *mr)
 {
 	long i;
@@ -195,7 +195,7 @@ void sw_mr_table_remove(struct sw_mr_table *t, struct sw_mr *mr)
 	pthread_rwlock_unlock(&t->lock);
 }
 
-/* Contract: see sw.h. Key 0 never resolves. */
+/* Contract: see sw/mem.h. Key 0 never resolves. */
 struct sw_mr *sw_mr_table_lookup(struct sw_mr_table *t, uint32_t key)
 {
 	struct sw_mr *mr = NULL;
@@ -213,7 +213,7 @@ struct sw_mr *sw_mr_table_lookup(struct sw_mr_table *t, uint32_t key)
 	return mr;
 }
 
-/* Contract: see sw.h. */
+/* Contract: see sw/mem.h. */
 void sw_mr_wait_idle(struct sw_mr *mr)
 {
 	unsigned int spins = 0;
@@ -229,7 +229,7 @@ void sw_mr_wait_idle(struct sw_mr *mr)
 	}
 }
 
-/* Contract: see sw.h. */
+/* Contract: see sw/mem.h. */
 void sw_mr_table_block(struct sw_mr_table *t, struct sw_mr *mr)
 {
 	pthread_rwlock_wrlock(&t->lock);
@@ -239,7 +239,7 @@ void sw_mr_table_block(struct sw_mr_table *t, struct sw_mr *mr)
 	sw_mr_wait_idle(mr);
 }
 
-/* Contract: see sw.h. */
+/* Contract: see sw/mem.h. */
 void sw_mr_table_unblock(struct sw_mr_table *t, struct sw_mr *mr)
 {
 	pthread_rwlock_wrlock(&t->lock);
@@ -247,7 +247,7 @@ void sw_mr_table_unblock(struct sw_mr_table *t, struct sw_mr *mr)
 	pthread_rwlock_unlock(&t->lock);
 }
 
-/* Contract: see sw.h. */
+/* Contract: see sw/mem.h. */
 size_t sw_mr_table_remove_matching(struct sw_mr_table *t,
 				   bool (*match)(const struct sw_mr *mr, const void *arg),
 				   const void *arg, uint32_t *cursor, struct sw_mr **out,

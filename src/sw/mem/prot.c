@@ -21,7 +21,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "sw/sw.h"
+#include "sw/ctrl.h"
+#include "sw/mem.h"
 
 /* The PROCMAP_QUERY ABI (linux/fs.h, 6.11); older headers lack it. */
 struct sw_procmap_query {
@@ -123,7 +124,7 @@ static int prot_mincore(uintptr_t pos, uintptr_t end, uintptr_t page)
 }
 
 /*
- * Contract: see sw.h. The page-rounded span of [addr, +len) (which the
+ * Contract: see sw/mem.h. The page-rounded span of [addr, +len) (which the
  * caller has checked does not wrap): 0, -EFAULT (a hole or a page
  * without the protection), or mincore's errno.
  */

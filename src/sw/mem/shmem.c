@@ -29,7 +29,8 @@ struct dma_heap_allocation_data {
 #define DMA_HEAP_IOCTL_ALLOC _IOWR('H', 0x0, struct dma_heap_allocation_data)
 #endif
 
-#include "sw/sw.h"
+#include "sw/ctrl.h"
+#include "sw/mem.h"
 
 /* One DMA-buf of `len` bytes from the kernel heap behind `heap_fd`. */
 static int heap_alloc(int heap_fd, size_t len)

@@ -71,18 +71,6 @@ static int check_create(struct ibv_context *ctx, const struct ibv_cq_init_attr_e
 	return 0;
 }
 
-/* Contract: take one CQ off the device limit; -ENOMEM at the limit. */
-static int ncq_take(void)
-{
-	unsigned int cur = atomic_load(&ncq);
-
-	do {
-		if (cur >= SW_MAX_CQ)
-			return -ENOMEM;
-	} while (!atomic_compare_exchange_weak(&ncq, &cur, cur + 1));
-	return 0;
-}
-
 /*
  * Contract: sv_ops.create_cq_ex. -EINVAL / -EOPNOTSUPP per check_create,
  * -ENOMEM past max_cq, -EOPNOTSUPP on a bounce device unless the CQ is
@@ -99,7 +87,7 @@ int sw_create_cq_ex(struct ibv_context *ctx, struct ibv_cq_init_attr_ex *attr,
 	ret = check_create(ctx, attr, &pd);
 	if (ret)
 		return ret;
-	ret = ncq_take();
+	ret = sw_limit_take(&ncq, SW_MAX_CQ);
 	if (ret)
 		return ret;
 	cq = calloc(1, sizeof(*cq));

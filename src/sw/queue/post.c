@@ -90,19 +90,27 @@ void sw_send_wqe_start(const struct sw_qp *qp, struct sw_send_wqe *w, uint64_t w
 		w->send_flags |= IBV_SEND_SIGNALED;
 }
 
+/*
+ * Contract: the rules of sw_send_wqe_check() (qp_priv.h) on a request's
+ * parts: `length` payload bytes, `num_sge` SGEs at `sge`, and for an
+ * atomic its remote address. 0 or -EINVAL.
+ */
+static int send_rules(const struct sw_qp *qp, uint32_t opcode, uint64_t length, uint32_t num_sge,
+		      const struct ibv_sge *sge, uint64_t atomic_addr)
+{
+	if (qp->ibv.qp_base.qp_type == IBV_QPT_UD && length > qp->attr.mtu)
+		return -EINVAL;
+	if (opcode_atomic(opcode) && (num_sge != 1 || sge->length != sizeof(uint64_t) ||
+				      (atomic_addr & (sizeof(uint64_t) - 1))))
+		return -EINVAL;
+	return 0;
+}
+
 /* Contract: see qp_priv.h. */
 int sw_send_wqe_check(const struct sw_qp *qp, const struct sw_send_wqe *w)
 {
-	if (qp->ibv.qp_base.qp_type == IBV_QPT_UD && w->length > qp->attr.mtu)
-		return -EINVAL;
-	if (opcode_atomic(w->opcode)) {
-		const struct ibv_sge *sge = (const struct ibv_sge *)(const void *)w->data;
-
-		if (w->num_sge != 1 || sge->length != sizeof(uint64_t) ||
-		    (w->wr.atomic.remote_addr & (sizeof(uint64_t) - 1)))
-			return -EINVAL;
-	}
-	return 0;
+	return send_rules(qp, w->opcode, w->length, w->num_sge,
+			  (const struct ibv_sge *)(const void *)w->data, w->wr.atomic.remote_addr);
 }
 
 /* Contract: the opcode-specific part of a send WQE from `wr`. */
@@ -168,11 +176,10 @@ static int post_one_send(struct sw_qp *qp, const struct ibv_send_wr *wr)
 		return EINVAL;
 	if (total > SW_MAX_MSG_SZ)
 		return EINVAL;
-	if (ud && (!wr->wr.ud.ah || total > qp->attr.mtu))
+	if (ud && !wr->wr.ud.ah)
 		return EINVAL;
-	if (opcode_atomic(wr->opcode) &&
-	    (wr->num_sge != 1 || wr->sg_list[0].length != sizeof(uint64_t) ||
-	     (wr->wr.atomic.remote_addr & (sizeof(uint64_t) - 1))))
+	if (send_rules(qp, wr->opcode, total, (uint32_t)wr->num_sge, wr->sg_list,
+		       wr->wr.atomic.remote_addr))
 		return EINVAL;
 	if (sw_ring_used(&qp->sq) >= qp->cap.max_send_wr)
 		return ENOMEM;
@@ -194,8 +201,6 @@ static int post_one_send(struct sw_qp *qp, const struct ibv_send_wr *wr)
 		w->wr.ud.remote_qpn = wr->wr.ud.remote_qpn & SW_QPN_MASK;
 		w->wr.ud.remote_qkey = wr->wr.ud.remote_qkey;
 	}
-	if (sw_send_wqe_check(qp, w))
-		return EINVAL; /* not reached: the checks above are the same */
 	qp->sq.prod++;
 	return 0;
 }

@@ -3,6 +3,11 @@
  * qp_flush.c - a QP's error state and its receive side: moving to ERR,
  * flushing the rings, handing receive WQEs to the responder.
  *
+ * Entering ERR here is the queue layer's half only (state and rings);
+ * whoever moves a QP to ERR lets the transport drop its own state first
+ * (sw_transport_qp_error, or sw_transport_fail for errors the transport
+ * finds). Nothing in this file calls into the transport.
+ *
  * Flushing follows IBTA: every outstanding WQE completes with
  * IBV_WC_WR_FLUSH_ERR, signalled or not (the signalling choice covers
  * successful completions only), oldest first; send WQEs go to the send
@@ -37,11 +42,7 @@ static void push_flush(struct sw_qp *qp, struct sw_cq *cq, uint64_t wr_id,
 {
 	struct ibv_wc wc;
 
-	memset(&wc, 0, sizeof(wc));
-	wc.wr_id = wr_id;
-	wc.status = IBV_WC_WR_FLUSH_ERR;
-	wc.opcode = opcode;
-	wc.qp_num = qp->qpn;
+	sw_wc_init(&wc, qp, wr_id, IBV_WC_WR_FLUSH_ERR, opcode);
 	sw_qp_cq_push(qp, cq, &wc, false);
 }
 
@@ -69,17 +70,11 @@ void sw_qp_flush_rq_locked(struct sw_qp *qp)
 	}
 }
 
-/* Contract: see queue.h. */
+/* Contract: see queue.h. Calls nothing of the transport. */
 void sw_qp_error_locked(struct sw_qp *qp)
 {
-	enum ibv_qp_state old = sw_qp_state(qp);
-
-	if (old != IBV_QPS_ERR) {
-		qp->ibv.qp_base.state = IBV_QPS_ERR;
-		qp->attr.sq_draining = 0;
-		if (qp->req)
-			sw_transport_qp_state(qp, old);
-	}
+	qp->ibv.qp_base.state = IBV_QPS_ERR;
+	qp->attr.sq_draining = 0;
 	sw_qp_flush_sq_locked(qp);
 	sw_qp_flush_rq_locked(qp);
 }

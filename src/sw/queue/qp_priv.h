@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * qp_priv.h - helpers the QP files share (queue/qp.c, qp_flush.c, post.c,
- * qp_ex.c and ctrl/qp_state.c); not for the transport.
+ * qp_ex.c and qp_modify.c); not for the transport.
  */
 #ifndef SV_SW_QUEUE_QP_PRIV_H
 #define SV_SW_QUEUE_QP_PRIV_H

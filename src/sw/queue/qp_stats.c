@@ -3,7 +3,7 @@
  * qp_stats.c - the per-QP half of the diagnostics view
  * (SOFTVERBS_STATS=1): completions counted by status as they are
  * pushed, and each QP's counters printed on stderr when it is destroyed.
- * The transport bumps the packet counters (SW_COUNT, transport.h); the
+ * The transport bumps the packet counters (SW_COUNT, transport/transport_priv.h); the
  * device's own totals are printed when its engine stops (engine.c).
  */
 #include <stdio.h>

@@ -19,7 +19,7 @@
 #include "sw/queue/qp_priv.h"
 #include "sw/wire.h"
 
-/* Contract: see sw.h. Allocates the QPN table with a random first QPN. */
+/* Contract: see queue.h. Allocates the QPN table with a random first QPN. */
 int sw_queue_dev_init(struct sw_dev *dev)
 {
 	struct sw_qp_table *t = calloc(1, sizeof(*t));
@@ -37,7 +37,7 @@ int sw_queue_dev_init(struct sw_dev *dev)
 	return 0;
 }
 
-/* Contract: see sw.h. QPs still in the table are not freed (they belong to contexts). */
+/* Contract: see queue.h. QPs still in the table are not freed (they belong to contexts). */
 void sw_queue_dev_fini(struct sw_dev *dev)
 {
 	struct sw_qp_table *t = dev->qps;

@@ -27,18 +27,6 @@
 static atomic_uint nsrq; /* live SRQs, against SW_MAX_SRQ */
 static atomic_uint next_srq_num; /* 24-bit SRQ numbers, never 0 */
 
-/* Contract: take one SRQ off the device limit; -ENOMEM at the limit. */
-static int nsrq_take(void)
-{
-	unsigned int cur = atomic_load(&nsrq);
-
-	do {
-		if (cur >= SW_MAX_SRQ)
-			return -ENOMEM;
-	} while (!atomic_compare_exchange_weak(&nsrq, &cur, cur + 1));
-	return 0;
-}
-
 /* Contract: a fresh nonzero 24-bit SRQ number. */
 static uint32_t srq_num_new(void)
 {
@@ -90,7 +78,7 @@ int sw_create_srq_ex(struct ibv_context *ctx, struct ibv_srq_init_attr_ex *attr,
 	ret = check_create(ctx, attr);
 	if (ret)
 		return ret;
-	ret = nsrq_take();
+	ret = sw_limit_take(&nsrq, SW_MAX_SRQ);
 	if (ret)
 		return ret;
 	srq = calloc(1, sizeof(*srq));

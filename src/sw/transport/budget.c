@@ -20,7 +20,7 @@
  */
 #include <stdlib.h>
 
-#include "sw/transport/transport.h"
+#include "sw/transport/transport_priv.h"
 
 /* PSNs the QP has outstanding, or 0 when it may not send at all. */
 static uint32_t in_flight(const struct sw_qp *qp)
@@ -43,7 +43,7 @@ static void give_back(struct sw_engine *eng, uint32_t n)
 		sw_engine_wake(eng); /* the progress thread serves the line */
 }
 
-/* Contract: see transport.h (qp->lock held). */
+/* Contract: see transport_priv.h (qp->lock held). */
 void sw_budget_sync(struct sw_qp *qp)
 {
 	struct sw_req *req = qp->req;
@@ -60,7 +60,7 @@ void sw_budget_sync(struct sw_qp *qp)
 	}
 }
 
-/* Contract: see transport.h (qp->lock held). */
+/* Contract: see transport_priv.h (qp->lock held). */
 void sw_budget_release(struct sw_qp *qp)
 {
 	if (!qp->req)
@@ -69,7 +69,7 @@ void sw_budget_release(struct sw_qp *qp)
 	qp->req->held = 0;
 }
 
-/* Contract: see transport.h (qp->lock held). */
+/* Contract: see transport_priv.h (qp->lock held). */
 bool sw_budget_take(struct sw_qp *qp, uint32_t npsn, bool force)
 {
 	struct sw_engine *eng = sw_engine_of(qp);
@@ -90,7 +90,7 @@ bool sw_budget_take(struct sw_qp *qp, uint32_t npsn, bool force)
 	return true;
 }
 
-/* Contract: see transport.h (qp->lock held). */
+/* Contract: see transport_priv.h (qp->lock held). */
 void sw_budget_wait(struct sw_qp *qp)
 {
 	struct sw_engine *eng = sw_engine_of(qp);
@@ -125,7 +125,7 @@ void sw_budget_wait(struct sw_qp *qp)
 	sw_engine_wake(eng);
 }
 
-/* Contract: see transport.h (qp->lock held). */
+/* Contract: see transport_priv.h (qp->lock held). */
 bool sw_budget_must_wait(struct sw_qp *qp)
 {
 	struct sw_engine *eng = sw_engine_of(qp);
@@ -153,7 +153,7 @@ static struct sw_qp *pop(struct sw_budget *b)
 }
 
 /*
- * Contract: see transport.h (progress thread, no lock held). Serves at
+ * Contract: see transport_priv.h (progress thread, no lock held). Serves at
  * most the QPs in line when it starts (one that joins again goes to the
  * back), and stops at a full socket or ring: the next QP would find it
  * full too.
@@ -187,7 +187,7 @@ void sw_budget_serve(struct sw_engine *eng)
 	}
 }
 
-/* Contract: see transport.h (the progress thread has stopped). */
+/* Contract: see transport_priv.h (the progress thread has stopped). */
 void sw_budget_fini(struct sw_engine *eng)
 {
 	struct sw_qp *qp;

@@ -12,7 +12,7 @@
  */
 #include <string.h>
 
-#include "sw/transport/transport.h"
+#include "sw/transport/transport_priv.h"
 
 static struct sw_send_wqe *head(struct sw_qp *qp)
 {
@@ -24,52 +24,35 @@ static bool outstanding(const struct sw_qp *qp)
 	return qp->sq.cons != qp->req->send_idx || qp->req->send_off;
 }
 
-static bool is_rd_atomic(uint32_t opcode)
-{
-	return opcode == IBV_WR_RDMA_READ || opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
-	       opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
-}
-
-/* Contract: see transport.h (qp->lock held). */
+/* Contract: see transport_priv.h (qp->lock held). */
 void sw_comp_check_drained(struct sw_qp *qp)
 {
-	struct ibv_async_event ev;
-
 	if (qp->ibv.qp_base.state != IBV_QPS_SQD || !qp->attr.sq_draining || outstanding(qp))
 		return;
 	qp->attr.sq_draining = 0;
-	if (!qp->attr.en_sqd_async_notify)
-		return;
-	memset(&ev, 0, sizeof(ev));
-	ev.event_type = IBV_EVENT_SQ_DRAINED;
-	ev.element.qp = &qp->ibv.qp_base;
-	sv_async_post(qp->ibv.qp_base.context, &ev);
+	if (qp->attr.en_sqd_async_notify)
+		(void)sw_qp_event(qp, IBV_EVENT_SQ_DRAINED);
 }
 
-/* Contract: see transport.h (qp->lock held). */
+/* Contract: see transport_priv.h (qp->lock held). */
 void sw_comp_retire(struct sw_qp *qp, enum ibv_wc_status status)
 {
 	struct sw_req *req = qp->req;
 	struct sw_send_wqe *w;
-	bool signalled;
 
 	if (qp->sq.cons == qp->sq.prod)
 		return;
 	w = head(qp);
-	if (is_rd_atomic(w->opcode) && w->state == SW_WQE_STARTED && req->rd_atomic)
+	if (sw_wr_is_rd_atomic(w->opcode) && w->state == SW_WQE_STARTED && req->rd_atomic)
 		req->rd_atomic--;
-	signalled = (w->send_flags & IBV_SEND_SIGNALED) || qp->sq_sig_all;
-	if (status != IBV_WC_SUCCESS || signalled) {
+	/* SIGNALED: asked for, or set at post under sq_sig_all */
+	if (status != IBV_WC_SUCCESS || (w->send_flags & IBV_SEND_SIGNALED)) {
 		struct ibv_wc wc;
 
-		memset(&wc, 0, sizeof(wc));
-		wc.wr_id = w->wr_id;
-		wc.status = status;
-		wc.opcode = sw_send_wc_opcode(w->opcode);
-		wc.qp_num = qp->ibv.qp_base.qp_num;
+		sw_wc_init(&wc, qp, w->wr_id, status, sw_send_wc_opcode(w->opcode));
 		if (w->opcode == IBV_WR_RDMA_READ)
 			wc.byte_len = w->length;
-		else if (is_rd_atomic(w->opcode))
+		else if (sw_wr_is_rd_atomic(w->opcode))
 			wc.byte_len = 8;
 		sw_qp_cq_push(qp, qp->scq, &wc, false);
 	}
@@ -92,9 +75,7 @@ void sw_comp_retire(struct sw_qp *qp, enum ibv_wc_status status)
 	if (!sw_req_in_flight(req))
 		req->deadline_ns = 0;
 	if (status != IBV_WC_SUCCESS && status != IBV_WC_WR_FLUSH_ERR) {
-		req->deadline_ns = 0;
-		req->rnr_until_ns = 0;
-		sw_qp_error_locked(qp);
+		sw_transport_fail(qp); /* timers stop, the rest is flushed */
 		return;
 	}
 	sw_comp_check_drained(qp);
@@ -130,7 +111,7 @@ static bool ack_upto(struct sw_qp *qp, uint32_t psn)
 			break;
 		if (sw_psn_diff(psn, last) < 0) {
 			/* part of a multi-packet message */
-			if (!is_rd_atomic(w->opcode) &&
+			if (!sw_wr_is_rd_atomic(w->opcode) &&
 			    sw_psn_diff(sw_psn_add(psn, 1), req->una_psn) > 0) {
 				req->una_psn = sw_psn_add(psn, 1);
 				progress = true;
@@ -144,7 +125,7 @@ static bool ack_upto(struct sw_qp *qp, uint32_t psn)
 			}
 			break;
 		}
-		if (is_rd_atomic(w->opcode))
+		if (sw_wr_is_rd_atomic(w->opcode))
 			return true;
 		req->una_psn = sw_psn_add(last, 1);
 		sw_comp_retire(qp, IBV_WC_SUCCESS);
@@ -171,19 +152,14 @@ static void progress_done(struct sw_qp *qp)
 		 * it was lost, or dropped behind the gap it filled (probe.c).
 		 */
 		req->probe_back = false;
-		if (sw_req_in_flight(req) && outstanding(qp) && !is_rd_atomic(head(qp)->opcode)) {
+		if (sw_req_in_flight(req) && outstanding(qp) &&
+		    !sw_wr_is_rd_atomic(head(qp)->opcode)) {
 			sw_req_cut(qp);
 			sw_req_rewind(qp, req->una_psn);
 		}
 	}
-	if (sw_req_in_flight(req) && !req->deadline_ns) {
-		uint64_t t = sw_req_timeout_ns(qp);
-
-		if (t) {
-			req->deadline_ns = sw_now_ns() + t;
-			sw_engine_wake_for(sw_engine_of(qp), req->deadline_ns);
-		}
-	}
+	if (sw_req_in_flight(req))
+		sw_req_arm_timer(qp);
 	sw_req_run(qp);
 }
 
@@ -203,6 +179,19 @@ static void lost_response(struct sw_qp *qp)
 		return;
 	qp->req->resp_asked = true;
 	sw_req_rewind(qp, sw_psn_add(w->first_psn, qp->req->read_rx_pkts));
+}
+
+/* The RNR NAK timer code (0..31) of an AETH in ns, as IBTA defines them (code 0 is the longest). */
+static uint64_t rnr_ns(uint8_t code)
+{
+	static const uint32_t us100[32] = {
+		/* hundredths of a millisecond, i.e. units of 10 us */
+		65536, 1,    2,	   3,	 4,    6,     8,     12,    16,	   24,	  32,
+		48,    64,   96,   128,	 192,  256,   384,   512,   768,   1024,  1536,
+		2048,  3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768, 49152,
+	};
+
+	return (uint64_t)us100[code & 31] * 10000;
 }
 
 static void on_nak(struct sw_qp *qp, const struct sw_pkt *pkt)
@@ -225,7 +214,7 @@ static void on_nak(struct sw_qp *qp, const struct sw_pkt *pkt)
 		atomic_fetch_add_explicit(&eng->cnt.duplicates, 1, memory_order_relaxed);
 		return;
 	}
-	if ((syn & 0xe0) == SW_AETH_RNR_NAK) {
+	if ((syn & SW_AETH_TYPE_MASK) == SW_AETH_RNR_NAK) {
 		SW_COUNT(eng, qp, rnr_naks_rx);
 		if (!req->rnr_retries) {
 			sw_comp_retire(qp, IBV_WC_RNR_RETRY_EXC_ERR);
@@ -234,7 +223,7 @@ static void on_nak(struct sw_qp *qp, const struct sw_pkt *pkt)
 		if (qp->attr.rnr_retry != 7)
 			req->rnr_retries--;
 		sw_req_rewind(qp, pkt->psn);
-		req->rnr_until_ns = sw_now_ns() + sw_rnr_ns(syn & 0x1f);
+		req->rnr_until_ns = sw_now_ns() + rnr_ns(syn & SW_AETH_VALUE_MASK);
 		req->deadline_ns = 0;
 		sw_engine_wake(eng);
 		return;
@@ -348,7 +337,7 @@ static void on_atomic_ack(struct sw_qp *qp, const struct sw_pkt *pkt)
 	progress_done(qp);
 }
 
-/* Contract: see transport.h (qp->lock held). */
+/* Contract: see transport_priv.h (qp->lock held). */
 void sw_comp_handle(struct sw_qp *qp, const struct sw_pkt *pkt)
 {
 	enum ibv_qp_state st = qp->ibv.qp_base.state;
@@ -359,7 +348,7 @@ void sw_comp_handle(struct sw_qp *qp, const struct sw_pkt *pkt)
 	}
 	switch (pkt->opcode) {
 	case SW_OP_ACK:
-		if ((pkt->syndrome & 0xe0) != SW_AETH_ACK) {
+		if ((pkt->syndrome & SW_AETH_TYPE_MASK) != SW_AETH_ACK) {
 			on_nak(qp, pkt);
 			return;
 		}

@@ -4,7 +4,16 @@
  * hooks into it (queue.h: sw_transport_*).
  *
  * The engine starts with the device's UDP port (first context) and stops
- * with it (last context). Its settings (SOFTVERBS_BUSY_POLL,
+ * with it (last context).
+ *
+ * Entering the error state has one order, whichever side starts it: the
+ * transport lets go of the QP first (sw_transport_qp_error: timers, the
+ * send budget, a receive WQE taken for a message in progress), then the
+ * queue layer sets the state and flushes the rings (sw_qp_error_locked).
+ * modify_qp calls the two; an error the transport finds (a NAK sent or
+ * received, retries exhausted, a bad local SGE) calls sw_transport_fail,
+ * which calls the two. The queue layer never calls back into the
+ * transport on the way, so no completion is pushed re-entrantly. Its settings (SOFTVERBS_BUSY_POLL,
  * SOFTVERBS_FAULT, SOFTVERBS_STATS) come from ctrl/config.c.
  */
 #define _GNU_SOURCE
@@ -17,7 +26,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "sw/transport/transport.h"
+#include "sw/transport/transport_priv.h"
 
 /* Settings come parsed and validated from the device's configuration. */
 static void engine_config(struct sw_engine *eng)
@@ -28,7 +37,7 @@ static void engine_config(struct sw_engine *eng)
 	sw_fault_init(&eng->fault, &cfg->fault);
 }
 
-/* Contract: see transport.h. Called with dev->lock held, port open. */
+/* Contract: see sw/transport.h. Called with dev->lock held, port open. */
 int sw_engine_start(struct sw_dev *dev)
 {
 	struct sw_engine *eng = calloc(1, sizeof(*eng));
@@ -148,7 +157,7 @@ static void engine_join(struct sw_engine *eng)
 	eng->joined = true;
 }
 
-/* Contract: see transport.h. */
+/* Contract: see sw/transport.h. */
 void sw_engine_quiesce(struct sw_dev *dev)
 {
 	struct sw_engine *eng = dev->eng;
@@ -164,12 +173,11 @@ void sw_engine_stop(struct sw_dev *dev)
 {
 	struct sw_engine *eng = dev->eng;
 
+	sw_engine_quiesce(dev); /* the thread ends; the totals are printed */
 	if (!eng)
 		return;
-	engine_join(eng);
 	sw_gsi_detach(eng);
 	sw_shm_stop(eng);
-	engine_report(eng);
 	sw_budget_fini(eng);
 	dev->eng = NULL;
 	close(eng->wake_fd);
@@ -182,7 +190,7 @@ void sw_engine_stop(struct sw_dev *dev)
 }
 
 /*
- * Contract: see transport.h. The eventfd write (a system call, and a
+ * Contract: see transport_priv.h. The eventfd write (a system call, and a
  * wake-up) is only needed while the thread sleeps in poll(2): awake, it
  * sees wake_pending at the top of its loop. Both flags are sequentially
  * consistent, so of this store-then-load and the thread's mirror image
@@ -200,7 +208,7 @@ void sw_engine_wake(struct sw_engine *eng)
 }
 
 /*
- * Contract: see transport.h. The thread publishes UINT64_MAX before it
+ * Contract: see transport_priv.h. The thread publishes UINT64_MAX before it
  * scans the QPs' timers (each under its QP's lock) and the earliest
  * deadline after: a timer armed before the scan reached its QP is seen
  * by the scan, one armed after sees UINT64_MAX or the final value.
@@ -211,8 +219,8 @@ void sw_engine_wake_for(struct sw_engine *eng, uint64_t deadline)
 		sw_engine_wake(eng);
 }
 
-/* Contract: see transport.h. */
-int sw_engine_activate(struct sw_engine *eng, struct sw_qp *qp)
+/* Register `qp` for timer service by the progress thread (idempotent); 0 or -ENOMEM. */
+static int engine_activate(struct sw_engine *eng, struct sw_qp *qp)
 {
 	int ret = 0;
 
@@ -237,8 +245,8 @@ out:
 	return ret;
 }
 
-/* Contract: see transport.h. */
-void sw_engine_deactivate(struct sw_engine *eng, struct sw_qp *qp)
+/* Drop it again (QP destroy). */
+static void engine_deactivate(struct sw_engine *eng, struct sw_qp *qp)
 {
 	pthread_mutex_lock(&eng->active_lock);
 	for (uint32_t i = 0; i < eng->nactive; i++)
@@ -249,7 +257,20 @@ void sw_engine_deactivate(struct sw_engine *eng, struct sw_qp *qp)
 	pthread_mutex_unlock(&eng->active_lock);
 }
 
-/* Contract: see queue.h. */
+/* Free the per-QP transport state, whatever part of it exists; none is left. */
+static void transport_free(struct sw_qp *qp)
+{
+	if (qp->resp) {
+		free(qp->resp->wqe);
+		free(qp->resp->res);
+	}
+	free(qp->req);
+	free(qp->resp);
+	qp->req = NULL;
+	qp->resp = NULL;
+}
+
+/* Contract: see sw/transport.h. */
 int sw_transport_qp_init(struct sw_qp *qp)
 {
 	struct sw_engine *eng = sw_engine_of(qp);
@@ -271,28 +292,21 @@ int sw_transport_qp_init(struct sw_qp *qp)
 			goto nomem;
 	}
 	qp->req->window = SW_WINDOW_INIT;
-	if (sw_engine_activate(eng, qp))
+	if (engine_activate(eng, qp))
 		goto nomem;
 	return 0;
 nomem:
-	if (qp->resp) {
-		free(qp->resp->wqe);
-		free(qp->resp->res);
-	}
-	free(qp->req);
-	free(qp->resp);
-	qp->req = NULL;
-	qp->resp = NULL;
+	transport_free(qp);
 	return -ENOMEM;
 }
 
-/* Contract: see queue.h. The QP is out of the QPN table already (qp->lock held). */
+/* Contract: see sw/transport.h. The QP is out of the QPN table already (qp->lock held). */
 void sw_transport_qp_fini(struct sw_qp *qp)
 {
 	struct sw_engine *eng = sw_engine_of(qp);
 
 	if (eng)
-		sw_engine_deactivate(eng, qp);
+		engine_deactivate(eng, qp);
 	if (eng && qp->req)
 		sw_budget_release(qp);
 	/*
@@ -303,14 +317,7 @@ void sw_transport_qp_fini(struct sw_qp *qp)
 	 */
 	if (eng && qp->resp)
 		sw_resp_flush_ack(qp);
-	if (qp->resp) {
-		free(qp->resp->wqe);
-		free(qp->resp->res);
-	}
-	free(qp->req);
-	free(qp->resp);
-	qp->req = NULL;
-	qp->resp = NULL;
+	transport_free(qp);
 }
 
 /* Forget all transport state (RESET, or entering RTR afresh). */
@@ -323,7 +330,7 @@ static void transport_reset(struct sw_qp *qp)
 
 	memset(req, 0, sizeof(*req));
 	req->window = SW_WINDOW_INIT;
-	req->send_idx = req->una_idx = req->started_idx = qp->sq.cons;
+	req->send_idx = req->started_idx = qp->sq.cons;
 	memset(resp, 0, sizeof(*resp));
 	resp->wqe = wqe;
 	resp->res = res;
@@ -341,17 +348,31 @@ static void flush_taken_recv(struct sw_qp *qp)
 
 	if (!resp->have_wqe)
 		return;
-	memset(&wc, 0, sizeof(wc));
-	wc.wr_id = resp->wqe->wr_id;
-	wc.status = IBV_WC_WR_FLUSH_ERR;
-	wc.opcode = IBV_WC_RECV;
-	wc.qp_num = qp->ibv.qp_base.qp_num;
+	sw_wc_init(&wc, qp, resp->wqe->wr_id, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV);
 	resp->have_wqe = false;
 	resp->in_send = false;
 	sw_qp_cq_push(qp, qp->rcq, &wc, false);
 }
 
-/* Contract: see queue.h (qp->lock held). */
+/* Contract: see sw/transport.h (qp->lock held). */
+void sw_transport_qp_error(struct sw_qp *qp)
+{
+	if (!qp->req || qp->ibv.qp_base.state == IBV_QPS_ERR)
+		return;
+	sw_budget_release(qp); /* nothing of it is in flight any more */
+	qp->req->deadline_ns = 0;
+	qp->req->rnr_until_ns = 0;
+	flush_taken_recv(qp);
+}
+
+/* Contract: see transport_priv.h (qp->lock held). */
+void sw_transport_fail(struct sw_qp *qp)
+{
+	sw_transport_qp_error(qp);
+	sw_qp_error_locked(qp);
+}
+
+/* Contract: see sw/transport.h (qp->lock held). */
 void sw_transport_qp_state(struct sw_qp *qp, enum ibv_qp_state old)
 {
 	struct sw_resp *resp = qp->resp;
@@ -390,17 +411,12 @@ void sw_transport_qp_state(struct sw_qp *qp, enum ibv_qp_state old)
 	case IBV_QPS_SQD:
 		sw_comp_check_drained(qp);
 		break;
-	case IBV_QPS_ERR:
-		qp->req->deadline_ns = 0;
-		qp->req->rnr_until_ns = 0;
-		flush_taken_recv(qp);
-		break;
 	default:
 		break;
 	}
 }
 
-/* Contract: see queue.h (qp->lock held). */
+/* Contract: see sw/transport.h (qp->lock held). */
 void sw_transport_kick(struct sw_qp *qp)
 {
 	sw_req_run(qp);

@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sw/transport/transport.h"
+#include "sw/transport/transport_priv.h"
 
 /* Contract: the next draw of PRNG `state`, in [0, 1000000). */
 static uint32_t fault_rand(uint64_t *state)
@@ -33,7 +33,7 @@ static uint32_t fault_rand(uint64_t *state)
 	return (uint32_t)((x * 0x2545F4914F6CDD1DULL) >> 32) % 1000000u;
 }
 
-/* Contract: see transport.h. */
+/* Contract: see transport_priv.h. */
 void sw_fault_init(struct sw_fault_state *s, const struct sw_fault *cfg)
 {
 	uint64_t seed = cfg->seed ? cfg->seed : 1;
@@ -47,7 +47,7 @@ void sw_fault_init(struct sw_fault_state *s, const struct sw_fault *cfg)
 		s->rx_rng = 1;
 }
 
-/* Contract: see transport.h. */
+/* Contract: see transport_priv.h. */
 void sw_fault_fini(struct sw_fault_state *s)
 {
 	free(s->held);
@@ -55,7 +55,7 @@ void sw_fault_fini(struct sw_fault_state *s)
 	pthread_mutex_destroy(&s->lock);
 }
 
-/* Contract: see transport.h. */
+/* Contract: see transport_priv.h. */
 bool sw_fault_rx_drop(struct sw_engine *eng)
 {
 	struct sw_fault_state *s = &eng->fault;
@@ -68,7 +68,7 @@ bool sw_fault_rx_drop(struct sw_engine *eng)
 	return true;
 }
 
-/* Contract: see transport.h. */
+/* Contract: see transport_priv.h. */
 int sw_fault_send(struct sw_engine *eng, const uint8_t *pkt, size_t len, const struct sw_av *av)
 {
 	struct sw_fault_state *s = &eng->fault;
@@ -111,7 +111,7 @@ int sw_fault_send(struct sw_engine *eng, const uint8_t *pkt, size_t len, const s
 	return ret;
 }
 
-/* Contract: see transport.h. */
+/* Contract: see transport_priv.h. */
 uint32_t sw_fault_batch_room(struct sw_engine *eng, uint32_t n)
 {
 	struct sw_fault_state *s = &eng->fault;

@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "sw/gsi.h"
-#include "sw/transport/transport.h"
+#include "sw/transport/transport_priv.h"
 
 struct gsi_entry {
 	struct softverbs_gsi_addr addr;
@@ -89,7 +89,7 @@ SV_EXPORT void softverbs_gsi_close(struct softverbs_gsi *g)
 	free(g);
 }
 
-/* Contract: see transport.h. */
+/* Contract: see transport_priv.h. */
 void sw_gsi_detach(struct sw_engine *eng)
 {
 	pthread_mutex_lock(&gsi_lock);
@@ -105,7 +105,7 @@ SV_EXPORT int softverbs_gsi_fd(struct softverbs_gsi *g)
 	return g->efd;
 }
 
-/* Contract: see transport.h. The filter of sw/gsi.h, each drop counted. */
+/* Contract: see transport_priv.h. The filter of sw/gsi.h, each drop counted. */
 void sw_gsi_rx(struct sw_engine *eng, const struct sw_pkt *pkt, const union sw_sa *src,
 	       const union sw_sa *dst)
 {

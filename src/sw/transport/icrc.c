@@ -72,7 +72,7 @@
 #include <string.h>
 
 #include "sw/wire.h"
-#include "sw/transport/transport.h" /* SW_PKT_MAX */
+#include "sw/transport/transport_priv.h" /* SW_PKT_MAX */
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>

@@ -43,7 +43,7 @@
  */
 #include <string.h>
 
-#include "sw/transport/transport.h"
+#include "sw/transport/transport_priv.h"
 
 enum {
 	SW_IPID_BACK = 256, /* reordering: IDs this far behind the newest are fine */
@@ -59,7 +59,7 @@ static struct sw_ipid_peer *slot_of(struct sw_ipid_tab *t, uint32_t addr)
 	return &t->peer[h >> (32 - SW_IPID_PEERS_LOG2)];
 }
 
-/* Contract: see transport.h. */
+/* Contract: see transport_priv.h. */
 void sw_ipid_zero(struct sw_ipid_tab *t, uint32_t addr)
 {
 	struct sw_ipid_peer *p = slot_of(t, addr);
@@ -68,7 +68,7 @@ void sw_ipid_zero(struct sw_ipid_tab *t, uint32_t addr)
 		*p = (struct sw_ipid_peer){.used = true, .zero = true, .df = true, .addr = addr};
 }
 
-/* Contract: see transport.h. */
+/* Contract: see transport_priv.h. */
 bool sw_ipid_plausible(struct sw_ipid_tab *t, uint32_t addr, uint16_t id, bool df, uint64_t now_ns,
 		       bool *gave_up)
 {

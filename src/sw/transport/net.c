@@ -15,7 +15,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "sw/transport/transport.h"
+#include "sw/transport/transport_priv.h"
 
 enum {
 	SOCK_BUF_BYTES = 8 << 20
@@ -59,7 +59,7 @@ int sw_net_setup(int fd)
 	return 0;
 }
 
-/* Contract: see transport.h. */
+/* Contract: see transport_priv.h. */
 void sw_net_icrc_out(const struct sw_engine *eng, const struct sw_av *av, struct sw_icrc_ctx *c)
 {
 	const struct sw_port *port = &eng->dev->port;
@@ -67,7 +67,7 @@ void sw_net_icrc_out(const struct sw_engine *eng, const struct sw_av *av, struct
 	sw_icrc_ctx_set(c, sw_port_addr_of(port, sw_port_gid(port, av->sgid_index)), &av->dst);
 }
 
-/* Contract: see transport.h. */
+/* Contract: see transport_priv.h. */
 int sw_net_send_raw(struct sw_engine *eng, const uint8_t *pkt, size_t len, const struct sw_av *av)
 {
 	int r = sw_shm_send(eng, &pkt, &len, 1, &av->dst);
@@ -88,7 +88,7 @@ int sw_net_send_raw(struct sw_engine *eng, const uint8_t *pkt, size_t len, const
 	return 0;
 }
 
-/* Contract: see transport.h. Fault injection (fault.c) may drop, duplicate or delay. */
+/* Contract: see transport_priv.h. Fault injection (fault.c) may drop, duplicate or delay. */
 int sw_net_send(struct sw_engine *eng, const uint8_t *pkt, size_t len, const struct sw_av *av)
 {
 	if (eng->fault.cfg.on_tx)
@@ -105,7 +105,7 @@ static void tx_key_init(void)
 	tx_key_ok = pthread_key_create(&tx_key, free) == 0;
 }
 
-/* Contract: see transport.h. */
+/* Contract: see transport_priv.h. */
 struct sw_tx_batch *sw_net_tx_batch(void)
 {
 	struct sw_tx_batch *b;
@@ -124,7 +124,7 @@ struct sw_tx_batch *sw_net_tx_batch(void)
 	return b;
 }
 
-/* Contract: see transport.h. Without send-side faults: sendmmsg(2). */
+/* Contract: see transport_priv.h. Without send-side faults: sendmmsg(2). */
 uint32_t sw_net_send_batch(struct sw_engine *eng, const struct sw_tx_batch *b,
 			   const struct sw_av *av)
 {
@@ -186,7 +186,7 @@ uint32_t sw_net_send_batch(struct sw_engine *eng, const struct sw_tx_batch *b,
 }
 
 /*
- * Contract: see transport.h. Waits up to ~20 ms in all for socket room.
+ * Contract: see transport_priv.h. Waits up to ~20 ms in all for socket room.
  * A full same-host ring leaves the socket writable: a send that fails
  * again after poll(2) said so sleeps 200 us before the next try.
  */

@@ -37,9 +37,9 @@
  * during an RNR back-off, or for a READ or atomic at the head (the
  * completer asks for a lost response again, comp.c).
  */
-#include "sw/transport/transport.h"
+#include "sw/transport/transport_priv.h"
 
-/* Contract: see transport.h (qp->lock held). */
+/* Contract: see transport_priv.h (qp->lock held). */
 uint64_t sw_probe_pto_ns(const struct sw_qp *qp)
 {
 	const struct sw_req *req = qp->req;
@@ -56,7 +56,7 @@ uint64_t sw_probe_pto_ns(const struct sw_qp *qp)
 	return pto;
 }
 
-/* Contract: see transport.h (qp->lock held). */
+/* Contract: see transport_priv.h (qp->lock held). */
 void sw_probe_sent(struct sw_qp *qp, uint32_t psn, bool fresh)
 {
 	struct sw_req *req = qp->req;
@@ -90,7 +90,7 @@ static void rtt_sample(struct sw_req *req, uint64_t rtt)
 	req->srtt_ns = (uint32_t)((7 * (uint64_t)req->srtt_ns + rtt) / 8);
 }
 
-/* Contract: see transport.h (qp->lock held). */
+/* Contract: see transport_priv.h (qp->lock held). */
 void sw_probe_acked(struct sw_qp *qp)
 {
 	struct sw_req *req = qp->req;
@@ -124,7 +124,7 @@ void sw_probe_acked(struct sw_qp *qp)
 	}
 }
 
-/* Contract: see transport.h (qp->lock held). */
+/* Contract: see transport_priv.h (qp->lock held). */
 void sw_probe_rewound(struct sw_qp *qp)
 {
 	qp->req->rtt_on = false;
@@ -133,7 +133,7 @@ void sw_probe_rewound(struct sw_qp *qp)
 	qp->req->probes_out = 0;
 }
 
-/* Contract: see transport.h (qp->lock held). */
+/* Contract: see transport_priv.h (qp->lock held). */
 uint64_t sw_probe_due_ns(const struct sw_qp *qp)
 {
 	const struct sw_req *req = qp->req;
@@ -152,7 +152,7 @@ uint64_t sw_probe_due_ns(const struct sw_qp *qp)
 	return req->last_act_ns + pto;
 }
 
-/* Contract: see transport.h (qp->lock held). */
+/* Contract: see transport_priv.h (qp->lock held). */
 bool sw_probe_should_fire(struct sw_qp *qp, uint64_t now)
 {
 	uint64_t due = sw_probe_due_ns(qp);

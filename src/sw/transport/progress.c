@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include "sw/gsi.h"
-#include "sw/transport/transport.h"
+#include "sw/transport/transport_priv.h"
 
 enum {
 	IDLE_SLEEP_NS = 100 * 1000 * 1000,
@@ -128,7 +128,7 @@ static void touch(struct rx_batch *b, struct sw_qp *qp)
 
 static bool qp_type_accepts(const struct sw_qp *qp, uint8_t opcode)
 {
-	uint8_t cls = opcode & 0xe0;
+	uint8_t cls = opcode & SW_OP_CLASS_MASK;
 
 	if (qp->ibv.qp_base.qp_type == IBV_QPT_UD)
 		return cls == SW_OP_UD;
@@ -183,7 +183,8 @@ static void rx_one(struct sw_engine *eng, struct rx_batch *b, struct rx_slot *s,
 	}
 	sw_icrc_ctx_set(&ic, &s->src, dst);
 	ret = sw_pkt_parse(&pkt, s->buf, len, &ic);
-	if (ret == -EPROTO && (s->buf[0] & 0xe0) == SW_OP_RC) /* unsupported: the responder NAKs */
+	if (ret == -EPROTO &&
+	    (s->buf[0] & SW_OP_CLASS_MASK) == SW_OP_RC) /* unsupported: the responder NAKs */
 		ret = sw_pkt_parse_bth(&pkt, s->buf, len, &ic);
 	if (!ret && !pkt.ipv.recovered && !ic.v6)
 		sw_ipid_zero(&eng->ipid, s->src.v4.sin_addr.s_addr);
@@ -336,7 +337,7 @@ static int rx_batch(struct sw_engine *eng, struct rx_batch *b)
 	return n;
 }
 
-/* Contract: see transport.h. */
+/* Contract: see transport_priv.h. */
 int sw_rx_inject(struct sw_engine *eng, const uint8_t *buf, size_t len, const union sw_sa *src,
 		 const union sw_sa *dst)
 {
@@ -410,7 +411,7 @@ static uint64_t run_timers(struct sw_engine *eng, uint64_t now)
 	return next;
 }
 
-/* Contract: see transport.h. */
+/* Contract: see transport_priv.h. */
 int sw_progress_init(struct sw_engine *eng)
 {
 	eng->rx = malloc(sizeof(*eng->rx));
@@ -420,7 +421,7 @@ int sw_progress_init(struct sw_engine *eng)
 	return 0;
 }
 
-/* Contract: see transport.h. */
+/* Contract: see transport_priv.h. */
 void sw_progress_fini(struct sw_engine *eng)
 {
 	free(eng->rx);

@@ -23,17 +23,11 @@
  */
 #include <string.h>
 
-#include "sw/transport/transport.h"
+#include "sw/transport/transport_priv.h"
 
 static struct sw_send_wqe *wqe_at(struct sw_qp *qp, uint32_t idx)
 {
 	return sw_ring_slot(&qp->sq, idx);
-}
-
-static bool is_rd_atomic(uint32_t opcode)
-{
-	return opcode == IBV_WR_RDMA_READ || opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
-	       opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
 }
 
 /* Packets (PSNs) a message takes. */
@@ -47,7 +41,7 @@ static uint32_t wqe_npkts(const struct sw_qp *qp, const struct sw_send_wqe *w)
 	return w->length ? (w->length + mtu - 1) / mtu : 1;
 }
 
-/* Contract: see transport.h. Floor of 500 us keeps tiny values sane. */
+/* Contract: see transport_priv.h. Floor of 500 us keeps tiny values sane. */
 uint64_t sw_req_timeout_ns(const struct sw_qp *qp)
 {
 	uint64_t ns;
@@ -58,7 +52,7 @@ uint64_t sw_req_timeout_ns(const struct sw_qp *qp)
 	return (ns < 500000 ? 500000 : ns) << qp->req->backoff;
 }
 
-/* Contract: see transport.h (qp->lock held). */
+/* Contract: see transport_priv.h (qp->lock held). */
 void sw_req_acked(struct sw_qp *qp)
 {
 	qp->req->retries = qp->attr.retry_cnt;
@@ -66,7 +60,8 @@ void sw_req_acked(struct sw_qp *qp)
 	sw_probe_acked(qp);
 }
 
-static void arm_timer(struct sw_qp *qp)
+/* Contract: see transport_priv.h (qp->lock held). */
+void sw_req_arm_timer(struct sw_qp *qp)
 {
 	struct sw_req *req = qp->req;
 	uint64_t t = sw_req_timeout_ns(qp);
@@ -165,7 +160,7 @@ static int build(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t k, uint8_t *b
 		if (ud) {
 			p.qkey = (w->wr.ud.remote_qkey & 0x80000000u) ? qp->attr.qkey :
 									w->wr.ud.remote_qkey;
-			p.sqpn = qp->ibv.qp_base.qp_num;
+			p.sqpn = qp->qpn;
 		}
 		break;
 	}
@@ -228,7 +223,7 @@ static bool tx_flush(struct sw_qp *qp, struct sw_tx_batch *tx, const struct sw_a
 	for (uint32_t i = 0; i < sent; i++)
 		fresh = count_sent(qp, tx->psn[i], tx->len[i]);
 	if (sent) {
-		arm_timer(qp);
+		sw_req_arm_timer(qp);
 		sw_probe_sent(qp, tx->psn[sent - 1], fresh);
 	}
 	if (sent == n)
@@ -291,7 +286,7 @@ static uint32_t pkt_psns(const struct sw_qp *qp, const struct sw_send_wqe *w)
 }
 
 /*
- * Contract: see transport.h (qp->lock held). RC packets are built into
+ * Contract: see transport_priv.h (qp->lock held). RC packets are built into
  * the thread's batch and go out SW_TX_BATCH at a time; UD packets (and
  * RC ones when no batch buffer could be had) one by one.
  */
@@ -350,7 +345,7 @@ static void req_run(struct sw_qp *qp)
 			if (w->state == SW_WQE_NEW) {
 				if ((w->send_flags & IBV_SEND_FENCE) && req->rd_atomic)
 					break;
-				if (is_rd_atomic(w->opcode) && req->rd_atomic >= max_rd)
+				if (sw_wr_is_rd_atomic(w->opcode) && req->rd_atomic >= max_rd)
 					break;
 			}
 			w->first_psn = req->psn;
@@ -407,7 +402,7 @@ static void req_run(struct sw_qp *qp)
 			w->state = SW_WQE_STARTED;
 			if ((int32_t)(req->send_idx + 1 - req->started_idx) > 0)
 				req->started_idx = req->send_idx + 1;
-			if (is_rd_atomic(w->opcode))
+			if (sw_wr_is_rd_atomic(w->opcode))
 				req->rd_atomic++;
 		}
 		if (ud) {
@@ -430,7 +425,7 @@ static void req_run(struct sw_qp *qp)
 			req->send_off = 0;
 		}
 		if (!tx)
-			arm_timer(qp);
+			sw_req_arm_timer(qp);
 		else if (tx->n == SW_TX_BATCH && !tx_flush(qp, tx, av))
 			return;
 		if (stop) {
@@ -444,7 +439,7 @@ static void req_run(struct sw_qp *qp)
 	}
 }
 
-/* Contract: see transport.h (qp->lock held). The budget follows what went out. */
+/* Contract: see transport_priv.h (qp->lock held). The budget follows what went out. */
 void sw_req_run(struct sw_qp *qp)
 {
 	req_run(qp);
@@ -452,7 +447,7 @@ void sw_req_run(struct sw_qp *qp)
 		sw_budget_sync(qp);
 }
 
-/* Contract: see transport.h (qp->lock held). */
+/* Contract: see transport_priv.h (qp->lock held). */
 void sw_req_grow(struct sw_qp *qp, uint32_t n)
 {
 	struct sw_req *req = qp->req;
@@ -466,7 +461,7 @@ void sw_req_grow(struct sw_qp *qp, uint32_t n)
 		req->grow_acc = 0;
 }
 
-/* Contract: see transport.h (qp->lock held). */
+/* Contract: see transport_priv.h (qp->lock held). */
 void sw_req_cut(struct sw_qp *qp)
 {
 	struct sw_req *req = qp->req;
@@ -483,7 +478,7 @@ void sw_req_cut(struct sw_qp *qp)
 }
 
 /*
- * Contract: see transport.h. Find the WQE holding `psn` among those sent
+ * Contract: see transport_priv.h. Find the WQE holding `psn` among those sent
  * and resume there; a READ resumes at the response that was missed.
  * Every WQE after the rewind point goes out again as if new.
  */
@@ -502,7 +497,7 @@ void sw_req_rewind(struct sw_qp *qp, uint32_t psn)
 		d = sw_psn_diff(psn, w->first_psn);
 		if (d >= 0 && (uint32_t)d < w->npkts)
 			break;
-		if (is_rd_atomic(w->opcode) && w->state == SW_WQE_STARTED)
+		if (sw_wr_is_rd_atomic(w->opcode) && w->state == SW_WQE_STARTED)
 			rd++;
 	}
 	if (idx == end)
@@ -516,7 +511,7 @@ void sw_req_rewind(struct sw_qp *qp, uint32_t psn)
 		struct sw_send_wqe *w = wqe_at(qp, j);
 
 		if (j == idx && d > 0) {
-			if (is_rd_atomic(w->opcode))
+			if (sw_wr_is_rd_atomic(w->opcode))
 				rd++; /* resumes mid-way: still outstanding */
 			continue;
 		}
@@ -549,7 +544,7 @@ static void send_probe(struct sw_qp *qp, uint64_t now)
 		if (d >= 0 && (uint32_t)d < w->npkts)
 			break;
 	}
-	if (idx == end || w->state != SW_WQE_STARTED || is_rd_atomic(w->opcode))
+	if (idx == end || w->state != SW_WQE_STARTED || sw_wr_is_rd_atomic(w->opcode))
 		return;
 	len = build(qp, w, (uint32_t)d, buf, &qp->attr.av, true);
 	if (len < 0 || sw_net_send(eng, buf, (size_t)len, &qp->attr.av))
@@ -599,7 +594,7 @@ static bool link_draining(struct sw_qp *qp)
 	return req->link_stalls++ < SW_LINK_STALLS;
 }
 
-/* Contract: see transport.h. */
+/* Contract: see transport_priv.h. */
 void sw_req_timer(struct sw_qp *qp, uint64_t now)
 {
 	struct sw_req *req = qp->req;

@@ -2,36 +2,46 @@
 /*
  * resp.c - the responder: request packets from peers.
  *
- * Runs on the progress thread, so the target application need not call
- * anything. Every packet is checked before it touches memory:
- *   - QP state (RTR or later) and, for UD, the Q_Key;
- *   - PSN: the expected one is processed; an earlier one is a duplicate
- *     (re-ACKed, or a READ / atomic answered again from the responder's
- *     resources, never re-executed for atomics); a later one draws one
- *     sequence NAK per gap;
- *   - opcode sequence (FIRST, MIDDLE..., LAST) and payload sizes against
- *     the path MTU and the RETH length; a RETH length over the largest
- *     message (2^31) is a length error (invalid request);
- *   - RDMA: the rkey resolves, the MR belongs to the QP's PD, the range
- *     lies inside it, and both the MR and the QP grant the access;
- *   - SEND: a receive WQE exists (else RNR NAK) and is large enough.
- * An RC opcode the device does not support (p->info NULL: RESYNC, the
- * reserved ones) is an invalid request once its PSN is the expected one.
- * A remote access or invalid request error NAKs the requester and moves
- * this QP to the error state, as IBTA class C and J errors do.
+ * Runs on the progress thread with qp->lock held, so the target
+ * application need not call anything. The packet was parsed and its ICRC
+ * checked (pkt.c), and the QP found by QPN and source address
+ * (progress.c), before it gets here. Every packet is checked before it
+ * touches memory, in this order (sw_resp_handle):
+ *   1. QP state: RTR or later, else dropped (drops_state);
+ *   2. UD: the Q_Key, else dropped (drops_qkey); then a receive WQE,
+ *      else dropped (drops_no_recv); nothing below applies (resp_ud.c);
+ *   3. PSN against the expected one (epsn): an earlier one is a
+ *      duplicate (re-ACKed, or a READ / atomic answered again from the
+ *      responder's resources, never re-executed for atomics); a later one
+ *      is dropped and draws one sequence NAK per gap;
+ *   4. opcode: an RC opcode the device does not support (p->info NULL:
+ *      RESYNC, the reserved ones) is an invalid request;
+ *   5. per operation, each handler's list: opcode sequence, lengths,
+ *      alignment, then the rkey (rkey_resolve), last the receive WQE.
+ * An invalid request or remote access error NAKs the requester and moves
+ * this QP to the error state, as IBTA class C and J errors do
+ * (fatal_nak); a missing receive WQE draws an RNR NAK (send_rnr_nak).
+ * docs/reliability.md lists every hostile packet tried and its answer.
  */
 #include <string.h>
 
-#include "sw/transport/transport.h"
+#include "sw/transport/transport_priv.h"
 
-static struct sw_engine *eng_of(struct sw_qp *qp)
-{
-	return sw_engine_of(qp);
-}
+/*
+ * What a request handler did with a packet whose PSN was the expected
+ * one; sw_resp_handle() moves the expected PSN accordingly.
+ */
+enum resp_outcome {
+	RESP_DONE, /* handled: the next PSN is expected */
+	RESP_EPSN_SET, /* handled, and the handler set the expected PSN (a READ takes several) */
+	RESP_RNR, /* an RNR NAK went out: the same PSN is expected again */
+	RESP_FATAL, /* a NAK went out and the QP is in the error state */
+};
 
 /* Send a response packet built from `p` with `payload`, to the peer. */
 static void send_resp(struct sw_qp *qp, struct sw_pkt *p, const uint8_t *payload, uint32_t len)
 {
+	struct sw_engine *eng = sw_engine_of(qp);
 	uint8_t buf[SW_PKT_MAX];
 	struct sw_icrc_ctx ic;
 	size_t hl, n;
@@ -44,14 +54,19 @@ static void send_resp(struct sw_qp *qp, struct sw_pkt *p, const uint8_t *payload
 	hl = sw_pkt_write_hdrs(buf, p);
 	if (len)
 		sw_fetch(buf + hl, payload, len); /* registered memory (READ) */
-	sw_net_icrc_out(eng_of(qp), &qp->attr.av, &ic);
+	sw_net_icrc_out(eng, &qp->attr.av, &ic);
 	n = sw_pkt_finish(buf, hl + len, &ic);
-	if (!sw_net_send_wait(eng_of(qp), buf, n, &qp->attr.av)) {
+	if (!sw_net_send_wait(eng, buf, n, &qp->attr.av)) {
 		SW_QP_COUNT(qp, tx_pkts, 1);
 		SW_QP_COUNT(qp, tx_bytes, n);
 	}
 }
 
+/*
+ * Send an ACK or NAK (`syndrome`) for `psn`. It covers every packet
+ * before it, so the count towards the next coalesced ACK starts over;
+ * a positive ACK also settles the one owed at the end of the batch.
+ */
 static void send_ack(struct sw_qp *qp, uint8_t syndrome, uint32_t psn)
 {
 	struct sw_pkt p = {.opcode = SW_OP_ACK, .psn = psn, .syndrome = syndrome};
@@ -59,57 +74,78 @@ static void send_ack(struct sw_qp *qp, uint8_t syndrome, uint32_t psn)
 	p.msn = qp->resp->msn;
 	send_resp(qp, &p, NULL, 0);
 	qp->resp->unacked = 0;
-	if ((syndrome & 0xe0) == SW_AETH_ACK) /* the low bits are the credit count */
+	if ((syndrome & SW_AETH_TYPE_MASK) == SW_AETH_ACK)
 		qp->resp->ack_pending = false;
 }
 
-static void post_qp_event(struct sw_qp *qp, enum ibv_event_type type)
+/*
+ * A class C/J error (invalid request, remote access or remote operation
+ * error): NAK the packet's PSN, raise the matching affiliated event, and
+ * move this QP to the error state, which flushes its receive WQEs. Every
+ * later packet is dropped (step 1 above).
+ */
+static enum resp_outcome fatal_nak(struct sw_qp *qp, uint8_t syndrome, uint32_t psn)
 {
-	struct ibv_async_event ev;
-
-	memset(&ev, 0, sizeof(ev));
-	ev.event_type = type;
-	ev.element.qp = &qp->ibv.qp_base;
-	sv_async_post(qp->ibv.qp_base.context, &ev);
-}
-
-/* A class C/J error: NAK it, then this QP is in error. */
-static void fatal_nak(struct sw_qp *qp, uint8_t syndrome, uint32_t psn)
-{
-	SW_COUNT(eng_of(qp), qp, err_naks_tx);
+	SW_COUNT(sw_engine_of(qp), qp, err_naks_tx);
 	send_ack(qp, syndrome, psn);
-	post_qp_event(qp, syndrome == SW_AETH_NAK_REM_ACCESS ? IBV_EVENT_QP_ACCESS_ERR :
-							       IBV_EVENT_QP_REQ_ERR);
-	sw_qp_error_locked(qp);
+	(void)sw_qp_event(qp, syndrome == SW_AETH_NAK_REM_ACCESS ? IBV_EVENT_QP_ACCESS_ERR :
+								   IBV_EVENT_QP_REQ_ERR);
+	sw_transport_fail(qp);
+	return RESP_FATAL;
 }
 
 /*
- * Resolve an rkey for [va, va + len) with `need` access on both the MR
- * and the QP. Returns a referenced MR, or NULL. A zero-length request
- * needs no MR (returns NULL with *ok set).
+ * No receive WQE for a SEND or a WRITE with immediate: NAK `psn` with
+ * the QP's minimum RNR timer. Nothing of the message was taken, so the
+ * requester's retry starts it again; the QP stays as it is.
  */
-static struct sw_mr *rkey_resolve(struct sw_qp *qp, uint32_t rkey, uint64_t va, uint64_t len,
-				  int need, bool *ok)
+static enum resp_outcome send_rnr_nak(struct sw_qp *qp, uint32_t psn)
 {
-	struct sw_dev *dev = sw_dev_of(qp->ibv.qp_base.context);
-	struct sw_mr *mr;
+	SW_COUNT(sw_engine_of(qp), qp, rnr_naks_tx);
+	send_ack(qp, (uint8_t)(SW_AETH_RNR_NAK | (qp->attr.min_rnr_timer & SW_AETH_VALUE_MASK)),
+		 psn);
+	return RESP_RNR;
+}
 
-	*ok = false;
+/*
+ * The target of an RDMA request: `rkey` for [va, va + len) with `need`
+ * (one IBV_ACCESS_REMOTE_* bit). Checked in this order: the QP grants
+ * `need` (qp_access_flags); a zero-length request needs no MR and names
+ * none (0, *mr NULL); otherwise sw_mr_resolve(): the key names a live MR
+ * of the QP's protection domain, the MR grants `need`, and the range lies
+ * inside it. 0 with a referenced MR (or NULL) in *mr, or -EACCES for any
+ * failed check: the caller answers all of them with a remote access NAK,
+ * so a peer learns nothing about which check failed.
+ */
+static int rkey_resolve(struct sw_qp *qp, uint32_t rkey, uint64_t va, uint64_t len, int need,
+			struct sw_mr **mr)
+{
+	*mr = NULL;
 	if (!((int)qp->attr.access & need))
-		return NULL;
-	if (!len) {
-		*ok = true;
-		return NULL;
-	}
-	mr = sw_mr_table_lookup(&dev->mrs, rkey);
-	if (!mr)
-		return NULL;
-	if (mr->pd != sw_pd_base(qp->ibv.qp_base.pd) || sw_mr_check_range(mr, va, len, need)) {
+		return -EACCES;
+	if (!len)
+		return 0;
+	if (sw_mr_resolve(sw_dev_of(qp->ibv.qp_base.context), rkey, sw_pd_base(qp->ibv.qp_base.pd),
+			  va, len, need, mr))
+		return -EACCES;
+	return 0;
+}
+
+/* Drop the reference rkey_resolve() took, if it took one. */
+static void put_mr(struct sw_mr *mr)
+{
+	if (mr)
 		sw_mr_put(mr);
-		return NULL;
-	}
-	*ok = true;
-	return mr;
+}
+
+/*
+ * Does [va, va + len) reach 2^64? sw_mr_resolve() accepts a range that
+ * ends exactly there (an MR may); a WRITE or READ whose va + len wraps to
+ * 0 is refused all the same, with the remote access error of a bad key.
+ */
+static bool range_wraps(uint64_t va, uint64_t len)
+{
+	return va + len < va;
 }
 
 static const struct sw_place_hint *hint_of(const struct sw_mr *mr)
@@ -117,287 +153,191 @@ static const struct sw_place_hint *hint_of(const struct sw_mr *mr)
 	return mr->has_hint ? &mr->hint : NULL;
 }
 
-/*
- * wc.sl of a RoCE UD receive, as mlx5 reports it there: the packet type,
- * bit 3 set for a UDP (RoCE v2) frame, bits 2:0 its network header, 2 for
- * IPv4 and 1 for IPv6 (0: RoCE v1's GRH). UCX's UD transport reads the low
- * three bits to find the destination address in the GRH area.
- */
-enum {
-	SW_WC_SL_ROCE_V2_IPV4 = 0x8 | 0x2,
-	SW_WC_SL_ROCE_V2_IPV6 = 0x8 | 0x1,
-};
-
-/*
- * The address fields of a successful UD receive from `src`. RoCE: the
- * GRH area is filled (IBV_WC_GRH), sl is the packet type, slid 0. The
- * InfiniBand link layer: the sender's LID (ctrl/lid.c) and no GRH (the
- * wire does not say whether the sender used one), sl 0 (it carries none).
- * dlid_path_bits and pkey_index are 0 (LMC 0, one P_Key) on both.
- */
-static void ud_recv_fields(const struct sw_qp *qp, const union sw_sa *src, struct ibv_wc *wc)
+/* Contract: see transport_priv.h (qp->lock held). */
+void sw_resp_push_recv(struct sw_qp *qp, struct ibv_wc *wc, const struct sw_pkt *pkt)
 {
-	if (sw_dev_is_ib(sw_dev_of(qp->ibv.qp_base.context))) {
-		wc->slid = sw_lid_of(src);
-		return;
+	if (wc->status == IBV_WC_SUCCESS && pkt->info && (pkt->info->flags & SW_F_IMMDT)) {
+		wc->wc_flags |= IBV_WC_WITH_IMM;
+		wc->imm_data = pkt->imm_be;
 	}
-	wc->wc_flags |= IBV_WC_GRH;
-	wc->sl = sw_sa_is_v6(src) ? SW_WC_SL_ROCE_V2_IPV6 : SW_WC_SL_ROCE_V2_IPV4;
+	qp->resp->have_wqe = false;
+	sw_qp_cq_push(qp, qp->rcq, wc, pkt->se);
 }
 
-/*
- * Complete the receive WQE held for the current message. `ud_src`: the
- * sender of a UD message received in full, else NULL.
- */
+/* Complete the receive WQE held for the current RC message, from the peer's QP. */
 static void complete_recv(struct sw_qp *qp, enum ibv_wc_status status, enum ibv_wc_opcode op,
-			  uint32_t byte_len, const struct sw_pkt *pkt, uint32_t src_qp,
-			  const union sw_sa *ud_src)
+			  uint32_t byte_len, const struct sw_pkt *pkt)
 {
-	struct sw_resp *resp = qp->resp;
 	struct ibv_wc wc;
 
-	memset(&wc, 0, sizeof(wc));
-	wc.wr_id = resp->wqe->wr_id;
-	wc.status = status;
-	wc.opcode = op;
+	sw_wc_init(&wc, qp, qp->resp->wqe->wr_id, status, op);
 	wc.byte_len = byte_len;
-	wc.qp_num = qp->ibv.qp_base.qp_num;
-	wc.src_qp = src_qp;
-	if (ud_src)
-		ud_recv_fields(qp, ud_src, &wc);
-	if (status == IBV_WC_SUCCESS && pkt->info && (pkt->info->flags & SW_F_IMMDT)) {
-		wc.wc_flags |= IBV_WC_WITH_IMM;
-		wc.imm_data = pkt->imm_be;
-	}
-	resp->have_wqe = false;
-	sw_qp_cq_push(qp, qp->rcq, &wc, pkt->se);
-}
-
-/* ---- UD ---- */
-
-/* Store `v` big-endian in two bytes at `p`. */
-static void grh_be16(uint8_t *p, uint32_t v)
-{
-	p[0] = (uint8_t)(v >> 8);
-	p[1] = (uint8_t)v;
-}
-
-/*
- * The 40-byte GRH area of a RoCE v2 UD receive: for IPv4 the IPv4 header
- * in the last 20 bytes, with the sender's ID and DF bit as its ICRC
- * showed them (icrc.c) and TOS 0 and TTL 64, which the socket does not
- * show; for IPv6 the IPv6 header (traffic class and flow label 0, hop
- * limit 64).
- */
-static void build_grh(uint8_t grh[SW_GRH_LEN], const union sw_sa *src, const union sw_sa *dst,
-		      uint32_t udp_len, const struct sw_icrc_var *ipv)
-{
-	uint8_t *ip = grh + 20;
-	uint32_t sum = 0;
-
-	memset(grh, 0, SW_GRH_LEN);
-	if (sw_sa_is_v6(src)) {
-		grh[0] = 0x60;
-		grh_be16(grh + 4, 8 + udp_len);
-		grh[6] = 17;
-		grh[7] = 64;
-		memcpy(grh + 8, &src->v6.sin6_addr, 16);
-		memcpy(grh + 24, &dst->v6.sin6_addr, 16);
-		return;
-	}
-	ip[0] = 0x45;
-	grh_be16(ip + 2, 20 + 8 + udp_len);
-	grh_be16(ip + 4, ipv->ip_id);
-	ip[6] = ipv->df ? 0x40 : 0;
-	ip[8] = 64;
-	ip[9] = 17;
-	memcpy(ip + 12, &src->v4.sin_addr, 4);
-	memcpy(ip + 16, &dst->v4.sin_addr, 4);
-	for (int i = 0; i < 20; i += 2)
-		sum += (uint32_t)(ip[i] << 8 | ip[i + 1]);
-	while (sum >> 16)
-		sum = (sum & 0xffff) + (sum >> 16);
-	grh_be16(ip + 10, ~sum & 0xffff);
-}
-
-static void handle_ud(struct sw_qp *qp, const struct sw_pkt *pkt, const union sw_sa *src,
-		      const union sw_sa *dst)
-{
-	struct sw_resp *resp = qp->resp;
-	struct sw_engine *eng = eng_of(qp);
-	uint8_t grh[SW_GRH_LEN];
-	int ret;
-
-	if (pkt->qkey != qp->attr.qkey) {
-		SW_COUNT(eng, qp, drops_qkey);
-		return;
-	}
-	if (sw_qp_take_recv(qp, resp->wqe)) {
-		SW_COUNT(eng, qp, drops_no_recv);
-		return;
-	}
-	resp->have_wqe = true;
-	if (SW_GRH_LEN + (uint64_t)pkt->paylen > resp->wqe->length) {
-		complete_recv(qp, IBV_WC_LOC_LEN_ERR, IBV_WC_RECV, 0, pkt, pkt->sqpn, NULL);
-		return;
-	}
-	/* InfiniBand link layer: no GRH, the 40 bytes stay as they were */
-	ret = 0;
-	if (!sw_dev_is_ib(sw_dev_of(qp->ibv.qp_base.context))) {
-		build_grh(grh, src, dst,
-			  (uint32_t)(pkt->paylen + sw_pkt_hdr_len(pkt) + pkt->padcnt + SW_ICRC_LEN),
-			  &pkt->ipv);
-		ret = sw_sge_scatter(qp, resp->wqe->sge, resp->wqe->num_sge, 0, grh, SW_GRH_LEN);
-	}
-	if (!ret && pkt->paylen)
-		ret = sw_sge_scatter(qp, resp->wqe->sge, resp->wqe->num_sge, SW_GRH_LEN,
-				     pkt->payload, pkt->paylen);
-	if (ret) {
-		complete_recv(qp, ret == -EINVAL ? IBV_WC_LOC_LEN_ERR : IBV_WC_LOC_PROT_ERR,
-			      IBV_WC_RECV, 0, pkt, pkt->sqpn, NULL);
-		return;
-	}
-	complete_recv(qp, IBV_WC_SUCCESS, IBV_WC_RECV, SW_GRH_LEN + pkt->paylen, pkt, pkt->sqpn,
-		      src);
+	wc.src_qp = qp->attr.dest_qp_num;
+	sw_resp_push_recv(qp, &wc, pkt);
 }
 
 /* ---- RC: SEND ---- */
 
-/* 0 done, 1 RNR NAK sent, -1 fatal (QP in error). */
-static int handle_send(struct sw_qp *qp, const struct sw_pkt *pkt)
+/*
+ * A SEND that cannot land in the receive WQE it took: complete that WQE
+ * with `status` (it is the responder's to complete, the ring no longer
+ * has it), end the message and NAK with `syndrome` (the QP goes to error).
+ */
+static enum resp_outcome fail_send(struct sw_qp *qp, const struct sw_pkt *pkt,
+				   enum ibv_wc_status status, uint8_t syndrome)
+{
+	complete_recv(qp, status, IBV_WC_RECV, 0, pkt);
+	qp->resp->in_send = false;
+	return fatal_nak(qp, syndrome, pkt->psn);
+}
+
+/*
+ * One packet of a SEND. Checked in this order:
+ *   - FIRST (or ONLY): no SEND or WRITE in progress, else invalid request;
+ *     then a receive WQE is taken, else an RNR NAK;
+ *   - MIDDLE / LAST: a SEND is in progress, else invalid request;
+ *   - the payload: at most the path MTU, and exactly the MTU but on the
+ *     last packet, else invalid request;
+ *   - the message so far fits the receive WQE, else the WQE completes
+ *     with LOC_LEN_ERR and the peer gets an invalid request NAK;
+ *   - the WQE's SGEs take the bytes (their lkeys, sge.c), else the WQE
+ *     completes with LOC_PROT_ERR and the peer gets a remote operation NAK.
+ * The last packet completes the WQE and counts the message (MSN).
+ */
+static enum resp_outcome handle_send(struct sw_qp *qp, const struct sw_pkt *pkt)
 {
 	struct sw_resp *resp = qp->resp;
 	uint32_t flags = pkt->info->flags;
-	int ret;
+	int ret = 0;
 
 	if (flags & SW_F_FIRST) {
-		if (resp->in_send || resp->in_write) {
-			fatal_nak(qp, SW_AETH_NAK_INV_REQ, pkt->psn);
-			return -1;
-		}
-		if (sw_qp_take_recv(qp, resp->wqe)) {
-			SW_COUNT(eng_of(qp), qp, rnr_naks_tx);
-			send_ack(qp, (uint8_t)(SW_AETH_RNR_NAK | (qp->attr.min_rnr_timer & 0x1f)),
-				 pkt->psn);
-			return 1;
-		}
+		if (resp->in_send || resp->in_write)
+			return fatal_nak(qp, SW_AETH_NAK_INV_REQ, pkt->psn);
+		if (sw_qp_take_recv(qp, resp->wqe))
+			return send_rnr_nak(qp, pkt->psn);
 		resp->have_wqe = true;
 		resp->in_send = true;
 		resp->offset = 0;
 	} else if (!resp->in_send) {
-		fatal_nak(qp, SW_AETH_NAK_INV_REQ, pkt->psn);
-		return -1;
+		return fatal_nak(qp, SW_AETH_NAK_INV_REQ, pkt->psn);
 	}
-	if (pkt->paylen > qp->attr.mtu || (!(flags & SW_F_LAST) && pkt->paylen != qp->attr.mtu)) {
-		fatal_nak(qp, SW_AETH_NAK_INV_REQ, pkt->psn);
-		return -1;
-	}
-	if ((uint64_t)resp->offset + pkt->paylen > resp->wqe->length) {
-		complete_recv(qp, IBV_WC_LOC_LEN_ERR, IBV_WC_RECV, 0, pkt, qp->attr.dest_qp_num,
-			      NULL);
-		resp->in_send = false;
-		fatal_nak(qp, SW_AETH_NAK_INV_REQ, pkt->psn);
-		return -1;
-	}
-	ret = pkt->paylen ? sw_sge_scatter_rx(qp, resp->wqe->sge, resp->wqe->num_sge, resp->offset,
-					      pkt->payload, pkt->paylen) :
-			    0;
-	if (ret) {
-		complete_recv(qp, IBV_WC_LOC_PROT_ERR, IBV_WC_RECV, 0, pkt, qp->attr.dest_qp_num,
-			      NULL);
-		resp->in_send = false;
-		fatal_nak(qp, SW_AETH_NAK_REM_OP, pkt->psn);
-		return -1;
-	}
+	if (pkt->paylen > qp->attr.mtu || (!(flags & SW_F_LAST) && pkt->paylen != qp->attr.mtu))
+		return fatal_nak(qp, SW_AETH_NAK_INV_REQ, pkt->psn);
+	if ((uint64_t)resp->offset + pkt->paylen > resp->wqe->length)
+		return fail_send(qp, pkt, IBV_WC_LOC_LEN_ERR, SW_AETH_NAK_INV_REQ);
+	if (pkt->paylen)
+		ret = sw_sge_scatter_rx(qp, resp->wqe->sge, resp->wqe->num_sge, resp->offset,
+					pkt->payload, pkt->paylen);
+	if (ret)
+		return fail_send(qp, pkt, IBV_WC_LOC_PROT_ERR, SW_AETH_NAK_REM_OP);
 	resp->offset += pkt->paylen;
 	if (flags & SW_F_LAST) {
-		complete_recv(qp, IBV_WC_SUCCESS, IBV_WC_RECV, resp->offset, pkt,
-			      qp->attr.dest_qp_num, NULL);
+		complete_recv(qp, IBV_WC_SUCCESS, IBV_WC_RECV, resp->offset, pkt);
 		resp->in_send = false;
 		resp->msn = sw_psn_add(resp->msn, 1);
 	}
-	return 0;
+	return RESP_DONE;
 }
 
 /* ---- RC: RDMA WRITE ---- */
 
-static int handle_write(struct sw_qp *qp, const struct sw_pkt *pkt)
+/*
+ * The first (or only) packet of a WRITE, whose RETH names the whole
+ * target. Checked in this order: no SEND or WRITE in progress, else
+ * invalid request; the RETH length at most 2^31, else invalid request
+ * (a length error, before the key is looked at); the rkey grants
+ * REMOTE_WRITE over [va, va + len) (rkey_resolve) and the range does not
+ * reach 2^64, else remote access error. On RESP_DONE the WRITE is in
+ * progress and *mr holds its target (NULL for a zero-length WRITE).
+ */
+static enum resp_outcome write_first(struct sw_qp *qp, const struct sw_pkt *pkt, struct sw_mr **mr)
+{
+	struct sw_resp *resp = qp->resp;
+	int ret;
+
+	if (resp->in_send || resp->in_write)
+		return fatal_nak(qp, SW_AETH_NAK_INV_REQ, pkt->psn);
+	if (pkt->dma_len > SW_MAX_MSG_SZ)
+		return fatal_nak(qp, SW_AETH_NAK_INV_REQ, pkt->psn);
+	resp->wr_va = pkt->va;
+	resp->wr_rkey = pkt->rkey;
+	resp->wr_left = pkt->dma_len;
+	resp->wr_total = pkt->dma_len;
+	ret = rkey_resolve(qp, pkt->rkey, pkt->va, pkt->dma_len, IBV_ACCESS_REMOTE_WRITE, mr);
+	if (ret || range_wraps(pkt->va, pkt->dma_len)) {
+		put_mr(*mr);
+		*mr = NULL;
+		return fatal_nak(qp, SW_AETH_NAK_REM_ACCESS, pkt->psn);
+	}
+	resp->in_write = true;
+	return RESP_DONE;
+}
+
+/*
+ * May this packet's payload belong to the WRITE in progress? At most one
+ * MTU and what is left of the RETH length; exactly one MTU but on the
+ * last packet, which ends the RETH length.
+ */
+static bool write_size_ok(const struct sw_qp *qp, const struct sw_pkt *pkt, uint32_t flags)
+{
+	const struct sw_resp *resp = qp->resp;
+
+	if (pkt->paylen > resp->wr_left || pkt->paylen > qp->attr.mtu)
+		return false;
+	if (!(flags & SW_F_LAST))
+		return pkt->paylen == qp->attr.mtu;
+	return pkt->paylen == resp->wr_left;
+}
+
+/*
+ * One packet of an RDMA WRITE. The first is checked by write_first();
+ * a MIDDLE or LAST needs a WRITE in progress, else invalid request. Then,
+ * for every packet, in this order: its size (write_size_ok), else invalid
+ * request; a LAST with immediate data takes a receive WQE before any byte
+ * is placed, else an RNR NAK (the retry starts the message over if this
+ * packet began it); the bytes land at the next address of the target,
+ * whose MR a MIDDLE or LAST resolves again for its own range (it may have
+ * been deregistered since: remote access error); a placement that fails
+ * (no placement worker) is a remote operation error. The last packet
+ * counts the message and, with immediate data, completes the WQE.
+ */
+static enum resp_outcome handle_write(struct sw_qp *qp, const struct sw_pkt *pkt)
 {
 	struct sw_resp *resp = qp->resp;
 	uint32_t flags = pkt->info->flags;
 	struct sw_mr *mr = NULL;
-	bool ok;
+	enum resp_outcome out;
 	int ret = 0;
 
 	if (flags & SW_F_FIRST) {
-		if (resp->in_send || resp->in_write) {
-			fatal_nak(qp, SW_AETH_NAK_INV_REQ, pkt->psn);
-			return -1;
-		}
-		if (pkt->dma_len > SW_MAX_MSG_SZ) { /* a length error, before any key */
-			fatal_nak(qp, SW_AETH_NAK_INV_REQ, pkt->psn);
-			return -1;
-		}
-		resp->wr_va = pkt->va;
-		resp->wr_rkey = pkt->rkey;
-		resp->wr_left = pkt->dma_len;
-		resp->wr_total = pkt->dma_len;
-		mr = rkey_resolve(qp, pkt->rkey, pkt->va, pkt->dma_len, IBV_ACCESS_REMOTE_WRITE,
-				  &ok);
-		if (!ok || pkt->va + pkt->dma_len < pkt->va) {
-			if (mr)
-				sw_mr_put(mr);
-			fatal_nak(qp, SW_AETH_NAK_REM_ACCESS, pkt->psn);
-			return -1;
-		}
-		resp->in_write = true;
-	} else {
-		if (!resp->in_write) {
-			fatal_nak(qp, SW_AETH_NAK_INV_REQ, pkt->psn);
-			return -1;
-		}
+		out = write_first(qp, pkt, &mr);
+		if (out != RESP_DONE)
+			return out;
+	} else if (!resp->in_write) {
+		return fatal_nak(qp, SW_AETH_NAK_INV_REQ, pkt->psn);
 	}
-	/* sizes: at most one MTU, exactly one but on the last, which ends the RETH length */
-	if (pkt->paylen > resp->wr_left || pkt->paylen > qp->attr.mtu ||
-	    (!(flags & SW_F_LAST) && pkt->paylen != qp->attr.mtu) ||
-	    ((flags & SW_F_LAST) && pkt->paylen != resp->wr_left)) {
-		if (mr)
-			sw_mr_put(mr);
-		fatal_nak(qp, SW_AETH_NAK_INV_REQ, pkt->psn);
-		return -1;
+	if (!write_size_ok(qp, pkt, flags)) {
+		put_mr(mr);
+		return fatal_nak(qp, SW_AETH_NAK_INV_REQ, pkt->psn);
 	}
-	/* WRITE with immediate consumes a receive WQE: RNR before placing */
 	if ((flags & SW_F_LAST) && (flags & SW_F_IMMDT) && !resp->have_wqe) {
 		if (sw_qp_take_recv(qp, resp->wqe)) {
-			if (mr)
-				sw_mr_put(mr);
+			put_mr(mr);
 			if (flags & SW_F_FIRST)
 				resp->in_write = false; /* the retry starts over */
-			SW_COUNT(eng_of(qp), qp, rnr_naks_tx);
-			send_ack(qp, (uint8_t)(SW_AETH_RNR_NAK | (qp->attr.min_rnr_timer & 0x1f)),
-				 pkt->psn);
-			return 1;
+			return send_rnr_nak(qp, pkt->psn);
 		}
 		resp->have_wqe = true;
 	}
 	if (pkt->paylen) {
-		if (!mr)
-			mr = rkey_resolve(qp, resp->wr_rkey, resp->wr_va, pkt->paylen,
-					  IBV_ACCESS_REMOTE_WRITE, &ok);
-		if (!mr) {
-			/* deregistered under the transfer */
-			fatal_nak(qp, SW_AETH_NAK_REM_ACCESS, pkt->psn);
-			return -1;
-		}
-		ret = sw_place_mr(mr, mr->host + (resp->wr_va - mr->iova), pkt->payload,
-				  pkt->paylen);
+		if (!mr && rkey_resolve(qp, resp->wr_rkey, resp->wr_va, pkt->paylen,
+					IBV_ACCESS_REMOTE_WRITE, &mr))
+			return fatal_nak(qp, SW_AETH_NAK_REM_ACCESS, pkt->psn);
+		ret = sw_place_mr(mr, sw_mr_host(mr, resp->wr_va), pkt->payload, pkt->paylen);
 	}
-	if (mr)
-		sw_mr_put(mr);
-	if (ret) {
-		fatal_nak(qp, SW_AETH_NAK_REM_OP, pkt->psn);
-		return -1;
-	}
+	put_mr(mr);
+	if (ret)
+		return fatal_nak(qp, SW_AETH_NAK_REM_OP, pkt->psn);
 	resp->wr_va += pkt->paylen;
 	resp->wr_left -= pkt->paylen;
 	if (flags & SW_F_LAST) {
@@ -405,31 +345,27 @@ static int handle_write(struct sw_qp *qp, const struct sw_pkt *pkt)
 		resp->msn = sw_psn_add(resp->msn, 1);
 		if (flags & SW_F_IMMDT)
 			complete_recv(qp, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM, resp->wr_total,
-				      pkt, qp->attr.dest_qp_num, NULL);
+				      pkt);
 	}
-	return 0;
+	return RESP_DONE;
 }
 
 /* ---- RC: READ and atomics ---- */
 
-/* Send READ responses for packets [from, res->npkts) of `res`. */
-static int send_read_resp(struct sw_qp *qp, const struct sw_rd_res *res, uint32_t from)
+/*
+ * Send READ responses for packets [from, res->npkts) of `res`, read from
+ * `mr` (NULL only for a zero-length READ: one empty response). Each
+ * carries the current MSN and an ACK syndrome without credits.
+ */
+static void send_read_resp(struct sw_qp *qp, const struct sw_rd_res *res, uint32_t from,
+			   const struct sw_mr *mr)
 {
 	uint32_t mtu = qp->attr.mtu;
-	struct sw_mr *mr = NULL;
-	bool ok;
 
-	if (res->len) {
-		mr = rkey_resolve(qp, res->rkey, res->va, res->len, IBV_ACCESS_REMOTE_READ, &ok);
-		if (!mr)
-			return -EACCES;
-	}
 	for (uint32_t k = from; k < res->npkts; k++) {
 		struct sw_pkt p = {0};
 		uint32_t off = k * mtu;
-		uint32_t n = !mr		  ? 0 :
-			     res->len - off < mtu ? res->len - off :
-						    mtu; /* no MR: len 0 */
+		uint32_t n = !mr ? 0 : res->len - off < mtu ? res->len - off : mtu;
 
 		if (res->npkts == 1)
 			p.opcode = SW_OP_READ_RESP_ONLY;
@@ -440,15 +376,31 @@ static int send_read_resp(struct sw_qp *qp, const struct sw_rd_res *res, uint32_
 		else
 			p.opcode = SW_OP_READ_RESP_MIDDLE;
 		p.psn = sw_psn_add(res->psn, k);
-		p.syndrome = SW_AETH_ACK | 0x1f;
+		p.syndrome = SW_AETH_ACK_NO_CREDIT;
 		p.msn = qp->resp->msn;
-		send_resp(qp, &p, n ? mr->host + (res->va + off - mr->iova) : NULL, n);
+		send_resp(qp, &p, n ? sw_mr_host(mr, res->va + off) : NULL, n);
 	}
-	if (mr)
-		sw_mr_put(mr);
-	return 0;
 }
 
+/*
+ * A READ asked again (a duplicate request): answer from packet `from` on,
+ * with the rkey checked afresh as for a new READ. A key that no longer
+ * grants the range gets no answer; the requester's retries run out.
+ */
+static void resend_read_resp(struct sw_qp *qp, const struct sw_rd_res *res, uint32_t from)
+{
+	struct sw_mr *mr = NULL;
+
+	if (res->len && rkey_resolve(qp, res->rkey, res->va, res->len, IBV_ACCESS_REMOTE_READ, &mr))
+		return;
+	send_read_resp(qp, res, from, mr);
+	put_mr(mr);
+}
+
+/*
+ * The next READ/atomic resource, oldest reused first: the responder
+ * remembers the last max_dest_rd_atomic of them for duplicates.
+ */
 static struct sw_rd_res *res_alloc(struct sw_resp *resp)
 {
 	struct sw_rd_res *r = &resp->res[resp->res_next];
@@ -459,28 +411,32 @@ static struct sw_rd_res *res_alloc(struct sw_resp *resp)
 	return r;
 }
 
-static int handle_read(struct sw_qp *qp, const struct sw_pkt *pkt)
+/*
+ * A READ request. Checked in this order: no SEND or WRITE in progress and
+ * the QP accepts READs (max_dest_rd_atomic resources), else invalid
+ * request; the RETH length at most 2^31, else invalid request (before the
+ * key); the rkey grants REMOTE_READ over [va, va + len) and the range
+ * does not reach 2^64, else remote access error. Then the READ is
+ * remembered for duplicates and answered at once, from the MR resolved
+ * here; its responses take one PSN each, so the expected PSN moves past
+ * them all.
+ */
+static enum resp_outcome handle_read(struct sw_qp *qp, const struct sw_pkt *pkt)
 {
 	struct sw_resp *resp = qp->resp;
 	uint32_t mtu = qp->attr.mtu;
 	struct sw_rd_res *res;
 	struct sw_mr *mr;
-	bool ok;
+	int ret;
 
-	if (resp->in_send || resp->in_write || !resp->nres) {
-		fatal_nak(qp, SW_AETH_NAK_INV_REQ, pkt->psn);
-		return -1;
-	}
-	if (pkt->dma_len > SW_MAX_MSG_SZ) { /* a length error, before any key */
-		fatal_nak(qp, SW_AETH_NAK_INV_REQ, pkt->psn);
-		return -1;
-	}
-	mr = rkey_resolve(qp, pkt->rkey, pkt->va, pkt->dma_len, IBV_ACCESS_REMOTE_READ, &ok);
-	if (mr)
-		sw_mr_put(mr);
-	if (!ok || pkt->va + pkt->dma_len < pkt->va) {
-		fatal_nak(qp, SW_AETH_NAK_REM_ACCESS, pkt->psn);
-		return -1;
+	if (resp->in_send || resp->in_write || !resp->nres)
+		return fatal_nak(qp, SW_AETH_NAK_INV_REQ, pkt->psn);
+	if (pkt->dma_len > SW_MAX_MSG_SZ)
+		return fatal_nak(qp, SW_AETH_NAK_INV_REQ, pkt->psn);
+	ret = rkey_resolve(qp, pkt->rkey, pkt->va, pkt->dma_len, IBV_ACCESS_REMOTE_READ, &mr);
+	if (ret || range_wraps(pkt->va, pkt->dma_len)) {
+		put_mr(mr);
+		return fatal_nak(qp, SW_AETH_NAK_REM_ACCESS, pkt->psn);
 	}
 	res = res_alloc(resp);
 	res->psn = pkt->psn;
@@ -489,45 +445,45 @@ static int handle_read(struct sw_qp *qp, const struct sw_pkt *pkt)
 	res->rkey = pkt->rkey;
 	res->len = pkt->dma_len;
 	resp->msn = sw_psn_add(resp->msn, 1);
-	if (send_read_resp(qp, res, 0)) {
-		fatal_nak(qp, SW_AETH_NAK_REM_ACCESS, pkt->psn);
-		return -1;
-	}
+	send_read_resp(qp, res, 0, mr);
+	put_mr(mr);
 	resp->epsn = sw_psn_add(pkt->psn, res->npkts);
-	return 2; /* epsn already advanced */
+	return RESP_EPSN_SET;
 }
 
 static void send_atomic_ack(struct sw_qp *qp, uint32_t psn, uint64_t orig)
 {
 	struct sw_pkt p = {.opcode = SW_OP_ATOMIC_ACK, .psn = psn, .orig = orig};
 
-	p.syndrome = SW_AETH_ACK | 0x1f;
+	p.syndrome = SW_AETH_ACK_NO_CREDIT;
 	p.msn = qp->resp->msn;
 	send_resp(qp, &p, NULL, 0);
 }
 
-static int handle_atomic(struct sw_qp *qp, const struct sw_pkt *pkt)
+/*
+ * An atomic request (compare-and-swap or fetch-and-add on 8 bytes).
+ * Checked in this order: no SEND or WRITE in progress and the QP accepts
+ * atomics (max_dest_rd_atomic resources), else invalid request; the
+ * address 8-byte aligned, else invalid request (before the key); the
+ * rkey grants REMOTE_ATOMIC over the 8 bytes, else remote access error.
+ * The operation runs once, its original value is remembered so that a
+ * duplicate gets the same answer without running it again, and the
+ * atomic ACK carries it.
+ */
+static enum resp_outcome handle_atomic(struct sw_qp *qp, const struct sw_pkt *pkt)
 {
 	struct sw_resp *resp = qp->resp;
 	struct sw_rd_res *res;
 	struct sw_mr *mr;
 	uint64_t *target, orig;
-	bool ok;
 
-	if (resp->in_send || resp->in_write || !resp->nres) {
-		fatal_nak(qp, SW_AETH_NAK_INV_REQ, pkt->psn);
-		return -1;
-	}
-	if (pkt->va & 7) {
-		fatal_nak(qp, SW_AETH_NAK_INV_REQ, pkt->psn);
-		return -1;
-	}
-	mr = rkey_resolve(qp, pkt->rkey, pkt->va, 8, IBV_ACCESS_REMOTE_ATOMIC, &ok);
-	if (!mr) {
-		fatal_nak(qp, SW_AETH_NAK_REM_ACCESS, pkt->psn);
-		return -1;
-	}
-	target = (uint64_t *)(void *)(mr->host + (pkt->va - mr->iova));
+	if (resp->in_send || resp->in_write || !resp->nres)
+		return fatal_nak(qp, SW_AETH_NAK_INV_REQ, pkt->psn);
+	if (pkt->va & 7)
+		return fatal_nak(qp, SW_AETH_NAK_INV_REQ, pkt->psn);
+	if (rkey_resolve(qp, pkt->rkey, pkt->va, 8, IBV_ACCESS_REMOTE_ATOMIC, &mr))
+		return fatal_nak(qp, SW_AETH_NAK_REM_ACCESS, pkt->psn);
+	target = (uint64_t *)(void *)sw_mr_host(mr, pkt->va);
 	orig = sw_place_atomic(hint_of(mr), target, pkt->opcode == SW_OP_CMP_SWAP, pkt->compare,
 			       pkt->swap_add);
 	sw_mr_put(mr);
@@ -538,19 +494,28 @@ static int handle_atomic(struct sw_qp *qp, const struct sw_pkt *pkt)
 	res->orig = orig;
 	resp->msn = sw_psn_add(resp->msn, 1);
 	send_atomic_ack(qp, pkt->psn, orig);
-	return 0;
+	return RESP_DONE;
 }
 
 /* ---- duplicates ---- */
 
+/*
+ * A request behind the expected PSN: the peer did not see our answer.
+ * Nothing is executed or placed again. A READ or atomic is answered from
+ * the resource that covers its PSN: READ responses from that packet on,
+ * an atomic's saved original value (only for the request's own PSN); one
+ * too old to be remembered is dropped and the requester times out. A
+ * SEND or WRITE is answered with an ACK of the newest PSN done. An
+ * unsupported opcode gets no answer.
+ */
 static void handle_duplicate(struct sw_qp *qp, const struct sw_pkt *pkt)
 {
 	struct sw_resp *resp = qp->resp;
 	uint32_t flags = pkt->info ? pkt->info->flags : 0;
 
-	SW_COUNT(eng_of(qp), qp, duplicates);
+	SW_COUNT(sw_engine_of(qp), qp, duplicates);
 	if (!pkt->info)
-		return; /* an unsupported opcode: nothing to answer again */
+		return;
 	if (flags & (SW_F_READ | SW_F_ATOMIC)) {
 		for (uint32_t i = 0; i < resp->nres; i++) {
 			struct sw_rd_res *r = &resp->res[i];
@@ -560,36 +525,68 @@ static void handle_duplicate(struct sw_qp *qp, const struct sw_pkt *pkt)
 				continue;
 			if (r->atomic) {
 				if (d == 0 && (flags & SW_F_ATOMIC))
-					send_atomic_ack(qp, r->psn, r->orig); /* never again */
+					send_atomic_ack(qp, r->psn, r->orig);
 			} else if (flags & SW_F_READ) {
-				send_read_resp(qp, r, (uint32_t)d);
+				resend_read_resp(qp, r, (uint32_t)d);
 			}
 			return;
 		}
-		return; /* too old: dropped, the requester times out */
+		return;
 	}
-	/* SEND / WRITE already done: acknowledge what we have */
-	send_ack(qp, SW_AETH_ACK | 0x1f, sw_psn_add(resp->epsn, SW_PSN_MASK));
+	send_ack(qp, SW_AETH_ACK_NO_CREDIT, sw_psn_add(resp->epsn, SW_PSN_MASK));
 }
 
-/* Contract: see transport.h (qp->lock held; progress thread). */
+/*
+ * A packet ahead of the expected PSN: an earlier one was lost. It is
+ * dropped; the first of a gap draws a sequence NAK of the expected PSN,
+ * as IBTA and rxe do, the rest of the gap nothing (the requester goes
+ * back to the expected PSN once).
+ */
+static void handle_ahead(struct sw_qp *qp)
+{
+	struct sw_resp *resp = qp->resp;
+	struct sw_engine *eng = sw_engine_of(qp);
+
+	SW_COUNT(eng, qp, drops_out_of_window);
+	if (resp->nak_seq_sent)
+		return;
+	resp->nak_seq_sent = true;
+	SW_COUNT(eng, qp, seq_naks_tx);
+	send_ack(qp, SW_AETH_NAK_PSN_SEQ, resp->epsn);
+}
+
+/* The request handler for the packet at the expected PSN (info not NULL). */
+static enum resp_outcome handle_expected(struct sw_qp *qp, const struct sw_pkt *pkt)
+{
+	uint32_t flags = pkt->info->flags;
+
+	if (flags & SW_F_SEND)
+		return handle_send(qp, pkt);
+	if (flags & SW_F_WRITE)
+		return handle_write(qp, pkt);
+	if (flags & SW_F_READ)
+		return handle_read(qp, pkt);
+	return handle_atomic(qp, pkt);
+}
+
+/*
+ * Contract: see transport_priv.h (qp->lock held; progress thread). The steps
+ * and the answer to each are in the comment at the top of this file.
+ */
 void sw_resp_handle(struct sw_qp *qp, const struct sw_pkt *pkt, const union sw_sa *src,
 		    const union sw_sa *dst)
 {
 	struct sw_resp *resp = qp->resp;
-	struct sw_engine *eng = eng_of(qp);
 	enum ibv_qp_state st = qp->ibv.qp_base.state;
-	uint32_t flags = pkt->info ? pkt->info->flags : 0;
 	int32_t d;
-	int ret;
 
 	if (!resp ||
 	    (st != IBV_QPS_RTR && st != IBV_QPS_RTS && st != IBV_QPS_SQD && st != IBV_QPS_SQE)) {
-		SW_COUNT(eng, qp, drops_state);
+		SW_COUNT(sw_engine_of(qp), qp, drops_state);
 		return;
 	}
 	if (qp->ibv.qp_base.qp_type == IBV_QPT_UD) {
-		handle_ud(qp, pkt, src, dst);
+		sw_resp_ud(qp, pkt, src, dst);
 		return;
 	}
 	d = sw_psn_diff(pkt->psn, resp->epsn);
@@ -598,46 +595,41 @@ void sw_resp_handle(struct sw_qp *qp, const struct sw_pkt *pkt, const union sw_s
 		return;
 	}
 	if (d > 0) {
-		SW_COUNT(eng, qp, drops_out_of_window);
-		if (!resp->nak_seq_sent) { /* one NAK per gap, as IBTA and rxe */
-			resp->nak_seq_sent = true;
-			SW_COUNT(eng, qp, seq_naks_tx);
-			send_ack(qp, SW_AETH_NAK_PSN_SEQ, resp->epsn);
-		}
+		handle_ahead(qp);
 		return;
 	}
-	resp->nak_seq_sent = false;
-	if (!pkt->info) { /* an RC opcode this device does not support */
-		fatal_nak(qp, SW_AETH_NAK_INV_REQ, pkt->psn);
+	resp->nak_seq_sent = false; /* the gap, if any, is filled */
+	if (!pkt->info) {
+		(void)fatal_nak(qp, SW_AETH_NAK_INV_REQ, pkt->psn);
 		return;
 	}
-	if (flags & SW_F_SEND)
-		ret = handle_send(qp, pkt);
-	else if (flags & SW_F_WRITE)
-		ret = handle_write(qp, pkt);
-	else if (flags & SW_F_READ)
-		ret = handle_read(qp, pkt);
-	else
-		ret = handle_atomic(qp, pkt);
-	if (ret < 0 || ret == 1)
-		return; /* error (QP in ERR) or RNR: epsn stays */
-	if (ret == 0)
+	switch (handle_expected(qp, pkt)) {
+	case RESP_FATAL: /* the QP is in error: nothing more to do */
+	case RESP_RNR: /* the requester sends this PSN again */
+		return;
+	case RESP_DONE:
 		resp->epsn = sw_psn_add(pkt->psn, 1);
-	if (flags & (SW_F_READ | SW_F_ATOMIC)) {
+		break;
+	case RESP_EPSN_SET:
+		break;
+	}
+	if (pkt->info->flags & (SW_F_READ | SW_F_ATOMIC)) {
+		/* the response is the acknowledgement, of everything before it too */
 		resp->unacked = 0;
 		resp->ack_pending = false;
-		return; /* the response is the acknowledgement */
+		return;
 	}
+	/* SEND and WRITE are acknowledged at the end of the batch, or at once when asked */
 	resp->ack_psn = pkt->psn;
 	if (pkt->ack_req || ++resp->unacked >= SW_ACK_EVERY)
 		resp->ack_pending = true;
 }
 
-/* Contract: see transport.h (qp->lock held). */
+/* Contract: see transport_priv.h (qp->lock held). An ACK without credits of the newest PSN done. */
 void sw_resp_flush_ack(struct sw_qp *qp)
 {
 	struct sw_resp *resp = qp->resp;
 
 	if (resp && resp->ack_pending && qp->ibv.qp_base.state != IBV_QPS_ERR)
-		send_ack(qp, SW_AETH_ACK | 0x1f, resp->ack_psn);
+		send_ack(qp, SW_AETH_ACK_NO_CREDIT, resp->ack_psn);
 }

@@ -10,32 +10,22 @@
  */
 #include <string.h>
 
-#include "sw/transport/transport.h"
+#include "sw/transport/transport_priv.h"
 
 /*
- * Resolve `sge` for `len` bytes at `off` inside it: a referenced MR and
- * the host address, or -EACCES (key, PD or access) / -EINVAL (range).
+ * Resolve `sge` for `len` bytes at `off` inside it (sw_mr_resolve: key,
+ * PD, `need`, range): a referenced MR and the host address, or -EACCES
+ * whichever check failed.
  */
 static int sge_resolve(struct sw_qp *qp, const struct ibv_sge *sge, uint32_t off, uint32_t len,
 		       int need, struct sw_mr **out, uint8_t **host)
 {
-	struct sw_dev *dev = sw_dev_of(qp->ibv.qp_base.context);
-	struct sw_mr *mr = sw_mr_table_lookup(&dev->mrs, sge->lkey);
-	int ret;
+	uint64_t va = sge->addr + off;
 
-	if (!mr)
+	if (sw_mr_resolve(sw_dev_of(qp->ibv.qp_base.context), sge->lkey,
+			  sw_pd_base(qp->ibv.qp_base.pd), va, len, need, out))
 		return -EACCES;
-	if (mr->pd != sw_pd_base(qp->ibv.qp_base.pd)) {
-		sw_mr_put(mr);
-		return -EACCES;
-	}
-	ret = sw_mr_check_range(mr, sge->addr + off, len, need);
-	if (ret) {
-		sw_mr_put(mr);
-		return ret == -EINVAL ? -EACCES : ret;
-	}
-	*out = mr;
-	*host = mr->host + (sge->addr + off - mr->iova);
+	*host = sw_mr_host(*out, va);
 	return 0;
 }
 
@@ -103,7 +93,7 @@ static void mr_put_cb(void *mr)
 	sw_mr_put(mr);
 }
 
-/* Contract: see transport.h. */
+/* Contract: see transport_priv.h. */
 int sw_place_mr(struct sw_mr *mr, uint8_t *host, const uint8_t *src, uint32_t len)
 {
 	int ret;
@@ -126,7 +116,7 @@ static int scatter_piece_rx(struct sw_mr *mr, uint8_t *host, uint32_t n, void *a
 	return ret;
 }
 
-/* Contract: see transport.h. -EACCES (key/PD/range) or -EINVAL (list too short). */
+/* Contract: see transport_priv.h. -EACCES (key/PD/range) or -EINVAL (list too short). */
 int sw_sge_gather(struct sw_qp *qp, const struct ibv_sge *sge, uint32_t nsge, uint32_t off,
 		  uint8_t *dst, uint32_t len)
 {
@@ -135,7 +125,7 @@ int sw_sge_gather(struct sw_qp *qp, const struct ibv_sge *sge, uint32_t nsge, ui
 	return sge_walk(qp, sge, nsge, off, len, 0, gather_piece, &c);
 }
 
-/* Contract: see transport.h. */
+/* Contract: see transport_priv.h. */
 int sw_sge_scatter(struct sw_qp *qp, const struct ibv_sge *sge, uint32_t nsge, uint32_t off,
 		   const uint8_t *src, uint32_t len)
 {
@@ -144,24 +134,11 @@ int sw_sge_scatter(struct sw_qp *qp, const struct ibv_sge *sge, uint32_t nsge, u
 	return sge_walk(qp, sge, nsge, off, len, IBV_ACCESS_LOCAL_WRITE, scatter_piece, &c);
 }
 
-/* Contract: see transport.h. */
+/* Contract: see transport_priv.h. */
 int sw_sge_scatter_rx(struct sw_qp *qp, const struct ibv_sge *sge, uint32_t nsge, uint32_t off,
 		      const uint8_t *src, uint32_t len)
 {
 	struct cursor c = {.cp = src};
 
 	return sge_walk(qp, sge, nsge, off, len, IBV_ACCESS_LOCAL_WRITE, scatter_piece_rx, &c);
-}
-
-/* Contract: IBTA RNR NAK timer codes 0..31 in ns (code 0 is the longest). */
-uint64_t sw_rnr_ns(uint8_t code)
-{
-	static const uint32_t us100[32] = {
-		/* hundredths of a millisecond, i.e. units of 10 us */
-		65536, 1,    2,	   3,	 4,    6,     8,     12,    16,	   24,	  32,
-		48,    64,   96,   128,	 192,  256,   384,   512,   768,   1024,  1536,
-		2048,  3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768, 49152,
-	};
-
-	return (uint64_t)us100[code & 31] * 10000;
 }

@@ -43,7 +43,7 @@
 #include <unistd.h>
 
 #include "sw/transport/shm_format.h"
-#include "sw/transport/transport.h"
+#include "sw/transport/transport_priv.h"
 
 struct shm_out { /* a destination we send to */
 	pthread_mutex_t lock; /* serialises producers */
@@ -106,7 +106,7 @@ static bool shm_peer_is(int fd, uid_t uid)
 	return !getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) && cr.uid == uid;
 }
 
-/* Contract: see transport.h. */
+/* Contract: see transport_priv.h. */
 int sw_shm_start(struct sw_engine *eng)
 {
 	struct sw_shm *s = calloc(1, sizeof(*s));
@@ -157,7 +157,7 @@ static void in_close(struct sw_shm *s, uint32_t i)
 	s->in[s->nin].hdr = NULL;
 }
 
-/* Contract: see transport.h. The progress thread has stopped. */
+/* Contract: see transport_priv.h. The progress thread has stopped. */
 void sw_shm_stop(struct sw_engine *eng)
 {
 	struct sw_shm *s = eng->shm;
@@ -344,7 +344,7 @@ static void ring_publish(struct shm_out *o)
 	}
 }
 
-/* Contract: see transport.h. */
+/* Contract: see transport_priv.h. */
 int sw_shm_send(struct sw_engine *eng, const uint8_t *const *pkt, const size_t *len, uint32_t n,
 		const union sw_sa *dst)
 {
@@ -383,7 +383,7 @@ int sw_shm_send(struct sw_engine *eng, const uint8_t *const *pkt, const size_t *
 	return (int)i;
 }
 
-/* Contract: see transport.h. */
+/* Contract: see transport_priv.h. */
 bool sw_shm_backlog(struct sw_engine *eng, const union sw_sa *dst, uint64_t *done)
 {
 	struct sw_shm *s = eng->shm;
@@ -443,7 +443,7 @@ static int ring_take(struct shm_in *l, uint8_t *buf, size_t cap)
 	}
 }
 
-/* Contract: see transport.h. Progress thread only. */
+/* Contract: see transport_priv.h. Progress thread only. */
 void sw_shm_handled(struct sw_engine *eng)
 {
 	struct sw_shm *s = eng->shm;
@@ -458,7 +458,7 @@ void sw_shm_handled(struct sw_engine *eng)
 	}
 }
 
-/* Contract: see transport.h. Progress thread only. */
+/* Contract: see transport_priv.h. Progress thread only. */
 int sw_shm_recv(struct sw_engine *eng, uint8_t *buf, size_t cap, union sw_sa *src)
 {
 	struct sw_shm *s = eng->shm;
@@ -493,7 +493,7 @@ int sw_shm_recv(struct sw_engine *eng, uint8_t *buf, size_t cap, union sw_sa *sr
 	return 0;
 }
 
-/* Contract: see transport.h. Progress thread only. */
+/* Contract: see transport_priv.h. Progress thread only. */
 bool sw_shm_sleep_begin(struct sw_engine *eng)
 {
 	struct sw_shm *s = eng->shm;
@@ -512,7 +512,7 @@ bool sw_shm_sleep_begin(struct sw_engine *eng)
 	return !ready;
 }
 
-/* Contract: see transport.h. */
+/* Contract: see transport_priv.h. */
 void sw_shm_sleep_end(struct sw_engine *eng)
 {
 	struct sw_shm *s = eng->shm;
@@ -522,7 +522,7 @@ void sw_shm_sleep_end(struct sw_engine *eng)
 			atomic_store_explicit(&s->in[i].hdr->sleeping, 0, memory_order_relaxed);
 }
 
-/* Contract: see transport.h. */
+/* Contract: see transport_priv.h. */
 int sw_shm_pollfds(struct sw_engine *eng, struct pollfd *p, int max)
 {
 	struct sw_shm *s = eng->shm;
@@ -678,7 +678,7 @@ static void shm_sweep(struct sw_shm *s, uint64_t now)
 	pthread_mutex_unlock(&s->lock);
 }
 
-/* Contract: see transport.h. Progress thread only. */
+/* Contract: see transport_priv.h. Progress thread only. */
 void sw_shm_service(struct sw_engine *eng, uint64_t now)
 {
 	struct sw_shm *s = eng->shm;

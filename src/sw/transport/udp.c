@@ -19,7 +19,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "sw/transport/transport.h"
+#include "sw/transport/transport_priv.h"
 
 /*
  * Contract: the index of the interface that owns address `a`: the one
@@ -169,7 +169,7 @@ static void open_link_local(struct sw_port *port, const struct sw_config *cfg)
 }
 
 /*
- * Contract: see sw.h. On success port->fd is the bound socket and local,
+ * Contract: see sw/transport.h. On success port->fd is the bound socket and local,
  * udp_port, ifindex, active_mtu and the GID table describe it; on error
  * port->fd is -1 and nothing is left open. The socket options are set
  * by the caller (sw_net_setup()), the link-local socket's here.

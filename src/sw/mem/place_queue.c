@@ -13,7 +13,7 @@
 #include <pthread.h>
 #include <sched.h>
 
-#include "sw/transport/place_worker.h"
+#include "sw/mem/place_worker.h"
 
 enum {
 	YIELDS = 64, /* a fence's sched_yield() calls after its spins, before sleeping */

@@ -5,15 +5,15 @@
  * place_queue.c queues jobs and waits for them). See place_worker.c for
  * the design.
  */
-#ifndef SV_SW_TRANSPORT_PLACE_WORKER_H
-#define SV_SW_TRANSPORT_PLACE_WORKER_H
+#ifndef SV_SW_MEM_PLACE_WORKER_H
+#define SV_SW_MEM_PLACE_WORKER_H
 
 #include <linux/futex.h>
 #include <pthread.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "sw/place.h"
+#include "sw/mem/place.h"
 
 enum {
 	SW_PLACE_RING = 512, /* jobs queued per worker at most: two fences' worth */

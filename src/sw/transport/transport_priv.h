@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * transport.h - the software device's RoCE v2 transport engine, private
+ * transport_priv.h - the software device's RoCE v2 transport engine, private
  * to src/sw/transport.
  *
  *   net.c       the network interface: send a packet or a batch (UDP, or
@@ -14,14 +14,15 @@
  *               retire send WQEs into completions
  *   resp.c      responder: validates requests, places data, answers
  *               with ACKs, NAKs, read responses and atomic ACKs, and
- *               replays answers to duplicates
+ *               replays answers to duplicates (resp_ud.c: UD receives)
  *   budget.c    the device-wide send budget and the line of waiting QPs
- *   engine.c    the queue layer's hooks (queue.h: sw_transport_*)
+ *   engine.c    the engine's life cycle and the queue layer's hooks
+ *               (the public surface: sw/transport.h)
  *
  * All per-QP state here is guarded by qp->lock.
  */
-#ifndef SV_SW_TRANSPORT_H
-#define SV_SW_TRANSPORT_H
+#ifndef SV_SW_TRANSPORT_PRIV_H
+#define SV_SW_TRANSPORT_PRIV_H
 
 #include <poll.h>
 #include <semaphore.h>
@@ -180,26 +181,11 @@ struct sw_engine {
 	uint32_t rx_ovfl[2]; /* SO_RXQ_OVFL as last seen: address socket, link-local one */
 };
 
-/* engine.c: start/stop with the device's port (first/last context). */
-int sw_engine_start(struct sw_dev *dev);
-void sw_engine_stop(struct sw_dev *dev);
-/*
- * engine.c: at unload or exit (ctrl/unload.c): end the progress thread
- * and print the SOFTVERBS_STATS totals, freeing and closing nothing (the
- * program may still hold the device's objects). dev->lock held. A later
- * sw_engine_stop() finishes the job.
- */
-void sw_engine_quiesce(struct sw_dev *dev);
-
 static inline struct sw_engine *sw_engine_of(struct sw_qp *qp)
 {
 	return sw_dev_of(qp->ibv.qp_base.context)->eng;
 }
 
-/* Register `qp` for timer service by the progress thread (idempotent); 0 or -ENOMEM. */
-int sw_engine_activate(struct sw_engine *eng, struct sw_qp *qp);
-/* Drop it again (QP destroy). */
-void sw_engine_deactivate(struct sw_engine *eng, struct sw_qp *qp);
 /* Make the progress thread run its timers soon. */
 void sw_engine_wake(struct sw_engine *eng);
 /*
@@ -364,7 +350,6 @@ struct sw_req {
 	uint32_t una_psn; /* oldest PSN not yet acknowledged */
 	uint32_t send_idx; /* SQ index of the next WQE (or part) to send */
 	uint32_t send_off; /* packets of that WQE already sent */
-	uint32_t una_idx; /* SQ index of the oldest unretired WQE (== sq.cons) */
 	uint32_t started_idx; /* SQ index past the last WQE that ever started: a
 				 draining QP (SQD) still resends those before it */
 	uint32_t window; /* packets allowed in flight */
@@ -378,7 +363,6 @@ struct sw_req {
 	uint8_t retries, rnr_retries;
 	uint8_t backoff; /* consecutive timeouts: the timeout is doubled this often */
 	bool wait_writable; /* the socket was full */
-	bool need_flush; /* a completion-side error moved the QP to ERR */
 	uint32_t read_rx_pkts; /* READ response packets received for the head READ */
 	bool resp_asked; /* the head READ/atomic's missing response was asked for again */
 	uint32_t high_psn; /* past the newest PSN ever sent: below it, a send is a resend */
@@ -456,8 +440,24 @@ enum {
 	SW_WQE_FAILED = 2, /* a local error; completes with fail_status */
 };
 
+/*
+ * RDMA READ and the atomics: the work requests max_rd_atomic counts and
+ * a fence waits for, which complete only with their response's data.
+ */
+static inline bool sw_wr_is_rd_atomic(uint32_t opcode)
+{
+	return opcode == IBV_WR_RDMA_READ || opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+	       opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
+}
+
 /* Send what the window, fences and RNR back-off allow. */
 void sw_req_run(struct sw_qp *qp);
+/*
+ * Start the retransmit timer (sw_req_timeout_ns from now) unless it runs
+ * already or the QP has none (timeout 0); the caller knows something is
+ * in flight.
+ */
+void sw_req_arm_timer(struct sw_qp *qp);
 /* Timers: retransmit on timeout, resume after RNR back-off. */
 void sw_req_timer(struct sw_qp *qp, uint64_t now);
 /* Restart sending at `psn` (go-back-N after NAK or timeout). */
@@ -496,8 +496,8 @@ void sw_comp_check_drained(struct sw_qp *qp);
 void sw_comp_handle(struct sw_qp *qp, const struct sw_pkt *pkt);
 /*
  * Retire the head send WQE with `status` (a completion if signalled or
- * not successful). On error the QP moves to ERR and everything after it
- * is flushed.
+ * not successful). On error the QP moves to ERR (sw_transport_fail) and
+ * everything after it is flushed.
  */
 void sw_comp_retire(struct sw_qp *qp, enum ibv_wc_status status);
 
@@ -533,11 +533,28 @@ struct sw_resp {
 	uint32_t nres, res_next;
 };
 
+/*
+ * engine.c: the transport found an error that ends the QP (qp->lock
+ * held): sw_transport_qp_error(), then sw_qp_error_locked() (queue.h),
+ * the one order every way into ERR follows.
+ */
+void sw_transport_fail(struct sw_qp *qp);
+
 /* A request packet for this QP, from `src` to our address `dst`. */
 void sw_resp_handle(struct sw_qp *qp, const struct sw_pkt *pkt, const union sw_sa *src,
 		    const union sw_sa *dst);
 /* Send the ACK owed at the end of a receive batch, if any. */
 void sw_resp_flush_ack(struct sw_qp *qp);
+/*
+ * resp.c: finish completion `wc` of the receive WQE the responder holds
+ * and push it to the receive CQ: the immediate data of a successful
+ * message that carries one, the WQE released (have_wqe), solicited as
+ * the packet asks.
+ */
+void sw_resp_push_recv(struct sw_qp *qp, struct ibv_wc *wc, const struct sw_pkt *pkt);
+/* resp_ud.c: a request packet for this UD QP (sw_resp_handle passes it on). */
+void sw_resp_ud(struct sw_qp *qp, const struct sw_pkt *pkt, const union sw_sa *src,
+		const union sw_sa *dst);
 
 /* Copy `len` bytes from the SGE list into `dst` (requester gather). */
 int sw_sge_gather(struct sw_qp *qp, const struct ibv_sge *sge, uint32_t nsge, uint32_t off,
@@ -564,8 +581,5 @@ int sw_sge_scatter_rx(struct sw_qp *qp, const struct ibv_sge *sge, uint32_t nsge
  * this returns. 0 or -errno (no worker: -ENODEV).
  */
 int sw_place_mr(struct sw_mr *mr, uint8_t *host, const uint8_t *src, uint32_t len);
-
-/* RNR timer code (0..31) to nanoseconds, as IBTA table 45 defines. */
-uint64_t sw_rnr_ns(uint8_t code);
 
 #endif

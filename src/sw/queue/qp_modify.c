@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * qp_state.c - ibv_modify_qp: the IBTA QP state machine for RC and UD.
+ * qp_modify.c - ibv_modify_qp: the IBTA QP state machine for RC and UD.
  *
  * A request names a current state (the QP's, or IBV_QP_CUR_STATE, which
  * must then equal it and is allowed only where the table lists it) and
@@ -49,11 +49,14 @@
  * something to the responder; ibv_query_qp returns the value as given,
  * as rxe does.
  *
- * Effects: RESET empties both rings without completions, drops the QP's
- * unread completions from its CQs (as mlx5) and forgets the attributes; ERR flushes
- * (sw_qp_error_locked); RTS->SQD stops new sends and raises IBV_EVENT_SQ_DRAINED (when asked) at
- * once if nothing is outstanding, else leaves attr.sq_draining for the transport. Each change of
- * state is shown to the transport (qp->lock held).
+ * Effects: RESET empties both rings without completions, drops the
+ * QP's unread completions from its CQs (as mlx5) and forgets the
+ * attributes; ERR lets the transport go first (sw_transport_qp_error),
+ * then flushes (sw_qp_error_locked); RTS->SQD stops new sends and raises
+ * IBV_EVENT_SQ_DRAINED (when asked) at once if nothing is outstanding,
+ * else leaves attr.sq_draining for the transport. Every other change of
+ * state is shown to the transport after it happened
+ * (sw_transport_qp_state; qp->lock held).
  */
 #include <string.h>
 
@@ -317,9 +320,9 @@ static void enter_reset(struct sw_qp *qp, enum ibv_qp_state old)
 	}
 	qp->ibv.qp_base.state = IBV_QPS_RESET;
 	sw_transport_qp_state(qp, old);
-	sw_cq_clean(qp->rcq, qp->ibv.qp_base.qp_num);
+	sw_cq_clean(qp->rcq, qp->qpn);
 	if (qp->scq != qp->rcq)
-		sw_cq_clean(qp->scq, qp->ibv.qp_base.qp_num);
+		sw_cq_clean(qp->scq, qp->qpn);
 }
 
 /*
@@ -349,6 +352,7 @@ static void change_state(struct sw_qp *qp, const struct ibv_qp_attr *attr, int m
 		enter_reset(qp, r->cur);
 		break;
 	case IBV_QPS_ERR:
+		sw_transport_qp_error(qp); /* the transport lets go first */
 		sw_qp_error_locked(qp);
 		break;
 	case IBV_QPS_SQD:

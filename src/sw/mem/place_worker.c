@@ -45,7 +45,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sw/transport/place_worker.h"
+#include "sw/mem/place_worker.h"
 
 static pthread_mutex_t workers_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct sw_place_worker **workers; /* by CPU; grown, never shrunk */

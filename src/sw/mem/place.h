@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * place.h - placement of incoming bytes into memory regions, honouring
- * the TPH hints of the MR's DMA handle (transport/place.c).
+ * the TPH hints of the MR's DMA handle (mem/place.c).
  */
-#ifndef SV_SW_PLACE_H
-#define SV_SW_PLACE_H
+#ifndef SV_SW_MEM_PLACE_H
+#define SV_SW_MEM_PLACE_H
 
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -81,13 +81,6 @@ void sw_place_here(const struct sw_place_hint *hint, uint8_t *dst, const uint8_t
  * hidden from ThreadSanitizer the same way (tests/tsan.supp).
  */
 void sw_fetch(void *dst, const void *src, size_t len);
-
-/*
- * Make bytes already stored at [dst, +len) durable as `hint` asks: for
- * TPH_MEM_TYPE_PM write their cache lines back and fence; else nothing.
- * (Atomics update memory in place and use this afterwards.)
- */
-void sw_place_persist(const struct sw_place_hint *hint, void *dst, size_t len);
 
 /*
  * An 8-byte atomic on registered memory at `target` (8-byte aligned):

@@ -38,7 +38,7 @@
 #define SW_HAVE_SSE2 0
 #endif
 
-#include "sw/place.h"
+#include "sw/mem/place.h"
 
 struct sw_place_stats sw_place_stats;
 
@@ -141,8 +141,12 @@ void sw_fetch(void *dst, const void *src, size_t len)
 	DMA_END();
 }
 
-/* Contract: see place.h. */
-void sw_place_persist(const struct sw_place_hint *hint, void *dst, size_t len)
+/*
+ * Make bytes already stored at [dst, +len) durable as `hint` asks: for
+ * TPH_MEM_TYPE_PM write their cache lines back and fence; else nothing.
+ * (Atomics update memory in place and use this afterwards.)
+ */
+static void place_persist(const struct sw_place_hint *hint, void *dst, size_t len)
 {
 	if (hint && hint->mem_type == IBV_TPH_MEM_TYPE_PM && len)
 		flush_lines(dst, len);
@@ -164,7 +168,7 @@ uint64_t sw_place_atomic(const struct sw_place_hint *hint, uint64_t *target, boo
 		orig = __atomic_fetch_add(target, swap_add, __ATOMIC_SEQ_CST);
 	}
 	DMA_END();
-	sw_place_persist(hint, target, sizeof(*target));
+	place_persist(hint, target, sizeof(*target));
 	return orig;
 }
 
