@@ -213,8 +213,13 @@ err : {
 
 CM_EXPORT void rdma_destroy_ep(struct rdma_cm_id *id)
 {
-	if (!id)
-		return;
+	int ret;
+
+	pthread_mutex_lock(&cm.lock);
+	ret = cm_id_check(id);
+	pthread_mutex_unlock(&cm.lock);
+	if (ret == -EINVAL)
+		return; /* not a live id: nothing of it is read */
 	if (id->qp)
 		rdma_destroy_qp(id);
 	if (id->srq)
@@ -233,8 +238,16 @@ CM_EXPORT int rdma_get_request(struct rdma_cm_id *listen, struct rdma_cm_id **id
 	struct cm_id *nid;
 	int ret;
 
-	if (!listen || !id || !l->sync)
+	if (!id)
 		return cm_ret(-EINVAL);
+	ret = cm_lock_id(listen);
+	if (ret)
+		return cm_ret(ret);
+	if (!l->sync)
+		ret = -EINVAL;
+	pthread_mutex_unlock(&cm.lock);
+	if (ret)
+		return cm_ret(ret);
 	if (listen->event) {
 		cm_ack_event(listen->event);
 		listen->event = NULL;

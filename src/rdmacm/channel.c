@@ -40,20 +40,32 @@ int cm_channel_create(bool private_sync, struct cm_channel **out)
 	c->private_sync = private_sync;
 	pthread_mutex_lock(&cm.lock);
 	c->next = cm.channels;
-	if (c->next)
-		c->next->prev = c;
+	if (cm.channels)
+		cm.channels->prev = c;
 	cm.channels = c;
+	c->linked = true;
 	pthread_mutex_unlock(&cm.lock);
 	*out = c;
 	return 0;
 }
 
-/*
- * Is `c` a channel made here and not yet destroyed? Its memory is read
- * only then: an application that calls on a channel it destroyed passes
- * a pointer to freed memory (lock held).
- */
-static bool channel_live(const struct cm_channel *c)
+/* Take `c` out of cm.channels (lock held): from here on it is not live. */
+static void unlink_channel(struct cm_channel *c)
+{
+	if (!c->linked)
+		return;
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		cm.channels = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	c->prev = c->next = NULL;
+	c->linked = false;
+}
+
+/* Contract: see cm.h. */
+bool cm_channel_live(const struct cm_channel *c)
 {
 	for (const struct cm_channel *i = cm.channels; i; i = i->next)
 		if (i == c)
@@ -61,40 +73,20 @@ static bool channel_live(const struct cm_channel *c)
 	return false;
 }
 
-/* Take `c` off the live list (lock held): from now on it is stale. */
-static void channel_unlink(struct cm_channel *c)
-{
-	if (c->prev)
-		c->prev->next = c->next;
-	else if (cm.channels == c)
-		cm.channels = c->next;
-	if (c->next)
-		c->next->prev = c->prev;
-	c->prev = c->next = NULL;
-}
-
-/* Free `c` and its queued events (lock held). */
-static void channel_free_locked(struct cm_channel *c)
+/* Contract: see cm.h. Queued events are freed with it. */
+void cm_channel_free(struct cm_channel *c)
 {
 	struct cm_event *e, *n;
 
-	channel_unlink(c);
+	if (!c)
+		return;
+	unlink_channel(c);
 	for (e = c->head; e; e = n) {
 		n = e->next;
 		free(e);
 	}
 	close(c->ch.fd);
 	free(c);
-}
-
-/* Contract: see cm.h. Queued events are freed with it. */
-void cm_channel_free(struct cm_channel *c)
-{
-	if (!c)
-		return;
-	pthread_mutex_lock(&cm.lock);
-	channel_free_locked(c);
-	pthread_mutex_unlock(&cm.lock);
 }
 
 /* The FIFO became empty: clear the counter (nonzero until now, so no wait). */
@@ -128,8 +120,11 @@ struct cm_event *cm_queue_event(struct cm_id *owner, enum rdma_cm_event_type typ
 				const void *pdata, size_t len)
 {
 	struct cm_channel *c = cm_chan_of(&owner->id);
-	struct cm_event *e = calloc(1, sizeof(*e));
+	struct cm_event *e;
 
+	if (!c) /* an orphan (cm_deliver and the API calls never get here with one) */
+		return NULL;
+	e = calloc(1, sizeof(*e));
 	if (!e)
 		return NULL;
 	e->owner = owner;
@@ -170,6 +165,26 @@ static struct cm_event *unlink_events(struct cm_id *id)
 	return taken;
 }
 
+/*
+ * Free a queued event. A request nobody retrieved is refused and its id
+ * freed, unless that id is `keep` (the one being destroyed). Lock held.
+ */
+static void drop_event(struct cm_event *e, const struct cm_id *keep)
+{
+	if (e->ev.event == RDMA_CM_EVENT_CONNECT_REQUEST) {
+		struct cm_id *nid = cm_id_of(e->ev.id);
+
+		if (e->owner->queued_reqs > 0)
+			e->owner->queued_reqs--;
+		if (nid != e->owner && nid != keep) {
+			nid->listener = NULL;
+			cm_id_abort(nid);
+			cm_id_free(nid);
+		}
+	}
+	free(e);
+}
+
 /* Contract: see cm.h. */
 void cm_drop_events(struct cm_id *id)
 {
@@ -177,17 +192,7 @@ void cm_drop_events(struct cm_id *id)
 
 	for (; e; e = n) {
 		n = e->next;
-		if (e->ev.event == RDMA_CM_EVENT_CONNECT_REQUEST && e->owner->queued_reqs > 0)
-			e->owner->queued_reqs--;
-		if (e->ev.event == RDMA_CM_EVENT_CONNECT_REQUEST && e->ev.id != &id->id) {
-			/* a request nobody retrieved: refuse it and free its id */
-			struct cm_id *nid = cm_id_of(e->ev.id);
-
-			nid->listener = NULL;
-			cm_id_abort(nid);
-			cm_id_free(nid);
-		}
-		free(e);
+		drop_event(e, id);
 	}
 }
 
@@ -215,12 +220,13 @@ void cm_wait_acked(struct cm_id *id)
  * A thread that waits on a destroyed channel, or calls on it afterwards,
  * never returns: as a read blocked on the kernel's rdma_cm descriptor
  * stays blocked when another thread closes it. The last waiter frees a
- * channel destroyed under it (`c`, NULL when already freed). Lock held.
+ * channel destroyed under it (`c`; NULL: a call after the destroy, on
+ * memory that is gone). Lock held.
  */
 static _Noreturn void park_dead(struct cm_channel *c)
 {
 	if (c && !c->waiters)
-		channel_free_locked(c);
+		cm_channel_free(c);
 	pthread_mutex_unlock(&cm.lock);
 	for (;;)
 		pause();
@@ -233,8 +239,8 @@ int cm_get_event(struct cm_channel *c, struct rdma_cm_event **out)
 	int ret;
 
 	pthread_mutex_lock(&cm.lock);
-	if (!channel_live(c))
-		park_dead(NULL); /* destroyed before the call: see docs/rdmacm.md */
+	if (!cm_channel_live(c))
+		park_dead(NULL); /* destroyed before this call: docs/rdmacm.md */
 	for (;;) {
 		if (c->dead)
 			park_dead(c);
@@ -285,15 +291,21 @@ int cm_get_event(struct cm_channel *c, struct rdma_cm_event **out)
 }
 
 /* Contract: see cm.h. */
-int cm_ack_event(struct rdma_cm_event *ev)
+void cm_ack_event_locked(struct rdma_cm_event *ev)
 {
 	struct cm_event *e = (struct cm_event *)ev;
 
-	pthread_mutex_lock(&cm.lock);
 	e->owner->acked++;
 	pthread_cond_broadcast(&cm.cond);
-	pthread_mutex_unlock(&cm.lock);
 	free(e);
+}
+
+/* Contract: see cm.h. */
+int cm_ack_event(struct rdma_cm_event *ev)
+{
+	pthread_mutex_lock(&cm.lock);
+	cm_ack_event_locked(ev);
+	pthread_mutex_unlock(&cm.lock);
 	return 0;
 }
 
@@ -338,6 +350,35 @@ CM_EXPORT struct rdma_event_channel *rdma_create_event_channel(void)
 	return &c->ch;
 }
 
+/*
+ * The ids still on a channel being destroyed (the application's error):
+ * as the kernel destroys the ids of a closed rdma_cm descriptor, their
+ * connections end, listeners stop, ports are free again, queued events
+ * go (requests nobody retrieved are refused) and the ids no longer point
+ * at the channel. Only rdma_destroy_id works on them from here on. Lock held.
+ */
+static void orphan_ids(struct cm_channel *c)
+{
+	struct cm_event *e = c->head, *n;
+
+	if (e)
+		clear_ready(c);
+	c->head = c->tail = NULL;
+	for (; e; e = n) {
+		n = e->next;
+		drop_event(e, NULL);
+	}
+	for (struct cm_id *i = cm.ids; i; i = i->next) {
+		if (cm_chan_of(&i->id) != c)
+			continue;
+		cm_id_abort(i);
+		i->state = CMA_DESTROYING; /* cm_deliver drops, find_listener skips */
+		i->bound = false;
+		i->orphan = true;
+		i->id.channel = NULL;
+	}
+}
+
 CM_EXPORT void rdma_destroy_event_channel(struct rdma_event_channel *channel)
 {
 	struct cm_channel *c = (struct cm_channel *)channel;
@@ -345,21 +386,16 @@ CM_EXPORT void rdma_destroy_event_channel(struct rdma_event_channel *channel)
 	if (!c)
 		return;
 	pthread_mutex_lock(&cm.lock);
-	if (!channel_live(c)) { /* destroyed already: nothing is read */
+	if (!cm_channel_live(c)) { /* destroyed already, or not ours: nothing to do */
 		pthread_mutex_unlock(&cm.lock);
 		return;
 	}
-	/* ids still on it are the application's error: end their connections */
-	for (struct cm_id *i = cm.ids; i; i = i->next)
-		if (cm_chan_of(&i->id) == c)
-			cm_id_abort(i);
-	if (c->waiters) { /* a thread in rdma_get_cm_event frees it (cm_get_event) */
+	unlink_channel(c);
+	orphan_ids(c);
+	if (c->waiters) /* a thread in rdma_get_cm_event frees it (cm_get_event) */
 		c->dead = true;
-		channel_unlink(c);
-		pthread_mutex_unlock(&cm.lock);
-		return;
-	}
-	channel_free_locked(c);
+	else
+		cm_channel_free(c);
 	pthread_mutex_unlock(&cm.lock);
 }
 

@@ -22,6 +22,17 @@
  *
  * Internal functions return 0 or -errno; the exported ones (marked
  * CM_EXPORT) turn that into -1 and errno as librdmacm does.
+ *
+ * Stale handles: the exported calls look an id or a channel up among the
+ * live ones (cm.ids, cm.channels) by its pointer, under the lock, before
+ * anything reads it. One destroyed already, or never made here, is
+ * EINVAL (an id) or EBADF (a channel; a second destroy does nothing), as
+ * the kernel's librdmacm fails them (a stale handle, a closed rdma_cm
+ * descriptor). perftest 4.5's -R client retries a rejected connection
+ * with the ids and channel it has just destroyed. Destroying a channel
+ * first orphans its ids, as closing the kernel's descriptor destroys
+ * them: they stop listening and connecting, lose their events and
+ * ports, and every call but rdma_destroy_id (which frees them) is EBADF.
  */
 #ifndef SV_RDMACM_CM_H
 #define SV_RDMACM_CM_H
@@ -134,11 +145,12 @@ struct cm_event;
 
 struct cm_channel {
 	struct rdma_event_channel ch; /* ch.fd: eventfd, one count per queued event */
+	struct cm_channel *prev, *next; /* every live channel (cm.channels) */
+	bool linked; /* in cm.channels: not destroyed */
 	struct cm_event *head, *tail;
 	bool private_sync; /* a synchronous id's own channel */
 	int waiters; /* threads inside cm_get_event between lock and poll */
 	bool dead; /* destroyed while waited on: the last waiter frees it */
-	struct cm_channel *prev, *next; /* every live channel (cm.channels) */
 };
 
 struct cm_id {
@@ -147,6 +159,8 @@ struct cm_id {
 	enum cma_state state;
 	struct cm_dev *dev; /* NULL while unbound or bound to a wildcard */
 	bool sync;
+	bool destroying; /* inside rdma_destroy_id: no longer a live id */
+	bool orphan; /* its channel was destroyed: id.channel is NULL */
 	bool bound; /* src_addr holds a bound address and port */
 	int reported, acked; /* events handed out and acknowledged */
 	/* options */
@@ -196,7 +210,7 @@ struct cm_global {
 	struct cm_dev dev[CM_MAX_DEVICES];
 	int ndev;
 	struct cm_id *ids;
-	struct cm_channel *channels; /* live channels: a stale pointer is never read */
+	struct cm_channel *channels; /* the live ones */
 	pthread_t thread;
 	int wake_fd; /* eventfd: the CM thread re-reads its deadlines */
 	uint64_t tid_hi; /* random high half of our TIDs */
@@ -226,8 +240,12 @@ int cm_dev_get_pd(struct cm_dev *d, struct ibv_pd **pd);
 void cm_dev_put_pd(struct cm_dev *d);
 
 /* channel.c */
+/* A new channel, linked into cm.channels (lock NOT held). */
 int cm_channel_create(bool private_sync, struct cm_channel **out);
+/* Unlink (if still linked) and free a channel and its queued events; lock held. */
 void cm_channel_free(struct cm_channel *c);
+/* Is `c` a live channel (compares pointers only)? Lock held. */
+bool cm_channel_live(const struct cm_channel *c);
 /*
  * Queue an event for `owner` (on its channel). `pdata` (len bytes, may be
  * NULL) is copied into the event. Returns the event, so that the caller can
@@ -256,6 +274,8 @@ int cm_sync_wait(struct cm_id *id);
  */
 int cm_get_event(struct cm_channel *c, struct rdma_cm_event **ev);
 int cm_ack_event(struct rdma_cm_event *ev);
+/* cm_ack_event with the lock held. */
+void cm_ack_event_locked(struct rdma_cm_event *ev);
 
 static inline struct cm_channel *cm_chan_of(struct rdma_cm_id *id)
 {
@@ -268,6 +288,14 @@ int cm_id_alloc(struct cm_channel *chan, void *context, enum rdma_port_space ps,
 		enum ibv_qp_type qpt, struct cm_id **out);
 /* Unlink and free the id's memory; its state is already torn down (lock held). */
 void cm_id_free(struct cm_id *cid);
+/*
+ * Is `id` a live id (lock held)? 0, -EINVAL when it is not one (NULL,
+ * destroyed, being destroyed, never made here), -EBADF when its channel
+ * was destroyed. Only pointers are compared: a stale `id` is not read.
+ */
+int cm_id_check(const struct rdma_cm_id *id);
+/* Take cm.lock and cm_id_check(id): 0 with the lock held, or the error without it. */
+int cm_lock_id(struct rdma_cm_id *id);
 /* Bind the id to device `d` (verbs, pd, port_num, sgid, pkey); lock held. */
 int cm_id_attach_dev(struct cm_id *cid, struct cm_dev *d);
 /*

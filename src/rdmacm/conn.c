@@ -46,11 +46,10 @@ static int do_connect(struct cm_id *cid, const struct rdma_conn_param *p)
 CM_EXPORT int rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *conn_param)
 {
 	struct cm_id *cid = cm_id_of(id);
-	int ret;
+	int ret = cm_lock_id(id);
 
-	if (!id)
-		return cm_ret(-EINVAL);
-	pthread_mutex_lock(&cm.lock);
+	if (ret)
+		return cm_ret(ret);
 	ret = do_connect(cid, conn_param);
 	pthread_mutex_unlock(&cm.lock);
 	if (!ret && cid->sync)
@@ -101,11 +100,10 @@ CM_EXPORT int rdma_accept(struct rdma_cm_id *id, struct rdma_conn_param *conn_pa
 {
 	struct cm_id *cid = cm_id_of(id);
 	bool ud;
-	int ret;
+	int ret = cm_lock_id(id);
 
-	if (!id)
-		return cm_ret(-EINVAL);
-	pthread_mutex_lock(&cm.lock);
+	if (ret)
+		return cm_ret(ret);
 	ud = cid->conn.state == CM_SIDR_REQ_RCVD;
 	ret = do_accept(cid, conn_param);
 	pthread_mutex_unlock(&cm.lock);
@@ -146,11 +144,10 @@ static int do_reject(struct cm_id *cid, const void *pdata, uint8_t len, uint16_t
 
 static int reject(struct rdma_cm_id *id, const void *pdata, uint8_t len, uint16_t reason)
 {
-	int ret;
+	int ret = cm_lock_id(id);
 
-	if (!id)
-		return cm_ret(-EINVAL);
-	pthread_mutex_lock(&cm.lock);
+	if (ret)
+		return cm_ret(ret);
 	ret = do_reject(cm_id_of(id), pdata, len, reason);
 	pthread_mutex_unlock(&cm.lock);
 	return cm_ret(ret);
@@ -170,12 +167,11 @@ CM_EXPORT int rdma_reject_ece(struct rdma_cm_id *id, const void *private_data,
 CM_EXPORT int rdma_establish(struct rdma_cm_id *id)
 {
 	struct cm_id *cid = cm_id_of(id);
-	int ret = 0;
+	int ret = cm_lock_id(id);
 
-	if (!id || id->qp)
-		return cm_ret(-EINVAL);
-	pthread_mutex_lock(&cm.lock);
-	if (cid->conn.state != CM_REP_RCVD && cid->conn.state != CM_MRA_REP_SENT) {
+	if (ret)
+		return cm_ret(ret);
+	if (id->qp || (cid->conn.state != CM_REP_RCVD && cid->conn.state != CM_MRA_REP_SENT)) {
 		ret = -EINVAL;
 	} else {
 		ret = cm_send_rtu(cid);
@@ -188,11 +184,10 @@ CM_EXPORT int rdma_establish(struct rdma_cm_id *id)
 CM_EXPORT int rdma_notify(struct rdma_cm_id *id, enum ibv_event_type event)
 {
 	struct cm_id *cid = cm_id_of(id);
-	int ret = 0;
+	int ret = cm_lock_id(id);
 
-	if (!id)
-		return cm_ret(-EINVAL);
-	pthread_mutex_lock(&cm.lock);
+	if (ret)
+		return cm_ret(ret);
 	if (event != IBV_EVENT_COMM_EST) {
 		ret = -EINVAL;
 	} else if (cid->conn.state == CM_REP_SENT || cid->conn.state == CM_MRA_REP_RCVD) {
@@ -212,11 +207,10 @@ CM_EXPORT int rdma_disconnect(struct rdma_cm_id *id)
 {
 	struct cm_id *cid = cm_id_of(id);
 	bool wait = false;
-	int ret = 0;
+	int ret = cm_lock_id(id);
 
-	if (!id)
-		return cm_ret(-EINVAL);
-	pthread_mutex_lock(&cm.lock);
+	if (ret)
+		return cm_ret(ret);
 	if (!cid->dev || (cid->state != CMA_CONNECT && cid->state != CMA_DISCONNECT)) {
 		ret = -EINVAL;
 	} else {

@@ -160,6 +160,27 @@ void cm_id_free(struct cm_id *cid)
 }
 
 /* Contract: see cm.h. */
+int cm_id_check(const struct rdma_cm_id *id)
+{
+	for (const struct cm_id *i = cm.ids; i; i = i->next)
+		if (&i->id == id)
+			return i->destroying ? -EINVAL : i->orphan ? -EBADF : 0;
+	return -EINVAL;
+}
+
+/* Contract: see cm.h. */
+int cm_lock_id(struct rdma_cm_id *id)
+{
+	int ret;
+
+	pthread_mutex_lock(&cm.lock);
+	ret = cm_id_check(id);
+	if (ret)
+		pthread_mutex_unlock(&cm.lock);
+	return ret;
+}
+
+/* Contract: see cm.h. */
 int cm_id_attach_dev(struct cm_id *cid, struct cm_dev *d)
 {
 	struct ibv_pd *pd;
@@ -434,31 +455,39 @@ CM_EXPORT int rdma_create_id(struct rdma_event_channel *channel, struct rdma_cm_
 			return cm_ret(ret);
 	}
 	pthread_mutex_lock(&cm.lock);
-	ret = cm_id_alloc(c, context, ps, qpt, &cid);
+	if (channel && !cm_channel_live(c))
+		ret = -EBADF; /* destroyed */
+	else
+		ret = cm_id_alloc(c, context, ps, qpt, &cid);
+	if (ret && !channel)
+		cm_channel_free(c);
 	pthread_mutex_unlock(&cm.lock);
-	if (ret) {
-		if (!channel)
-			cm_channel_free(c);
+	if (ret)
 		return cm_ret(ret);
-	}
 	*id = &cid->id;
 	return 0;
 }
 
+/* An orphan (its channel destroyed) is freed too: only a stale or foreign id fails. */
 CM_EXPORT int rdma_destroy_id(struct rdma_cm_id *id)
 {
 	struct cm_id *cid = cm_id_of(id);
-	struct cm_channel *priv = NULL;
+	int ret;
 
-	if (!id)
-		return cm_ret(-EINVAL);
+	pthread_mutex_lock(&cm.lock);
+	ret = cm_id_check(id);
+	if (ret == -EINVAL) {
+		pthread_mutex_unlock(&cm.lock);
+		return cm_ret(ret);
+	}
+	cid->destroying = true; /* a second destroy from here on is EINVAL */
 	if (id->event) {
-		cm_ack_event(id->event);
+		cm_ack_event_locked(id->event);
 		id->event = NULL;
 	}
-	pthread_mutex_lock(&cm.lock);
 	cid->state = CMA_DESTROYING;
-	cm_drop_events(cid); /* a listener's queued requests are refused here */
+	if (!cid->orphan)
+		cm_drop_events(cid); /* a listener's queued requests are refused here */
 	cm_id_abort(cid);
 	for (struct cm_id *o = cm.ids; o; o = o->next)
 		if (o->listener == cid)
@@ -466,11 +495,10 @@ CM_EXPORT int rdma_destroy_id(struct rdma_cm_id *id)
 	pthread_mutex_unlock(&cm.lock);
 	cm_wait_acked(cid);
 	pthread_mutex_lock(&cm.lock);
-	if (cid->sync && cm_chan_of(id)->private_sync)
-		priv = cm_chan_of(id);
+	if (cid->sync && !cid->orphan && cm_chan_of(id)->private_sync)
+		cm_channel_free(cm_chan_of(id));
 	cm_id_free(cid);
 	pthread_mutex_unlock(&cm.lock);
-	cm_channel_free(priv);
 	return 0;
 }
 
@@ -478,9 +506,11 @@ CM_EXPORT int rdma_bind_addr(struct rdma_cm_id *id, struct sockaddr *addr)
 {
 	int ret;
 
-	if (!id || !cm_family_ok(addr))
+	if (!cm_family_ok(addr))
 		return cm_ret(-EINVAL);
-	pthread_mutex_lock(&cm.lock);
+	ret = cm_lock_id(id);
+	if (ret)
+		return cm_ret(ret);
 	ret = do_bind(cm_id_of(id), addr);
 	pthread_mutex_unlock(&cm.lock);
 	return cm_ret(ret);
@@ -491,13 +521,15 @@ CM_EXPORT int rdma_resolve_addr(struct rdma_cm_id *id, struct sockaddr *src_addr
 {
 	struct cm_id *cid = cm_id_of(id);
 	struct sockaddr_storage any;
-	int ret = 0;
+	int ret;
 
 	(void)timeout_ms; /* no ARP: resolution is immediate */
-	if (!id || !cm_family_ok(dst_addr) || (src_addr && !cm_family_ok(src_addr)) ||
+	if (!cm_family_ok(dst_addr) || (src_addr && !cm_family_ok(src_addr)) ||
 	    (src_addr && src_addr->sa_family != dst_addr->sa_family))
 		return cm_ret(-EINVAL);
-	pthread_mutex_lock(&cm.lock);
+	ret = cm_lock_id(id);
+	if (ret)
+		return cm_ret(ret);
 	if (cid->state == CMA_IDLE) {
 		if (!src_addr) {
 			any_of(dst_addr, &any);
@@ -550,12 +582,12 @@ static void build_route(struct cm_id *cid)
 CM_EXPORT int rdma_resolve_route(struct rdma_cm_id *id, int timeout_ms)
 {
 	struct cm_id *cid = cm_id_of(id);
-	int ret = 0;
+	int ret;
 
 	(void)timeout_ms;
-	if (!id)
-		return cm_ret(-EINVAL);
-	pthread_mutex_lock(&cm.lock);
+	ret = cm_lock_id(id);
+	if (ret)
+		return cm_ret(ret);
 	if (cid->state != CMA_ADDR_RESOLVED) {
 		ret = -EINVAL;
 	} else {
@@ -574,11 +606,10 @@ CM_EXPORT int rdma_listen(struct rdma_cm_id *id, int backlog)
 {
 	struct cm_id *cid = cm_id_of(id);
 	struct sockaddr_in any = {.sin_family = AF_INET};
-	int ret = 0;
+	int ret = cm_lock_id(id);
 
-	if (!id)
-		return cm_ret(-EINVAL);
-	pthread_mutex_lock(&cm.lock);
+	if (ret)
+		return cm_ret(ret);
 	if (cid->state == CMA_IDLE)
 		ret = do_bind(cid, (struct sockaddr *)&any);
 	if (!ret && cid->state != CMA_ADDR_BOUND)
@@ -654,9 +685,11 @@ CM_EXPORT int rdma_set_option(struct rdma_cm_id *id, int level, int optname, voi
 {
 	int ret;
 
-	if (!id || !optval)
+	if (!optval)
 		return cm_ret(-EINVAL);
-	pthread_mutex_lock(&cm.lock);
+	ret = cm_lock_id(id);
+	if (ret)
+		return cm_ret(ret);
 	ret = set_option(cm_id_of(id), level, optname, optval, optlen);
 	pthread_mutex_unlock(&cm.lock);
 	if (!ret && level == RDMA_OPTION_IB && cm_id_of(id)->sync)
@@ -668,13 +701,18 @@ CM_EXPORT int rdma_migrate_id(struct rdma_cm_id *id, struct rdma_event_channel *
 {
 	struct cm_id *cid = cm_id_of(id);
 	struct cm_channel *to = (struct cm_channel *)channel, *old;
-	int ret;
+	int ret = cm_lock_id(id);
 
-	if (!id)
-		return cm_ret(-EINVAL);
+	if (ret)
+		return cm_ret(ret);
+	if (to && !cm_channel_live(to))
+		ret = -EBADF;
+	else if (!to && cid->sync)
+		ret = -EINVAL;
+	pthread_mutex_unlock(&cm.lock);
+	if (ret)
+		return cm_ret(ret);
 	if (!to) {
-		if (cid->sync)
-			return cm_ret(-EINVAL);
 		ret = cm_channel_create(true, &to);
 		if (ret)
 			return cm_ret(ret);
@@ -690,7 +728,10 @@ CM_EXPORT int rdma_migrate_id(struct rdma_cm_id *id, struct rdma_event_channel *
 	cid->sync = to->private_sync;
 	pthread_mutex_unlock(&cm.lock);
 	cm_wait_acked(cid);
-	if (old->private_sync && old != to)
+	if (old->private_sync && old != to) {
+		pthread_mutex_lock(&cm.lock);
 		cm_channel_free(old);
+		pthread_mutex_unlock(&cm.lock);
+	}
 	return 0;
 }

@@ -103,33 +103,51 @@ CM_EXPORT int rdma_leave_multicast(struct rdma_cm_id *id, struct sockaddr *addr)
 
 CM_EXPORT int rdma_set_local_ece(struct rdma_cm_id *id, struct ibv_ece *ece)
 {
-	if (!id || !ece || id->qp || !ece->vendor_id || ece->comp_mask)
+	int ret;
+
+	if (!ece || !ece->vendor_id || ece->comp_mask)
 		return cm_ret(-EINVAL);
-	pthread_mutex_lock(&cm.lock);
-	cm_id_of(id)->local_ece = *ece;
+	ret = cm_lock_id(id);
+	if (ret)
+		return cm_ret(ret);
+	if (id->qp)
+		ret = -EINVAL;
+	else
+		cm_id_of(id)->local_ece = *ece;
 	pthread_mutex_unlock(&cm.lock);
-	return 0;
+	return cm_ret(ret);
 }
 
 CM_EXPORT int rdma_get_remote_ece(struct rdma_cm_id *id, struct ibv_ece *ece)
 {
-	if (!id || !ece || id->qp)
+	int ret;
+
+	if (!ece)
 		return cm_ret(-EINVAL);
-	pthread_mutex_lock(&cm.lock);
-	*ece = cm_id_of(id)->remote_ece;
-	ece->comp_mask = 0;
+	ret = cm_lock_id(id);
+	if (ret)
+		return cm_ret(ret);
+	if (id->qp) {
+		ret = -EINVAL;
+	} else {
+		*ece = cm_id_of(id)->remote_ece;
+		ece->comp_mask = 0;
+	}
 	pthread_mutex_unlock(&cm.lock);
-	return 0;
+	return cm_ret(ret);
 }
 
 CM_EXPORT int rdma_write_cm_event(struct rdma_cm_id *id, enum rdma_cm_event_type event, int status,
 				  uint64_t arg)
 {
 	struct cm_event *e;
+	int ret;
 
-	if (!id || event != RDMA_CM_EVENT_USER)
+	if (event != RDMA_CM_EVENT_USER)
 		return cm_ret(-EINVAL);
-	pthread_mutex_lock(&cm.lock);
+	ret = cm_lock_id(id);
+	if (ret)
+		return cm_ret(ret);
 	e = cm_queue_event(cm_id_of(id), event, status, NULL, 0);
 	if (e)
 		e->ev.param.arg = arg;
@@ -144,11 +162,11 @@ CM_EXPORT int rdma_resolve_addrinfo(struct rdma_cm_id *id, const char *node, con
 	struct rdma_addrinfo *ai = NULL;
 	int ret;
 
-	if (!id)
-		return cm_ret(-EINVAL);
 	if (hints && (hints->ai_flags & RAI_SA))
 		return cm_ret(-ENOTSUP);
-	pthread_mutex_lock(&cm.lock);
+	ret = cm_lock_id(id);
+	if (ret)
+		return cm_ret(ret);
 	if (cid->ai_pending) {
 		pthread_mutex_unlock(&cm.lock);
 		return cm_ret(-EBUSY);
@@ -172,11 +190,13 @@ CM_EXPORT int rdma_resolve_addrinfo(struct rdma_cm_id *id, const char *node, con
 CM_EXPORT int rdma_query_addrinfo(struct rdma_cm_id *id, struct rdma_addrinfo **info)
 {
 	struct cm_id *cid = cm_id_of(id);
-	int ret = 0;
+	int ret;
 
-	if (!id || !info)
+	if (!info)
 		return cm_ret(-EINVAL);
-	pthread_mutex_lock(&cm.lock);
+	ret = cm_lock_id(id);
+	if (ret)
+		return cm_ret(ret);
 	if (!cid->ai_pending || !cid->pending_ai) {
 		ret = -ENOENT;
 	} else {

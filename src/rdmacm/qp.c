@@ -251,9 +251,11 @@ CM_EXPORT int rdma_create_qp_ex(struct rdma_cm_id *id, struct ibv_qp_init_attr_e
 {
 	int ret;
 
-	if (!id || !attr)
+	if (!attr)
 		return cm_ret(-EINVAL);
-	pthread_mutex_lock(&cm.lock);
+	ret = cm_lock_id(id);
+	if (ret)
+		return cm_ret(ret);
 	ret = create_qp_ex(cm_id_of(id), attr);
 	pthread_mutex_unlock(&cm.lock);
 	return cm_ret(ret);
@@ -265,13 +267,15 @@ CM_EXPORT int rdma_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd,
 	struct ibv_qp_init_attr_ex ax;
 	int ret;
 
-	if (!id || !qp_init_attr)
+	if (!qp_init_attr)
 		return cm_ret(-EINVAL);
 	memset(&ax, 0, sizeof(ax));
 	memcpy(&ax, qp_init_attr, sizeof(*qp_init_attr));
 	ax.comp_mask = IBV_QP_INIT_ATTR_PD;
+	ret = cm_lock_id(id);
+	if (ret)
+		return cm_ret(ret);
 	ax.pd = pd ? pd : id->pd;
-	pthread_mutex_lock(&cm.lock);
 	ret = create_qp_ex(cm_id_of(id), &ax);
 	pthread_mutex_unlock(&cm.lock);
 	if (ret)
@@ -285,9 +289,11 @@ CM_EXPORT int rdma_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd,
 
 CM_EXPORT void rdma_destroy_qp(struct rdma_cm_id *id)
 {
-	if (!id)
-		return;
 	pthread_mutex_lock(&cm.lock);
+	if (cm_id_check(id) == -EINVAL) { /* an orphan's QP can still go */
+		pthread_mutex_unlock(&cm.lock);
+		return;
+	}
 	if (id->qp)
 		ibv_destroy_qp(id->qp);
 	id->qp = NULL;
@@ -301,9 +307,11 @@ CM_EXPORT int rdma_init_qp_attr(struct rdma_cm_id *id, struct ibv_qp_attr *qp_at
 {
 	int ret;
 
-	if (!id || !qp_attr || !qp_attr_mask)
+	if (!qp_attr || !qp_attr_mask)
 		return cm_ret(-EINVAL);
-	pthread_mutex_lock(&cm.lock);
+	ret = cm_lock_id(id);
+	if (ret)
+		return cm_ret(ret);
 	ret = cm_init_qp_attr(cm_id_of(id), qp_attr, qp_attr_mask);
 	pthread_mutex_unlock(&cm.lock);
 	return cm_ret(ret);
@@ -337,9 +345,11 @@ CM_EXPORT int rdma_create_srq_ex(struct rdma_cm_id *id, struct ibv_srq_init_attr
 {
 	int ret;
 
-	if (!id || !attr)
+	if (!attr)
 		return cm_ret(-EINVAL);
-	pthread_mutex_lock(&cm.lock);
+	ret = cm_lock_id(id);
+	if (ret)
+		return cm_ret(ret);
 	ret = create_srq(cm_id_of(id), attr);
 	pthread_mutex_unlock(&cm.lock);
 	return cm_ret(ret);
@@ -351,15 +361,17 @@ CM_EXPORT int rdma_create_srq(struct rdma_cm_id *id, struct ibv_pd *pd,
 	struct ibv_srq_init_attr_ex ax;
 	int ret;
 
-	if (!id || !attr)
+	if (!attr)
 		return cm_ret(-EINVAL);
 	memset(&ax, 0, sizeof(ax));
 	ax.srq_context = attr->srq_context;
 	ax.attr = attr->attr;
 	ax.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD;
 	ax.srq_type = IBV_SRQT_BASIC;
+	ret = cm_lock_id(id);
+	if (ret)
+		return cm_ret(ret);
 	ax.pd = pd ? pd : id->pd;
-	pthread_mutex_lock(&cm.lock);
 	ret = create_srq(cm_id_of(id), &ax);
 	pthread_mutex_unlock(&cm.lock);
 	if (!ret)
@@ -369,9 +381,11 @@ CM_EXPORT int rdma_create_srq(struct rdma_cm_id *id, struct ibv_pd *pd,
 
 CM_EXPORT void rdma_destroy_srq(struct rdma_cm_id *id)
 {
-	if (!id)
-		return;
 	pthread_mutex_lock(&cm.lock);
+	if (cm_id_check(id) == -EINVAL) { /* an orphan's SRQ can still go */
+		pthread_mutex_unlock(&cm.lock);
+		return;
+	}
 	if (id->srq)
 		ibv_destroy_srq(id->srq);
 	id->srq = NULL;
