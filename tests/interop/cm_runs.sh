@@ -31,9 +31,9 @@ cm_listening_h() {
 	h_exec cat /proc/net/udp | awk -v a="$hex" '$2 == a { f = 1 } END { exit !f }'
 }
 
-# cm_rejected FILE: a client's output says no one listened (yet)
+# cm_rejected FILE...: a client's output says no one listened (yet)
 cm_rejected() {
-	grep -qE 'REJECTED(;|,) error:? 8|Connection refused' "$1"
+	grep -qsE 'REJECTED(;|,) error:? 8|Connection refused' "$@"
 }
 
 # cm_pair_again TOOL: perftest -R connects twice, its control connection,
@@ -114,14 +114,14 @@ cm_run() {
 				ip netns exec "$NS" env -i "${env[@]}" timeout -s KILL "$RUN_LIMIT" $hcmd \
 					>"$d/host.out" 2>"$d/host.err" </dev/null
 				hrc=$?
-				[ "$hrc" != 0 ] && cm_rejected "$d/host.out" || break
+				[ "$hrc" != 0 ] && cm_rejected "$d/host.out" "$d/host.err" || break
 				cat "$d/host.out" "$d/host.err" >>"$d/host.rejected"
 				cm_pair_again "$1" && break
 				sleep 2
 			done
 			i=$RUN_LIMIT
 			[ "$hrc" = 0 ] || i=10
-			if [ "$hrc" != 0 ] && [ $a -lt 4 ] && cm_pair_again "$1" && cm_rejected "$d/host.out"; then
+			if [ "$hrc" != 0 ] && [ $a -lt 4 ] && cm_pair_again "$1" && cm_rejected "$d/host.out" "$d/host.err"; then
 				g_kill "$job"
 				g_wait "$job" 10 "$d/guest.out"
 				echo "# $name: the client was rejected after perftest's control connection; the pair again"

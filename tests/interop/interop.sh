@@ -96,8 +96,16 @@ H_TO_G=$G4 G_TO_H=$H4
 
 # GID indexes, per GID mode (runs.sh), of the address each side uses
 g_run 30 "$RUNS/rxe.devinfo" "ibv_devinfo -v -d rxe0"
-g_run 10 "$RUNS/rxe.ll" "ip -6 -o addr show dev eth0 scope link"
-GLL=$(awk '{ sub(/\/.*/, "", $4); print $4; exit }' "$RUNS/rxe.ll")
+# the guest's link-local address, once it is configured and past duplicate
+# address detection (a tentative one is no GID yet; it took a few seconds
+# of the emulated guest after its agent came up)
+GLL=''
+for ((i = 0; i < 30; i++)); do
+	g_run 10 "$RUNS/rxe.ll" "ip -6 -o addr show dev eth0 scope link"
+	GLL=$(awk '!/tentative/ { sub(/\/.*/, "", $4); print $4; exit }' "$RUNS/rxe.ll")
+	[ -n "$GLL" ] && break
+	sleep 1
+done
 HLL=$(h_exec ip -6 -o addr show dev "$TAP" scope link | awk '{ sub(/\/.*/, "", $4); print $4; exit }')
 GADDR=([v4]=$G4 [v6]=$G6 [rxe-v4]=$G4 [rxe-ll]=$GLL)
 HADDR=([v4]=$H4 [v6]=$H6 [rxe-v4]=$H4 [rxe-ll]=$HLL)

@@ -44,13 +44,17 @@ vm_net() {
 	ip netns add "$NS" || return 1
 	h_exec ip link set lo up &&
 		h_exec ip tuntap add dev "$TAP" mode tap &&
+		h_exec sysctl -qw "net.ipv6.conf.$TAP.accept_dad=0" &&
 		h_exec ip addr add "$H4/24" dev "$TAP" &&
 		h_exec ip -6 addr add "$H6/64" dev "$TAP" nodad &&
 		h_exec ip link set "$TAP" txqueuelen 10000 &&
 		h_exec ip link set "$TAP" up &&
 		h_exec ip neigh replace "$G4" lladdr "$G_MAC" dev "$TAP" nud permanent &&
 		h_exec ip -6 neigh replace "$G6" lladdr "$G_MAC" dev "$TAP" nud permanent
-	# A deep queue, and the guest's addresses resolved for good: a burst of
+	# No duplicate address detection: the link-local address is usable at
+	# once (a tentative one cannot be bound, and the rxe-ll GID runs were
+	# skipped when the device opened during the detection). A deep queue,
+	# and the guest's addresses resolved for good: a burst of
 	# UD sends, which nothing paces, overflowed the default queue of 1000
 	# (the emulated guest reads the tap slowly), or, sent while neighbour
 	# discovery for fd77::2 was pending, the 92 packets the kernel keeps for
