@@ -24,7 +24,7 @@ static const char *const vars[] = {
 	"SOFTVERBS_MTU",	  "SOFTVERBS_CC_DMA_BOUNCE", "SOFTVERBS_CC_HEAP",
 	"SOFTVERBS_BUSY_POLL",	  "SOFTVERBS_STATS",	     "SOFTVERBS_FAULT",
 	"SOFTVERBS_PROGRESS_CPU", "SOFTVERBS_SHM",	     "SOFTVERBS_GID_TABLE",
-	"SOFTVERBS_LINK_LAYER",
+	"SOFTVERBS_LINK_LAYER",	  "SOFTVERBS_SPIN_US",
 };
 
 static void clear_env(void)
@@ -168,6 +168,10 @@ static void case_malformed(void)
 		{"SOFTVERBS_LINK_LAYER", "infiniband"},
 		{"SOFTVERBS_LINK_LAYER", "ethernet"},
 		{"SOFTVERBS_LINK_LAYER", "ib "},
+		{"SOFTVERBS_SPIN_US", ""},
+		{"SOFTVERBS_SPIN_US", "-1"},
+		{"SOFTVERBS_SPIN_US", "1000001"},
+		{"SOFTVERBS_SPIN_US", "200us"},
 		{"SOFTVERBS_PROGRESS_CPU", ""},
 		{"SOFTVERBS_PROGRESS_CPU", "-1"},
 		{"SOFTVERBS_PROGRESS_CPU", "cpu0"},

@@ -32,18 +32,6 @@ enum {
 	SIZE = 64
 };
 
-/* Spin on the CQ (never sleeping) for one successful completion. */
-static int spin_one(struct ibv_cq *cq, uint64_t deadline_ms)
-{
-	struct ibv_wc wc;
-	int n;
-
-	while ((n = ibv_poll_cq(cq, 1, &wc)) == 0)
-		if (t_ms() > deadline_ms)
-			return -1;
-	return n == 1 && wc.status == IBV_WC_SUCCESS ? 0 : -1;
-}
-
 /* The same through the ibv_cq_ex iterator (ibv_start_poll until not ENOENT). */
 static int spin_one_ex(struct ibv_cq_ex *cq, uint64_t deadline_ms)
 {
@@ -64,7 +52,7 @@ static struct ibv_cq_ex *cqx[2]; /* set: the endpoints' CQs are extended CQs */
 
 static int wait_cq(struct t_ep *e, int i, uint64_t deadline_ms)
 {
-	return cqx[i] ? spin_one_ex(cqx[i], deadline_ms) : spin_one(e->cq, deadline_ms);
+	return cqx[i] ? spin_one_ex(cqx[i], deadline_ms) : t_spin_one(e->cq, deadline_ms);
 }
 
 /* a sends to b: b's receive and a's send complete (one CQ per endpoint). */

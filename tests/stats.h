@@ -42,6 +42,7 @@ struct t_stats {
 	unsigned long long link_tx, link_rx, link_in, link_corrupt; /* same-host link */
 	/* resent packets, socket overflows, budget waits, probes, timer deferrals */
 	unsigned long long resent, sock_ovfl, budget_waits, probes, deferrals;
+	unsigned long long sleeps; /* the progress thread's sleeps in poll(2) */
 	int lines; /* T_STATS_* bits of the lines seen */
 };
 
@@ -54,7 +55,8 @@ enum {
 	T_STATS_WC = 32,
 	T_STATS_LINK = 64,
 	T_STATS_RESENT = 128, /* resent pkts, socket overflows, budget waits, probes, deferrals */
-	T_STATS_ALL = 255,
+	T_STATS_PROGRESS = 256, /* progress thread: sleeps */
+	T_STATS_ALL = 511,
 };
 
 /* Adds the device reports in `text` to *s; returns how many there were. */
@@ -137,6 +139,9 @@ static inline int t_stats_parse(const char *text, struct t_stats *s)
 			s->probes += v[3];
 			s->deferrals += v[4];
 			s->lines |= T_STATS_RESENT;
+		} else if (sscanf(p, "softverbs:   progress thread: sleeps %llu", &v[0]) == 1) {
+			s->sleeps += v[0];
+			s->lines |= T_STATS_PROGRESS;
 		}
 	}
 	return reports;

@@ -229,6 +229,22 @@ static inline int t_poll(struct ibv_cq *cq, struct ibv_wc *wc, int n, int timeou
 	return got;
 }
 
+/*
+ * Spin on `cq` (ibv_poll_cq yields when empty, never sleeping) for one
+ * completion until t_ms() passes `deadline_ms`: 0 if it came and
+ * succeeded, -1 otherwise.
+ */
+static inline int t_spin_one(struct ibv_cq *cq, uint64_t deadline_ms)
+{
+	struct ibv_wc wc;
+	int n;
+
+	while ((n = ibv_poll_cq(cq, 1, &wc)) == 0)
+		if (t_ms() > deadline_ms)
+			return -1;
+	return n == 1 && wc.status == IBV_WC_SUCCESS ? 0 : -1;
+}
+
 /* Post one work request with one SGE into the endpoint's own buffer. */
 static inline int t_post(struct t_ep *e, enum ibv_wr_opcode op, uint64_t wr_id, size_t off,
 			 uint32_t len, uint64_t raddr, uint32_t rkey, int flags)

@@ -54,6 +54,7 @@ enum {
 	SW_MAX_RES_RD_ATOM = SW_MAX_QP_RD_ATOM * SW_MAX_QP,
 	SW_MAX_PKEYS = 1,
 	SW_UDP_PORT = 4791,
+	SW_SPIN_US_DEFAULT = 200, /* SOFTVERBS_SPIN_US; see docs/performance.md */
 	SW_VENDOR_ID = 0xFFFFFF, /* not Mellanox (0x02c9), not Amazon (0x1d0f) */
 	SW_VENDOR_PART_ID = 0,
 	SW_HW_VER = 1,
@@ -96,6 +97,7 @@ struct sw_config {
 	bool cc_dma_bounce; /* SOFTVERBS_CC_DMA_BOUNCE */
 	enum sw_cc_heap cc_heap; /* SOFTVERBS_CC_HEAP */
 	bool busy_poll; /* SOFTVERBS_BUSY_POLL */
+	uint32_t spin_us; /* SOFTVERBS_SPIN_US: polling after the last work, then sleep */
 	int progress_cpu; /* SOFTVERBS_PROGRESS_CPU; -1 = not pinned */
 	bool stats; /* SOFTVERBS_STATS: counters at exit */
 	bool shm; /* SOFTVERBS_SHM: same-host link (default 1) */

@@ -247,25 +247,45 @@ static bool cfg_parse_uint(const char *s, unsigned long min, unsigned long max, 
 	return true;
 }
 
+/*
+ * Contract: the decimal number in variable `name`, from `min` to `max`,
+ * into *out, which keeps its value when the variable is unset or
+ * malformed (then recorded with `what`, the kind of number expected).
+ */
+static void cfg_load_uint(struct sw_config *cfg, const char *name, unsigned long min,
+			  unsigned long max, const char *what, unsigned long *out)
+{
+	const char *v = getenv(name);
+	char q[52];
+
+	if (v && !cfg_parse_uint(v, min, max, out)) {
+		cfg_quote(q, sizeof(q), v);
+		cfg_fail(cfg, "%s=\"%s\" is invalid: expected %s from %lu to %lu", name, q, what,
+			 min, max);
+	}
+}
+
 /* Contract: SOFTVERBS_UDP_PORT into cfg->udp_port (default 4791). */
 static void cfg_load_udp_port(struct sw_config *cfg)
 {
-	const char *v = getenv("SOFTVERBS_UDP_PORT");
-	unsigned long port;
-	char q[52];
+	unsigned long port = SW_UDP_PORT;
 
-	cfg->udp_port = SW_UDP_PORT;
-	if (!v)
-		return;
-	if (!cfg_parse_uint(v, 1, 65535, &port)) {
-		cfg_quote(q, sizeof(q), v);
-		cfg_fail(cfg,
-			 "SOFTVERBS_UDP_PORT=\"%s\" is invalid: expected a decimal port "
-			 "number from 1 to 65535",
-			 q);
-		return;
-	}
+	cfg_load_uint(cfg, "SOFTVERBS_UDP_PORT", 1, 65535, "a decimal port number", &port);
 	cfg->udp_port = (uint16_t)port;
+}
+
+/*
+ * Contract: SOFTVERBS_SPIN_US into cfg->spin_us (default SW_SPIN_US_DEFAULT):
+ * how long the progress thread keeps polling after its last work before
+ * it sleeps; 0 to 1000000 microseconds.
+ */
+static void cfg_load_spin_us(struct sw_config *cfg)
+{
+	unsigned long us = SW_SPIN_US_DEFAULT;
+
+	cfg_load_uint(cfg, "SOFTVERBS_SPIN_US", 0, 1000000, "a decimal number of microseconds",
+		      &us);
+	cfg->spin_us = (uint32_t)us;
 }
 
 /*
@@ -433,6 +453,7 @@ void sw_config_load(struct sw_config *cfg)
 	cfg_load_bool(cfg, "SOFTVERBS_CC_DMA_BOUNCE", &cfg->cc_dma_bounce, false);
 	cfg_load_heap(cfg);
 	cfg_load_bool(cfg, "SOFTVERBS_BUSY_POLL", &cfg->busy_poll, false);
+	cfg_load_spin_us(cfg);
 	cfg_load_progress_cpu(cfg);
 	cfg_load_bool(cfg, "SOFTVERBS_STATS", &cfg->stats, false);
 	cfg_load_bool(cfg, "SOFTVERBS_SHM", &cfg->shm, true);

@@ -34,6 +34,7 @@ static void engine_config(struct sw_engine *eng)
 	const struct sw_config *cfg = &eng->dev->cfg;
 
 	eng->busy_poll = cfg->busy_poll;
+	eng->spin_ns = (uint64_t)cfg->spin_us * 1000;
 	sw_fault_init(&eng->fault, &cfg->fault);
 }
 
@@ -117,6 +118,7 @@ static void engine_report(struct sw_engine *eng)
 		"softverbs:   retransmits %llu timeouts %llu duplicates %llu tx_again %llu\n"
 		"softverbs:   resent pkts %llu, socket overflows %llu, budget waits %llu, probes %llu, "
 		"timer deferrals %llu\n"
+		"softverbs:   progress thread: sleeps %llu\n"
 		"softverbs:   naks rx seq %llu rnr %llu err %llu, tx seq %llu rnr %llu err %llu\n"
 		"softverbs:   drops malformed %llu icrc %llu no_qp %llu state %llu qkey %llu "
 		"no_recv %llu out_of_window %llu\n"
@@ -131,19 +133,20 @@ static void engine_report(struct sw_engine *eng)
 		(unsigned long long)c->duplicates, (unsigned long long)c->tx_again,
 		(unsigned long long)c->resent_pkts, (unsigned long long)c->sock_overflows,
 		(unsigned long long)c->budget_waits, (unsigned long long)c->probes,
-		(unsigned long long)c->timer_deferrals, (unsigned long long)c->seq_naks_rx,
-		(unsigned long long)c->rnr_naks_rx, (unsigned long long)c->err_naks_rx,
-		(unsigned long long)c->seq_naks_tx, (unsigned long long)c->rnr_naks_tx,
-		(unsigned long long)c->err_naks_tx, (unsigned long long)c->drops_malformed,
-		(unsigned long long)c->drops_icrc, (unsigned long long)c->drops_no_qp,
-		(unsigned long long)c->drops_state, (unsigned long long)c->drops_qkey,
-		(unsigned long long)c->drops_no_recv, (unsigned long long)c->drops_out_of_window,
-		(unsigned long long)c->fault_drops, (unsigned long long)c->fault_dups,
-		(unsigned long long)c->fault_reorders, (unsigned long long)eng->dev->wc_errors,
-		(unsigned long long)eng->dev->wc_flushed, (unsigned long long)c->shm_tx_pkts,
-		(unsigned long long)c->shm_rx_pkts, (unsigned long long)c->shm_links,
-		(unsigned long long)c->shm_corrupt, (unsigned long long)c->rx_ip_id,
-		(unsigned long long)c->drops_ip_id, (unsigned long long)c->ip_id_random);
+		(unsigned long long)c->timer_deferrals, (unsigned long long)c->sleeps,
+		(unsigned long long)c->seq_naks_rx, (unsigned long long)c->rnr_naks_rx,
+		(unsigned long long)c->err_naks_rx, (unsigned long long)c->seq_naks_tx,
+		(unsigned long long)c->rnr_naks_tx, (unsigned long long)c->err_naks_tx,
+		(unsigned long long)c->drops_malformed, (unsigned long long)c->drops_icrc,
+		(unsigned long long)c->drops_no_qp, (unsigned long long)c->drops_state,
+		(unsigned long long)c->drops_qkey, (unsigned long long)c->drops_no_recv,
+		(unsigned long long)c->drops_out_of_window, (unsigned long long)c->fault_drops,
+		(unsigned long long)c->fault_dups, (unsigned long long)c->fault_reorders,
+		(unsigned long long)eng->dev->wc_errors, (unsigned long long)eng->dev->wc_flushed,
+		(unsigned long long)c->shm_tx_pkts, (unsigned long long)c->shm_rx_pkts,
+		(unsigned long long)c->shm_links, (unsigned long long)c->shm_corrupt,
+		(unsigned long long)c->rx_ip_id, (unsigned long long)c->drops_ip_id,
+		(unsigned long long)c->ip_id_random);
 }
 
 /* Contract: end the progress thread and wait for it, once. */
@@ -292,6 +295,7 @@ int sw_transport_qp_init(struct sw_qp *qp)
 			goto nomem;
 	}
 	qp->req->window = SW_WINDOW_INIT;
+	qp->req->acked_since_cut = SW_WINDOW_MAX; /* the first loss is an isolated one */
 	if (engine_activate(eng, qp))
 		goto nomem;
 	return 0;
@@ -330,6 +334,7 @@ static void transport_reset(struct sw_qp *qp)
 
 	memset(req, 0, sizeof(*req));
 	req->window = SW_WINDOW_INIT;
+	req->acked_since_cut = SW_WINDOW_MAX;
 	req->send_idx = req->started_idx = qp->sq.cons;
 	memset(resp, 0, sizeof(*resp));
 	resp->wqe = wqe;

@@ -9,10 +9,14 @@
  * copies it queued on CPU_ID placement workers (place_worker.c), sends
  * the ACKs owed, and runs the retransmit and RNR timers.
  *
- * Idle, it sleeps in poll(2) until a packet, a wake-up or the next timer
- * (at most 100 ms), so it costs nothing measurable. With
- * SOFTVERBS_BUSY_POLL=1 it spins instead, for latency, calling
- * sched_yield(2) between empty polls.
+ * While traffic flows it polls: for SOFTVERBS_SPIN_US (default 200 us)
+ * after the last packet or post it received it keeps looking, calling
+ * sched_yield(2) between empty polls, so that the next packet of a
+ * ping-pong or a stream finds it awake instead of paying a cross-CPU
+ * wake-up (tens of microseconds on a VM). Idle longer than that, it
+ * sleeps in poll(2) until a packet, a wake-up or the next timer (at most
+ * 100 ms), so it costs nothing measurable. With SOFTVERBS_BUSY_POLL=1 it
+ * never sleeps.
  */
 #define _GNU_SOURCE
 #include <sched.h>
@@ -436,7 +440,7 @@ void *sw_progress_main(void *arg)
 {
 	struct sw_engine *eng = arg;
 	struct rx_batch *b = eng->rx;
-	uint64_t next_timer = 0;
+	uint64_t next_timer = 0, worked_ns = 0; /* when it last had work */
 	unsigned int busy = 0; /* nonempty batches since the timers last ran */
 
 	sem_post(&eng->started);
@@ -448,6 +452,8 @@ void *sw_progress_main(void *arg)
 		if (atomic_load_explicit(&eng->budget.nwait, memory_order_relaxed))
 			sw_budget_serve(eng);
 		now = sw_now_ns();
+		if (n > 0)
+			worked_ns = now;
 
 		/*
 		 * Timers only once the socket is empty: after a stall (this
@@ -468,7 +474,7 @@ void *sw_progress_main(void *arg)
 		}
 		if (n > 0)
 			continue;
-		if (eng->busy_poll) {
+		if (eng->busy_poll || now - worked_ns < eng->spin_ns) {
 			/*
 			 * Spin, but let another thread that waits for this core
 			 * run: with more busy threads than cores (two processes
@@ -476,8 +482,10 @@ void *sw_progress_main(void *arg)
 			 * a spinner that never yields holds its core for a whole
 			 * time slice. Alone on its core, sched_yield returns at once.
 			 */
-			if (atomic_exchange(&eng->wake_pending, false))
+			if (atomic_exchange(&eng->wake_pending, false)) {
 				next_timer = 0; /* someone armed a timer or queued work */
+				worked_ns = now;
+			}
 			sched_yield();
 			continue;
 		}
@@ -505,8 +513,10 @@ void *sw_progress_main(void *arg)
 			atomic_store(&eng->sleeping, false);
 			sw_shm_sleep_end(eng);
 			next_timer = 0; /* someone armed a timer or queued work */
+			worked_ns = now;
 			continue;
 		}
+		atomic_fetch_add_explicit(&eng->cnt.sleeps, 1, memory_order_relaxed);
 		ready = poll(pfd, (nfds_t)(3 + nshm), ms);
 		atomic_store(&eng->sleeping, false);
 		sw_shm_sleep_end(eng);
@@ -522,6 +532,7 @@ void *sw_progress_main(void *arg)
 				(void)0;
 			atomic_store(&eng->wake_pending, false);
 			next_timer = 0; /* someone armed a timer or queued work */
+			worked_ns = sw_now_ns();
 		}
 	}
 	rx_flush_acks(b); /* what a last deferred batch still owes */

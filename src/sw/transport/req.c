@@ -14,7 +14,7 @@
  * timer unless a packet really was lost. The timer runs while anything
  * is unacknowledged; on expiry, or on a sequence NAK, the requester goes
  * back to the PSN the peer is missing (go-back-N) and halves its window,
- * never below one message (sw_req_cut); each window's worth of packets
+ * never below one message after an isolated loss (sw_req_cut); each window's worth of packets
  * acknowledged grows it by one packet (sw_req_grow). Each consecutive
  * expiry doubles the timeout (at most 8x) until the peer acknowledges
  * something.
@@ -453,6 +453,8 @@ void sw_req_grow(struct sw_qp *qp, uint32_t n)
 	struct sw_req *req = qp->req;
 
 	req->grow_acc += n;
+	req->acked_since_cut =
+		n < SW_WINDOW_MAX - req->acked_since_cut ? req->acked_since_cut + n : SW_WINDOW_MAX;
 	while (req->grow_acc >= req->window && req->window < SW_WINDOW_MAX) {
 		req->grow_acc -= req->window;
 		req->window++;
@@ -467,14 +469,23 @@ void sw_req_cut(struct sw_qp *qp)
 	struct sw_req *req = qp->req;
 	uint32_t floor = SW_WINDOW_MIN;
 
+	/*
+	 * One message is the floor after an isolated loss: at least that
+	 * much was acknowledged since the last cut. Losses closer together
+	 * than one message mean a lossy path, and the window may halve below
+	 * it: every loss costs go-back-N a window of resends.
+	 */
 	if (qp->sq.cons != qp->sq.prod) {
 		uint32_t n = wqe_npkts(qp, wqe_at(qp, qp->sq.cons));
 
-		if (n > floor)
-			floor = n < SW_WINDOW_MAX ? n : SW_WINDOW_MAX;
+		if (n > SW_WINDOW_MAX)
+			n = SW_WINDOW_MAX;
+		if (n > floor && req->acked_since_cut >= n)
+			floor = n;
 	}
 	req->window = req->window / 2 > floor ? req->window / 2 : floor;
 	req->grow_acc = 0;
+	req->acked_since_cut = 0;
 }
 
 /*

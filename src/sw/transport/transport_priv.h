@@ -63,6 +63,8 @@ struct sw_counters {
 	atomic_ullong resent_pkts, sock_overflows, budget_waits, probes;
 	/* retransmit timeouts not taken: the link still held packets its consumer was reading */
 	atomic_ullong timer_deferrals;
+	/* times the progress thread went to sleep in poll(2) (progress.c) */
+	atomic_ullong sleeps;
 	/* packets fault injection (SOFTVERBS_FAULT) dropped, sent twice, held back */
 	atomic_ullong fault_drops, fault_dups, fault_reorders;
 	/* the same-host link (shm.c): packets each way, links accepted, corrupt rings closed */
@@ -159,6 +161,7 @@ struct sw_engine {
 	 */
 	atomic_ullong timers_at;
 	bool busy_poll; /* SOFTVERBS_BUSY_POLL: spin instead of sleeping */
+	uint64_t spin_ns; /* SOFTVERBS_SPIN_US: keep polling this long after work */
 	pthread_mutex_t active_lock; /* guards the active list */
 	struct sw_qp **active; /* QPs with timers or deferred work */
 	uint32_t nactive, cap_active;
@@ -367,6 +370,7 @@ struct sw_req {
 	bool resp_asked; /* the head READ/atomic's missing response was asked for again */
 	uint32_t high_psn; /* past the newest PSN ever sent: below it, a send is a resend */
 	uint32_t grow_acc; /* packets acknowledged towards the next window increase */
+	uint32_t acked_since_cut; /* packets acknowledged since the window was last cut */
 	uint32_t held; /* PSNs counted against the device's budget (budget.c) */
 	bool queued; /* in the budget's line */
 	bool serving; /* being served from the line (the progress thread) */
@@ -416,7 +420,8 @@ void sw_budget_serve(struct sw_engine *eng);
 void sw_budget_fini(struct sw_engine *eng);
 /*
  * req.c: a loss was seen (sequence NAK or timeout): halve the window,
- * not below one message of the oldest WQE (nor SW_WINDOW_MIN).
+ * not below SW_WINDOW_MIN, nor below one message of the oldest WQE when
+ * at least that many packets were acknowledged since the last cut.
  */
 void sw_req_cut(struct sw_qp *qp);
 /*

@@ -1,0 +1,239 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * api_progress_spin: the progress thread stays awake while traffic flows
+ * and costs nothing once it stops (SOFTVERBS_SPIN_US, docs/performance.md).
+ *
+ * Two RC QPs of one device ping-pong 64-byte SENDs, the application
+ * spinning on ibv_poll_cq and pausing GAP_US (busy, without a system
+ * call) between round trips, as an application computes between
+ * messages; then the process stays idle for IDLE_MS. The
+ * device's counters (SOFTVERBS_STATS=1, read at the close) say how often
+ * its progress thread went to sleep in poll(2) ("progress thread:
+ * sleeps"); /proc/self/task/TID of that thread ("sv-progress", the
+ * process's only one) says how much CPU it used while idle, and whether
+ * it blocked (voluntary context switches; a sched_yield is not one).
+ * Cases, each on a device opened afresh with the setting:
+ *
+ *   1. default (SOFTVERBS_SPIN_US unset, 200 us): fewer than ROUNDS / 4
+ *      sleeps in all (the pauses are shorter than the spin; the idle time
+ *      adds one per 100 ms timer tick). Idle, it uses at most IDLE_CPU_MS
+ *      of CPU and blocks.
+ *   2. SOFTVERBS_SPIN_US=0 (sleep at once, the old behaviour): at least
+ *      ROUNDS / 2 sleeps (about one per pause). This is the control: the
+ *      count tells the two apart.
+ *   3. SOFTVERBS_BUSY_POLL=1: idle, it keeps polling (at least a quarter
+ *      of IDLE_MS of CPU, never asleep). The control of the idle bound.
+ */
+#include "harness.h"
+#include "stats.h"
+#include "traffic.h"
+
+#include <dirent.h>
+#include <stdlib.h>
+#include <time.h>
+
+/* test: no-valgrind */
+/* test: timeout=120 */
+
+enum {
+	ROUNDS = 2000,
+	SIZE = 64,
+	GAP_US = 50,
+	IDLE_MS = 500,
+	IDLE_CPU_MS = 30, /* 6% of IDLE_MS: the CPU clock ticks in 10 ms */
+};
+
+struct thread_use {
+	long sleeps; /* voluntary context switches */
+	long cpu_ms; /* utime + stime */
+};
+
+/* The progress thread's tid (by its name), or 0. */
+static pid_t progress_tid(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+	pid_t tid = 0;
+
+	if (!d)
+		return 0;
+	while (!tid && (e = readdir(d))) {
+		char path[300], comm[32] = "";
+		FILE *f;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		if (fgets(comm, sizeof(comm), f) && !strcmp(comm, "sv-progress\n"))
+			tid = atoi(e->d_name);
+		fclose(f);
+	}
+	closedir(d);
+	return tid;
+}
+
+/* Read thread `tid`'s counters; 0 or -1. */
+static int thread_use(pid_t tid, struct thread_use *u)
+{
+	char path[64], line[256], *p;
+	unsigned long ut, st;
+	int found = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/status", (int)tid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "voluntary_ctxt_switches: %ld", &u->sleeps) == 1)
+			found = 1;
+	fclose(f);
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)tid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	p = fgets(line, sizeof(line), f) ? strrchr(line, ')') : NULL;
+	fclose(f);
+	/* after "(comm)": state and 10 more fields, then utime and stime */
+	if (!p ||
+	    sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
+		return -1;
+	u->cpu_ms = (long)((ut + st) * 1000 / (unsigned long)sysconf(_SC_CLK_TCK));
+	return found ? 0 : -1;
+}
+
+/* Busy for `us` microseconds, without a system call. */
+static void pause_us(unsigned int us)
+{
+	struct timespec t0, t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do
+		clock_gettime(CLOCK_MONOTONIC, &t);
+	while ((t.tv_sec - t0.tv_sec) * 1000000 + (t.tv_nsec - t0.tv_nsec) / 1000 < us);
+}
+
+/* a sends to b: b's receive and a's send complete. */
+static int one_way(struct t_ep *a, struct t_ep *b, uint64_t deadline_ms)
+{
+	if (t_post_recv(b, 1, 0, SIZE) ||
+	    t_post(a, IBV_WR_SEND, 2, 0, SIZE, 0, 0, IBV_SEND_SIGNALED))
+		return -1;
+	return t_spin_one(b->cq, deadline_ms) || t_spin_one(a->cq, deadline_ms) ? -1 : 0;
+}
+
+/*
+ * Open a device with the environment as it is now, ping-pong ROUNDS
+ * times, then stay idle IDLE_MS: the device's count of sleeps from
+ * start to close (*sleeps) and the progress thread's use of the idle
+ * time (*idle); 0 or -1.
+ */
+static int measure(unsigned long long *sleeps, struct thread_use *idle)
+{
+	static char text[16384];
+	struct thread_use u1, u2;
+	struct t_stats st = {0};
+	struct t_capture cap;
+	struct timespec ts = {.tv_sec = 0, .tv_nsec = 20 * 1000 * 1000};
+	struct ibv_context *ctx = t_open_dev();
+	struct t_ep a, b;
+	uint64_t t0, deadline;
+	pid_t tid;
+	int i, ret = -1;
+
+	memset(&a, 0, sizeof(a));
+	memset(&b, 0, sizeof(b));
+	if (!CHECK(ctx))
+		return -1;
+	if (t_ep_init(&a, ctx, IBV_QPT_RC, 4096, IBV_ACCESS_LOCAL_WRITE, 16) ||
+	    t_ep_init(&b, ctx, IBV_QPT_RC, 4096, IBV_ACCESS_LOCAL_WRITE, 16) ||
+	    t_connect(&a, &b, IBV_MTU_1024))
+		goto out;
+	tid = progress_tid();
+	if (!CHECK_MSG(tid > 0, "no thread named sv-progress in this process"))
+		goto out;
+	/* a first exchange: everything set up before the count starts */
+	t0 = t_ms();
+	if (!CHECK(one_way(&a, &b, t0 + 5000) == 0 && one_way(&b, &a, t0 + 5000) == 0))
+		goto out;
+	deadline = t_ms() + 60000;
+	for (i = 0; i < ROUNDS; i++) {
+		if (one_way(&a, &b, deadline) || one_way(&b, &a, deadline))
+			break;
+		pause_us(GAP_US);
+	}
+	if (!CHECK_MSG(i == ROUNDS, "%d of %d round trips", i, ROUNDS))
+		goto out;
+	printf("# %d round trips in %llu ms\n", ROUNDS, (unsigned long long)(t_ms() - t0));
+	nanosleep(&ts, NULL); /* past the spin window */
+	if (!CHECK(thread_use(tid, &u1) == 0))
+		goto out;
+	ts.tv_nsec = IDLE_MS * 1000 * 1000L;
+	nanosleep(&ts, NULL);
+	if (!CHECK(thread_use(tid, &u2) == 0))
+		goto out;
+	idle->sleeps = u2.sleeps - u1.sleeps;
+	idle->cpu_ms = u2.cpu_ms - u1.cpu_ms;
+	ret = 0;
+out:
+	t_ep_destroy(&a, false);
+	t_ep_destroy(&b, false);
+	if (!CHECK(t_capture_begin(&cap) == 0)) {
+		ibv_close_device(ctx);
+		return -1;
+	}
+	ibv_close_device(ctx); /* the report, at the last close */
+	t_capture_end(&cap, text, sizeof(text));
+	if (!CHECK_MSG(t_stats_parse(text, &st) == 1 && (st.lines & T_STATS_PROGRESS),
+		       "no device report with a progress line at the close:\n%s", text))
+		return -1;
+	*sleeps = st.sleeps;
+	if (!ret)
+		printf("# %llu sleeps in all; idle %d ms: %ld ms CPU, blocked %ld times\n", *sleeps,
+		       IDLE_MS, idle->cpu_ms, idle->sleeps);
+	return ret;
+}
+
+int main(void)
+{
+	struct thread_use idle;
+	unsigned long long sleeps;
+
+	t_start("api_progress_spin");
+	unsetenv("SOFTVERBS_BUSY_POLL");
+	unsetenv("SOFTVERBS_SPIN_US");
+	setenv("SOFTVERBS_STATS", "1", 1);
+
+	t_case("default: awake while traffic flows, asleep and free when idle");
+	if (measure(&sleeps, &idle) == 0) {
+		CHECK_MSG(sleeps < ROUNDS / 4,
+			  "%llu sleeps in %d round trips: the thread slept between packets", sleeps,
+			  ROUNDS);
+		CHECK_MSG(idle.cpu_ms <= IDLE_CPU_MS, "%ld ms of CPU in %d ms idle", idle.cpu_ms,
+			  IDLE_MS);
+		CHECK_MSG(idle.sleeps >= 1, "never slept in %d ms idle", IDLE_MS);
+	}
+
+	t_case("SOFTVERBS_SPIN_US=0: sleeps between packets (control)");
+	setenv("SOFTVERBS_SPIN_US", "0", 1);
+	if (measure(&sleeps, &idle) == 0) {
+		CHECK_MSG(sleeps >= ROUNDS / 2, "%llu sleeps in %d round trips", sleeps, ROUNDS);
+		CHECK_MSG(idle.cpu_ms <= IDLE_CPU_MS, "%ld ms of CPU in %d ms idle", idle.cpu_ms,
+			  IDLE_MS);
+	}
+	unsetenv("SOFTVERBS_SPIN_US");
+
+	t_case("SOFTVERBS_BUSY_POLL=1: polls when idle (control)");
+	setenv("SOFTVERBS_BUSY_POLL", "1", 1);
+	if (measure(&sleeps, &idle) == 0) {
+		CHECK_MSG(sleeps == 0, "%llu sleeps", sleeps);
+		CHECK_MSG(idle.cpu_ms >= IDLE_MS / 4, "%ld ms of CPU in %d ms idle", idle.cpu_ms,
+			  IDLE_MS);
+		CHECK_MSG(idle.sleeps == 0, "%ld sleeps in %d ms idle", idle.sleeps, IDLE_MS);
+	}
+	unsetenv("SOFTVERBS_BUSY_POLL");
+	return t_finish();
+}
