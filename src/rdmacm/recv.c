@@ -157,6 +157,31 @@ static int new_passive(struct cm_id *l, struct cm_dev *d, enum ibv_qp_type qpt,
 	return 0;
 }
 
+/*
+ * Contract: offer the new passive id `nid` to its listener `l` as a
+ * CONNECT_REQUEST whose private data is `pdata` (len bytes) past the CMA
+ * header; lock held. Returns the event for the caller to fill in, or NULL
+ * when none could be queued: `nid` is then freed.
+ */
+static struct cm_event *offer_to_listener(struct cm_id *l, struct cm_id *nid, const uint8_t *pdata,
+					  size_t len)
+{
+	struct cm_event *e;
+
+	nid->listener = l;
+	l->queued_reqs++;
+	e = cm_queue_event(l, RDMA_CM_EVENT_CONNECT_REQUEST, 0, pdata + CMA_HDR_LEN,
+			   len - CMA_HDR_LEN);
+	if (!e) {
+		l->queued_reqs--;
+		cm_id_free(nid);
+		return NULL;
+	}
+	e->ev.id = &nid->id;
+	e->ev.listen_id = &l->id;
+	return e;
+}
+
 static bool gid_is_v4(const uint8_t gid[16])
 {
 	static const uint8_t pre[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
@@ -256,17 +281,9 @@ static void handle_req(struct cm_dev *d, const struct softverbs_gsi_addr *src,
 	nid->id.route.path_rec = p;
 	nid->id.route.num_paths = 1;
 	nid->id.route.addr.addr.ibaddr.dgid = p->dgid;
-	nid->listener = l;
-	l->queued_reqs++;
-	e = cm_queue_event(l, RDMA_CM_EVENT_CONNECT_REQUEST, 0, r.pdata + CMA_HDR_LEN,
-			   CM_REQ_PDATA - CMA_HDR_LEN);
-	if (!e) {
-		l->queued_reqs--;
-		cm_id_free(nid);
+	e = offer_to_listener(l, nid, r.pdata, sizeof(r.pdata));
+	if (!e)
 		return;
-	}
-	e->ev.id = &nid->id;
-	e->ev.listen_id = &l->id;
 	e->ev.param.conn.responder_resources = r.initiator_depth;
 	e->ev.param.conn.initiator_depth = r.responder_resources;
 	e->ev.param.conn.flow_control = r.flow_control;
@@ -495,7 +512,6 @@ static void handle_sidr_req(struct cm_dev *d, const struct softverbs_gsi_addr *s
 {
 	struct cm_sidr_req q;
 	struct cm_id *l, *nid;
-	struct cm_event *e;
 	struct cma_hdr ch;
 	struct in_addr dip = {0};
 
@@ -526,17 +542,7 @@ static void handle_sidr_req(struct cm_dev *d, const struct softverbs_gsi_addr *s
 	nid->conn.sid = q.service_id;
 	memcpy(nid->conn.peer_gid, src->peer_gid, 16);
 	memcpy(nid->id.route.addr.addr.ibaddr.dgid.raw, src->peer_gid, 16);
-	nid->listener = l;
-	l->queued_reqs++;
-	e = cm_queue_event(l, RDMA_CM_EVENT_CONNECT_REQUEST, 0, q.pdata + CMA_HDR_LEN,
-			   CM_SIDR_REQ_PDATA - CMA_HDR_LEN);
-	if (!e) {
-		l->queued_reqs--;
-		cm_id_free(nid);
-		return;
-	}
-	e->ev.id = &nid->id;
-	e->ev.listen_id = &l->id;
+	offer_to_listener(l, nid, q.pdata, sizeof(q.pdata));
 }
 
 static void handle_sidr_rep(const uint8_t mad[CM_MAD_LEN])
