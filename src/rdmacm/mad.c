@@ -397,12 +397,6 @@ CM_CODEC(sidr_req, struct cm_sidr_req)
 CM_CODEC(sidr_rep, struct cm_sidr_rep)
 
 /* Contract: see mad.h. */
-void cm_encode_drep(uint8_t mad[CM_MAD_LEN], const struct cm_rtu *m)
-{
-	cm_encode_rtu(mad, m);
-}
-
-/* Contract: see mad.h. */
 int cm_decode_drep(const uint8_t mad[CM_MAD_LEN], struct cm_rtu *m)
 {
 	return cm_decode_rtu(mad, m);

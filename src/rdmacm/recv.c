@@ -61,20 +61,6 @@ static void reply_rej(struct cm_dev *d, const uint8_t gid[16], uint64_t tid, uin
 	cm_send_mad(d, gid, mad);
 }
 
-static void reply_drep(struct cm_dev *d, const uint8_t gid[16], uint64_t tid,
-		       const struct cm_dreq *q)
-{
-	uint8_t mad[CM_MAD_LEN];
-	struct cm_rtu r;
-
-	memset(&r, 0, sizeof(r));
-	r.local_comm_id = q->remote_comm_id;
-	r.remote_comm_id = q->local_comm_id;
-	cm_mad_init(mad, CM_ATTR_DREP, tid, 0);
-	cm_encode_drep(mad, &r);
-	cm_send_mad(d, gid, mad);
-}
-
 static void reply_sidr(struct cm_dev *d, const uint8_t gid[16], uint64_t tid,
 		       const struct cm_sidr_req *q, uint8_t status)
 {
@@ -463,7 +449,9 @@ static void handle_dreq(struct cm_dev *d, const struct softverbs_gsi_addr *src,
 	cm_decode_dreq(mad, &q);
 	cid = by_lcid(q.remote_comm_id);
 	if (!cid || cid->conn.rcid != q.local_comm_id) {
-		reply_drep(d, src->peer_gid, hdr->tid, &q);
+		/* not ours (any more): answer with the DREQ's IDs swapped */
+		cm_send_comm_ids(d, src->peer_gid, CM_ATTR_DREP, hdr->tid, q.remote_comm_id,
+				 q.local_comm_id);
 		return;
 	}
 	c = &cid->conn;
