@@ -298,10 +298,8 @@ SV_EXPORT int ibv_dereg_mr(struct ibv_mr *mr)
 	length = mr->length;
 	dontfork = sv_mr_of(mr)->dontfork;
 	ret = sv_ops_of(mr->context)->dereg_mr(mr);
-	if (ret) {
-		errno = -ret;
-		return -ret;
-	}
+	if (ret)
+		return sv_ret_errno(ret);
 	if (dontfork)
 		sv_dofork_range(addr, length);
 	return 0;
