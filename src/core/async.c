@@ -82,12 +82,21 @@ int sv_async_post(struct ibv_context *ctx, const struct ibv_async_event *event)
 	return 0;
 }
 
-/* The object an event names, or NULL for device and port events. */
-static const void *event_object(const struct ibv_async_event *ev)
+/* The kinds of object an event can name (event.element's member). */
+enum event_kind {
+	EV_NONE, /* device and port events */
+	EV_CQ,
+	EV_QP,
+	EV_SRQ,
+	EV_WQ
+};
+
+/* Contract: which kind of object an event of type `t` names. */
+static enum event_kind event_kind(enum ibv_event_type t)
 {
-	switch (ev->event_type) {
+	switch (t) {
 	case IBV_EVENT_CQ_ERR:
-		return ev->element.cq;
+		return EV_CQ;
 	case IBV_EVENT_QP_FATAL:
 	case IBV_EVENT_QP_REQ_ERR:
 	case IBV_EVENT_QP_ACCESS_ERR:
@@ -96,11 +105,28 @@ static const void *event_object(const struct ibv_async_event *ev)
 	case IBV_EVENT_PATH_MIG:
 	case IBV_EVENT_PATH_MIG_ERR:
 	case IBV_EVENT_QP_LAST_WQE_REACHED:
-		return ev->element.qp;
+		return EV_QP;
 	case IBV_EVENT_SRQ_ERR:
 	case IBV_EVENT_SRQ_LIMIT_REACHED:
-		return ev->element.srq;
+		return EV_SRQ;
 	case IBV_EVENT_WQ_FATAL:
+		return EV_WQ;
+	default:
+		return EV_NONE;
+	}
+}
+
+/* The object an event names, or NULL for device and port events. */
+static const void *event_object(const struct ibv_async_event *ev)
+{
+	switch (event_kind(ev->event_type)) {
+	case EV_CQ:
+		return ev->element.cq;
+	case EV_QP:
+		return ev->element.qp;
+	case EV_SRQ:
+		return ev->element.srq;
+	case EV_WQ:
 		return ev->element.wq;
 	default:
 		return NULL;
@@ -208,25 +234,17 @@ void sv_async_wait_acked(struct ibv_context *ctx, const void *obj, pthread_mutex
 
 SV_EXPORT void ibv_ack_async_event(struct ibv_async_event *event)
 {
-	switch (event->event_type) {
-	case IBV_EVENT_CQ_ERR:
+	switch (event_kind(event->event_type)) {
+	case EV_CQ:
 		ACK_ON(event->element.cq, async_events_completed);
 		break;
-	case IBV_EVENT_QP_FATAL:
-	case IBV_EVENT_QP_REQ_ERR:
-	case IBV_EVENT_QP_ACCESS_ERR:
-	case IBV_EVENT_COMM_EST:
-	case IBV_EVENT_SQ_DRAINED:
-	case IBV_EVENT_PATH_MIG:
-	case IBV_EVENT_PATH_MIG_ERR:
-	case IBV_EVENT_QP_LAST_WQE_REACHED:
+	case EV_QP:
 		ACK_ON(event->element.qp, events_completed);
 		break;
-	case IBV_EVENT_SRQ_ERR:
-	case IBV_EVENT_SRQ_LIMIT_REACHED:
+	case EV_SRQ:
 		ACK_ON(event->element.srq, events_completed);
 		break;
-	case IBV_EVENT_WQ_FATAL:
+	case EV_WQ:
 		ACK_ON(event->element.wq, events_completed);
 		break;
 	default:

@@ -56,6 +56,15 @@ static inline int sv_ret_int(int ret)
 	return ret < 0 ? -ret : ret;
 }
 
+/* The same for a verb that also sets errno on failure: 0, or the positive errno. */
+static inline int sv_ret_errno(int ret)
+{
+	if (!ret)
+		return 0;
+	errno = -ret;
+	return -ret;
+}
+
 struct sv_context;
 
 /*

@@ -215,22 +215,10 @@ int sv_dofork_range(void *base, size_t size)
 
 SV_EXPORT int ibv_dontfork_range(void *base, size_t size)
 {
-	int ret = sv_dontfork_range(base, size);
-
-	if (ret) {
-		errno = -ret;
-		return -ret;
-	}
-	return 0;
+	return sv_ret_errno(sv_dontfork_range(base, size));
 }
 
 SV_EXPORT int ibv_dofork_range(void *base, size_t size)
 {
-	int ret = sv_dofork_range(base, size);
-
-	if (ret) {
-		errno = -ret;
-		return -ret;
-	}
-	return 0;
+	return sv_ret_errno(sv_dofork_range(base, size));
 }

@@ -69,43 +69,45 @@ static struct ibv_mr *reg_final(struct ibv_pd *pd, const struct ibv_mr_init_attr
 	return mr;
 }
 
-/* Register [addr, +length) at `iova`: the ADDR|IOVA request of the classic verbs. */
-static struct ibv_mr *reg_va(struct ibv_pd *pd, void *addr, size_t length, uint64_t iova,
-			     int access)
+/*
+ * Contract: the address-based calls as ibv_reg_mr_ex: register [addr,
+ * +length) with ADDR | `mask`, where `mask` is IOVA (the classic verbs:
+ * at `iova`) or BUF (ibv_reg_buf_mr: inside `buf`). Returns the MR, or
+ * NULL with errno set.
+ */
+static struct ibv_mr *reg_addr(struct ibv_pd *pd, uint64_t mask, void *addr, size_t length,
+			       int access, uint64_t iova, struct ibv_buf *buf)
 {
 	struct ibv_mr_init_attr attr = {
 		.length = length,
 		.access = access,
-		.comp_mask = MASK_ADDR | MASK_IOVA,
+		.comp_mask = MASK_ADDR | mask,
 		.iova = iova,
 		.addr = addr,
+		.buf = buf,
 	};
 
-	if (!pd) {
-		errno = EINVAL;
-		return NULL;
-	}
-	return reg_final(pd, &attr, false, !(access & IBV_ACCESS_ON_DEMAND));
+	return ibv_reg_mr_ex(pd, &attr);
 }
 
 /* Contract: man ibv_reg_mr; iova = addr. */
 SV_EXPORT struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length, int access)
 {
-	return reg_va(pd, addr, length, (uintptr_t)addr, access);
+	return reg_addr(pd, MASK_IOVA, addr, length, access, (uintptr_t)addr, NULL);
 }
 
 /* Contract: man ibv_reg_mr_iova. */
 SV_EXPORT struct ibv_mr *ibv_reg_mr_iova(struct ibv_pd *pd, void *addr, size_t length,
 					 uint64_t iova, int access)
 {
-	return reg_va(pd, addr, length, iova, access);
+	return reg_addr(pd, MASK_IOVA, addr, length, access, iova, NULL);
 }
 
 /* Contract: ibv_reg_mr_iova with unsigned access (what the inline macros call). */
 SV_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t length,
 					  uint64_t iova, unsigned int access)
 {
-	return reg_va(pd, addr, length, iova, (int)access);
+	return reg_addr(pd, MASK_IOVA, addr, length, (int)access, iova, NULL);
 }
 
 /*
@@ -214,15 +216,7 @@ SV_EXPORT struct ibv_mr *ibv_reg_mr_ex(struct ibv_pd *pd, struct ibv_mr_init_att
 SV_EXPORT struct ibv_mr *ibv_reg_buf_mr(struct ibv_pd *pd, struct ibv_buf *buf, void *addr,
 					size_t length, int access)
 {
-	struct ibv_mr_init_attr attr = {
-		.length = length,
-		.access = access,
-		.comp_mask = MASK_BUF | MASK_ADDR,
-		.addr = addr,
-		.buf = buf,
-	};
-
-	return ibv_reg_mr_ex(pd, &attr);
+	return reg_addr(pd, MASK_BUF, addr, length, access, 0, buf);
 }
 
 /*
@@ -304,10 +298,8 @@ SV_EXPORT int ibv_dereg_mr(struct ibv_mr *mr)
 	length = mr->length;
 	dontfork = sv_mr_of(mr)->dontfork;
 	ret = sv_ops_of(mr->context)->dereg_mr(mr);
-	if (ret) {
-		errno = -ret;
-		return -ret;
-	}
+	if (ret)
+		return sv_ret_errno(ret);
 	if (dontfork)
 		sv_dofork_range(addr, length);
 	return 0;

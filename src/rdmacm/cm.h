@@ -320,6 +320,13 @@ bool cm_family_ok(const struct sockaddr *sa);
 /* send.c: the MADs (lock held). */
 uint64_t cm_new_tid(uint32_t cid);
 int cm_send_mad(struct cm_dev *d, const uint8_t peer_gid[16], const uint8_t mad[CM_MAD_LEN]);
+/*
+ * Send, once and unarmed, an RTU or a DREP (`attr_id`: the same body, the
+ * two comm IDs and no private data) with transaction id `tid` to
+ * `peer_gid` through `d`. 0 or -errno (cm_send_mad's).
+ */
+int cm_send_comm_ids(struct cm_dev *d, const uint8_t peer_gid[16], uint16_t attr_id, uint64_t tid,
+		     uint32_t lcid, uint32_t rcid);
 /* Send conn->mad and arm its retransmission (timeout_ms, retries). */
 int cm_send_armed(struct cm_id *cid, uint32_t timeout_ms, int retries);
 void cm_disarm(struct cm_id *cid);

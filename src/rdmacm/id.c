@@ -516,6 +516,26 @@ CM_EXPORT int rdma_bind_addr(struct rdma_cm_id *id, struct sockaddr *addr)
 	return cm_ret(ret);
 }
 
+/*
+ * Contract: the end of rdma_resolve_addr and rdma_resolve_route, with
+ * cm.lock held: if `ret` is 0, the id enters `state` and `event` is
+ * queued (-ENOMEM when it cannot be); then the lock is dropped and a
+ * synchronous id waits for its event. Returns as librdmacm does: 0, or
+ * -1 and errno.
+ */
+static int resolved(struct cm_id *cid, int ret, enum cma_state state, enum rdma_cm_event_type event)
+{
+	if (!ret) {
+		cid->state = state;
+		if (!cm_queue_event(cid, event, 0, NULL, 0))
+			ret = -ENOMEM;
+	}
+	pthread_mutex_unlock(&cm.lock);
+	if (!ret && cid->sync)
+		ret = cm_sync_wait(cid);
+	return cm_ret(ret);
+}
+
 CM_EXPORT int rdma_resolve_addr(struct rdma_cm_id *id, struct sockaddr *src_addr,
 				struct sockaddr *dst_addr, int timeout_ms)
 {
@@ -541,15 +561,7 @@ CM_EXPORT int rdma_resolve_addr(struct rdma_cm_id *id, struct sockaddr *src_addr
 		ret = -EINVAL;
 	if (!ret)
 		ret = do_resolve_addr(cid, dst_addr);
-	if (!ret) {
-		cid->state = CMA_ADDR_RESOLVED;
-		if (!cm_queue_event(cid, RDMA_CM_EVENT_ADDR_RESOLVED, 0, NULL, 0))
-			ret = -ENOMEM;
-	}
-	pthread_mutex_unlock(&cm.lock);
-	if (!ret && cid->sync)
-		ret = cm_sync_wait(cid);
-	return cm_ret(ret);
+	return resolved(cid, ret, CMA_ADDR_RESOLVED, RDMA_CM_EVENT_ADDR_RESOLVED);
 }
 
 /* The active side's path record on RoCE. */
@@ -588,18 +600,11 @@ CM_EXPORT int rdma_resolve_route(struct rdma_cm_id *id, int timeout_ms)
 	ret = cm_lock_id(id);
 	if (ret)
 		return cm_ret(ret);
-	if (cid->state != CMA_ADDR_RESOLVED) {
+	if (cid->state != CMA_ADDR_RESOLVED)
 		ret = -EINVAL;
-	} else {
+	else
 		build_route(cid);
-		cid->state = CMA_ROUTE_RESOLVED;
-		if (!cm_queue_event(cid, RDMA_CM_EVENT_ROUTE_RESOLVED, 0, NULL, 0))
-			ret = -ENOMEM;
-	}
-	pthread_mutex_unlock(&cm.lock);
-	if (!ret && cid->sync)
-		ret = cm_sync_wait(cid);
-	return cm_ret(ret);
+	return resolved(cid, ret, CMA_ROUTE_RESOLVED, RDMA_CM_EVENT_ROUTE_RESOLVED);
 }
 
 CM_EXPORT int rdma_listen(struct rdma_cm_id *id, int backlog)

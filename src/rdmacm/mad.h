@@ -207,14 +207,16 @@ void cm_mad_init(uint8_t mad[CM_MAD_LEN], uint16_t attr_id, uint64_t tid, uint32
  */
 int cm_mad_parse_hdr(const uint8_t mad[CM_MAD_LEN], struct cm_mad_hdr *h);
 
-/* Encoders write the body of a MAD that cm_mad_init() prepared. */
+/*
+ * Encoders write the body of a MAD that cm_mad_init() prepared; a DREP's
+ * body is an RTU's (cm_encode_rtu; cm_send_comm_ids sends both).
+ */
 void cm_encode_req(uint8_t mad[CM_MAD_LEN], const struct cm_req *m);
 void cm_encode_mra(uint8_t mad[CM_MAD_LEN], const struct cm_mra *m);
 void cm_encode_rej(uint8_t mad[CM_MAD_LEN], const struct cm_rej *m);
 void cm_encode_rep(uint8_t mad[CM_MAD_LEN], const struct cm_rep *m);
 void cm_encode_rtu(uint8_t mad[CM_MAD_LEN], const struct cm_rtu *m);
 void cm_encode_dreq(uint8_t mad[CM_MAD_LEN], const struct cm_dreq *m);
-void cm_encode_drep(uint8_t mad[CM_MAD_LEN], const struct cm_rtu *m);
 void cm_encode_sidr_req(uint8_t mad[CM_MAD_LEN], const struct cm_sidr_req *m);
 void cm_encode_sidr_rep(uint8_t mad[CM_MAD_LEN], const struct cm_sidr_rep *m);
 

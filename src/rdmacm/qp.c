@@ -178,8 +178,14 @@ static int qp_first_states(struct cm_id *cid, struct ibv_qp *qp)
 	return -ret;
 }
 
-static int create_qp_ex(struct cm_id *cid, struct ibv_qp_init_attr_ex *attr)
+/*
+ * Contract: make the id's QP from `arg` (a struct ibv_qp_init_attr_ex,
+ * completed in place), with library CQs where it names none; cm.lock
+ * held. 0 or -errno; on failure the CQs made here are gone again.
+ */
+static int create_qp_ex(struct cm_id *cid, void *arg)
 {
+	struct ibv_qp_init_attr_ex *attr = arg;
 	struct rdma_cm_id *id = &cid->id;
 	struct ibv_qp *qp;
 	bool made_send = false, made_recv = false;
@@ -247,18 +253,28 @@ err_cq:
 	return ret;
 }
 
-CM_EXPORT int rdma_create_qp_ex(struct rdma_cm_id *id, struct ibv_qp_init_attr_ex *attr)
+/*
+ * Contract: the body of rdma_create_qp_ex and rdma_create_srq_ex: EINVAL
+ * for a NULL `arg`, cm_lock_id's error for a dead id, else fn(cid, arg)
+ * with cm.lock held. Returns as librdmacm does: 0, or -1 and errno.
+ */
+static int call_locked(struct rdma_cm_id *id, int (*fn)(struct cm_id *, void *), void *arg)
 {
 	int ret;
 
-	if (!attr)
+	if (!arg)
 		return cm_ret(-EINVAL);
 	ret = cm_lock_id(id);
 	if (ret)
 		return cm_ret(ret);
-	ret = create_qp_ex(cm_id_of(id), attr);
+	ret = fn(cm_id_of(id), arg);
 	pthread_mutex_unlock(&cm.lock);
 	return cm_ret(ret);
+}
+
+CM_EXPORT int rdma_create_qp_ex(struct rdma_cm_id *id, struct ibv_qp_init_attr_ex *attr)
+{
+	return call_locked(id, create_qp_ex, attr);
 }
 
 CM_EXPORT int rdma_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd,
@@ -272,14 +288,10 @@ CM_EXPORT int rdma_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd,
 	memset(&ax, 0, sizeof(ax));
 	memcpy(&ax, qp_init_attr, sizeof(*qp_init_attr));
 	ax.comp_mask = IBV_QP_INIT_ATTR_PD;
-	ret = cm_lock_id(id);
+	ax.pd = pd; /* NULL: create_qp_ex takes the id's */
+	ret = rdma_create_qp_ex(id, &ax);
 	if (ret)
-		return cm_ret(ret);
-	ax.pd = pd ? pd : id->pd;
-	ret = create_qp_ex(cm_id_of(id), &ax);
-	pthread_mutex_unlock(&cm.lock);
-	if (ret)
-		return cm_ret(ret);
+		return ret;
 	qp_init_attr->send_cq = ax.send_cq;
 	qp_init_attr->recv_cq = ax.recv_cq;
 	qp_init_attr->srq = ax.srq;
@@ -317,8 +329,14 @@ CM_EXPORT int rdma_init_qp_attr(struct rdma_cm_id *id, struct ibv_qp_attr *qp_at
 	return cm_ret(ret);
 }
 
-static int create_srq(struct cm_id *cid, struct ibv_srq_init_attr_ex *attr)
+/*
+ * Contract: make the id's SRQ from `arg` (a struct ibv_srq_init_attr_ex,
+ * its PD filled in from the id's when it names none); cm.lock held.
+ * 0 or -errno.
+ */
+static int create_srq(struct cm_id *cid, void *arg)
 {
+	struct ibv_srq_init_attr_ex *attr = arg;
 	struct rdma_cm_id *id = &cid->id;
 	struct ibv_srq *srq;
 
@@ -343,16 +361,7 @@ static int create_srq(struct cm_id *cid, struct ibv_srq_init_attr_ex *attr)
 
 CM_EXPORT int rdma_create_srq_ex(struct rdma_cm_id *id, struct ibv_srq_init_attr_ex *attr)
 {
-	int ret;
-
-	if (!attr)
-		return cm_ret(-EINVAL);
-	ret = cm_lock_id(id);
-	if (ret)
-		return cm_ret(ret);
-	ret = create_srq(cm_id_of(id), attr);
-	pthread_mutex_unlock(&cm.lock);
-	return cm_ret(ret);
+	return call_locked(id, create_srq, attr);
 }
 
 CM_EXPORT int rdma_create_srq(struct rdma_cm_id *id, struct ibv_pd *pd,
@@ -368,15 +377,11 @@ CM_EXPORT int rdma_create_srq(struct rdma_cm_id *id, struct ibv_pd *pd,
 	ax.attr = attr->attr;
 	ax.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD;
 	ax.srq_type = IBV_SRQT_BASIC;
-	ret = cm_lock_id(id);
-	if (ret)
-		return cm_ret(ret);
-	ax.pd = pd ? pd : id->pd;
-	ret = create_srq(cm_id_of(id), &ax);
-	pthread_mutex_unlock(&cm.lock);
+	ax.pd = pd; /* NULL: create_srq takes the id's */
+	ret = rdma_create_srq_ex(id, &ax);
 	if (!ret)
 		attr->attr = ax.attr;
-	return cm_ret(ret);
+	return ret;
 }
 
 CM_EXPORT void rdma_destroy_srq(struct rdma_cm_id *id)

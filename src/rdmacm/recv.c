@@ -61,20 +61,6 @@ static void reply_rej(struct cm_dev *d, const uint8_t gid[16], uint64_t tid, uin
 	cm_send_mad(d, gid, mad);
 }
 
-static void reply_drep(struct cm_dev *d, const uint8_t gid[16], uint64_t tid,
-		       const struct cm_dreq *q)
-{
-	uint8_t mad[CM_MAD_LEN];
-	struct cm_rtu r;
-
-	memset(&r, 0, sizeof(r));
-	r.local_comm_id = q->remote_comm_id;
-	r.remote_comm_id = q->local_comm_id;
-	cm_mad_init(mad, CM_ATTR_DREP, tid, 0);
-	cm_encode_drep(mad, &r);
-	cm_send_mad(d, gid, mad);
-}
-
 static void reply_sidr(struct cm_dev *d, const uint8_t gid[16], uint64_t tid,
 		       const struct cm_sidr_req *q, uint8_t status)
 {
@@ -155,6 +141,31 @@ static int new_passive(struct cm_id *l, struct cm_dev *d, enum ibv_qp_type qpt,
 	passive_addrs(nid, h, port);
 	*out = nid;
 	return 0;
+}
+
+/*
+ * Contract: offer the new passive id `nid` to its listener `l` as a
+ * CONNECT_REQUEST whose private data is `pdata` (len bytes) past the CMA
+ * header; lock held. Returns the event for the caller to fill in, or NULL
+ * when none could be queued: `nid` is then freed.
+ */
+static struct cm_event *offer_to_listener(struct cm_id *l, struct cm_id *nid, const uint8_t *pdata,
+					  size_t len)
+{
+	struct cm_event *e;
+
+	nid->listener = l;
+	l->queued_reqs++;
+	e = cm_queue_event(l, RDMA_CM_EVENT_CONNECT_REQUEST, 0, pdata + CMA_HDR_LEN,
+			   len - CMA_HDR_LEN);
+	if (!e) {
+		l->queued_reqs--;
+		cm_id_free(nid);
+		return NULL;
+	}
+	e->ev.id = &nid->id;
+	e->ev.listen_id = &l->id;
+	return e;
 }
 
 static bool gid_is_v4(const uint8_t gid[16])
@@ -256,17 +267,9 @@ static void handle_req(struct cm_dev *d, const struct softverbs_gsi_addr *src,
 	nid->id.route.path_rec = p;
 	nid->id.route.num_paths = 1;
 	nid->id.route.addr.addr.ibaddr.dgid = p->dgid;
-	nid->listener = l;
-	l->queued_reqs++;
-	e = cm_queue_event(l, RDMA_CM_EVENT_CONNECT_REQUEST, 0, r.pdata + CMA_HDR_LEN,
-			   CM_REQ_PDATA - CMA_HDR_LEN);
-	if (!e) {
-		l->queued_reqs--;
-		cm_id_free(nid);
+	e = offer_to_listener(l, nid, r.pdata, sizeof(r.pdata));
+	if (!e)
 		return;
-	}
-	e->ev.id = &nid->id;
-	e->ev.listen_id = &l->id;
 	e->ev.param.conn.responder_resources = r.initiator_depth;
 	e->ev.param.conn.initiator_depth = r.responder_resources;
 	e->ev.param.conn.flow_control = r.flow_control;
@@ -446,7 +449,9 @@ static void handle_dreq(struct cm_dev *d, const struct softverbs_gsi_addr *src,
 	cm_decode_dreq(mad, &q);
 	cid = by_lcid(q.remote_comm_id);
 	if (!cid || cid->conn.rcid != q.local_comm_id) {
-		reply_drep(d, src->peer_gid, hdr->tid, &q);
+		/* not ours (any more): answer with the DREQ's IDs swapped */
+		cm_send_comm_ids(d, src->peer_gid, CM_ATTR_DREP, hdr->tid, q.remote_comm_id,
+				 q.local_comm_id);
 		return;
 	}
 	c = &cid->conn;
@@ -495,7 +500,6 @@ static void handle_sidr_req(struct cm_dev *d, const struct softverbs_gsi_addr *s
 {
 	struct cm_sidr_req q;
 	struct cm_id *l, *nid;
-	struct cm_event *e;
 	struct cma_hdr ch;
 	struct in_addr dip = {0};
 
@@ -526,17 +530,7 @@ static void handle_sidr_req(struct cm_dev *d, const struct softverbs_gsi_addr *s
 	nid->conn.sid = q.service_id;
 	memcpy(nid->conn.peer_gid, src->peer_gid, 16);
 	memcpy(nid->id.route.addr.addr.ibaddr.dgid.raw, src->peer_gid, 16);
-	nid->listener = l;
-	l->queued_reqs++;
-	e = cm_queue_event(l, RDMA_CM_EVENT_CONNECT_REQUEST, 0, q.pdata + CMA_HDR_LEN,
-			   CM_SIDR_REQ_PDATA - CMA_HDR_LEN);
-	if (!e) {
-		l->queued_reqs--;
-		cm_id_free(nid);
-		return;
-	}
-	e->ev.id = &nid->id;
-	e->ev.listen_id = &l->id;
+	offer_to_listener(l, nid, q.pdata, sizeof(q.pdata));
 }
 
 static void handle_sidr_rep(const uint8_t mad[CM_MAD_LEN])

@@ -242,19 +242,38 @@ static int ready(struct rsocket *rs)
 	return 0;
 }
 
-CM_EXPORT ssize_t rrecv(int socket, void *buf, size_t len, int flags)
+/*
+ * Contract: the start of rrecv and rsend: the rsocket of `socket` with its
+ * lock held, a pending connect driven one step (ready) and its CM events
+ * taken in. NULL when it cannot move data: *err is then -EBADF (no
+ * rsocket) or ready's error, and the lock is not held.
+ */
+static struct rsocket *lock_ready(int socket, ssize_t *err)
 {
 	struct rsocket *rs = rs_get(socket);
+
+	if (!rs) {
+		*err = -EBADF;
+		return NULL;
+	}
+	pthread_mutex_lock(&rs->lock);
+	*err = ready(rs);
+	if (*err) {
+		pthread_mutex_unlock(&rs->lock);
+		return NULL;
+	}
+	rs_cm_events(rs);
+	return rs;
+}
+
+CM_EXPORT ssize_t rrecv(int socket, void *buf, size_t len, int flags)
+{
 	ssize_t ret;
+	struct rsocket *rs = lock_ready(socket, &ret);
 
 	if (!rs)
-		return set_err_sz(-EBADF);
-	pthread_mutex_lock(&rs->lock);
-	ret = ready(rs);
-	if (!ret) {
-		rs_cm_events(rs);
-		ret = rs_recv(rs, buf, len, flags);
-	}
+		return set_err_sz(ret);
+	ret = rs_recv(rs, buf, len, flags);
 	pthread_mutex_unlock(&rs->lock);
 	return set_err_sz(ret);
 }
@@ -293,17 +312,12 @@ CM_EXPORT ssize_t rreadv(int socket, const struct iovec *iov, int iovcnt)
 
 CM_EXPORT ssize_t rsend(int socket, const void *buf, size_t len, int flags)
 {
-	struct rsocket *rs = rs_get(socket);
 	ssize_t ret;
+	struct rsocket *rs = lock_ready(socket, &ret);
 
 	if (!rs)
-		return set_err_sz(-EBADF);
-	pthread_mutex_lock(&rs->lock);
-	ret = ready(rs);
-	if (!ret) {
-		rs_cm_events(rs);
-		ret = rs_send(rs, buf, len, flags);
-	}
+		return set_err_sz(ret);
+	ret = rs_send(rs, buf, len, flags);
 	pthread_mutex_unlock(&rs->lock);
 	return set_err_sz(ret);
 }

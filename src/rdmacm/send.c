@@ -181,18 +181,26 @@ int cm_send_rep(struct cm_id *cid, const struct rdma_conn_param *p)
 }
 
 /* Contract: see cm.h. */
-int cm_send_rtu(struct cm_id *cid)
+int cm_send_comm_ids(struct cm_dev *d, const uint8_t peer_gid[16], uint16_t attr_id, uint64_t tid,
+		     uint32_t lcid, uint32_t rcid)
 {
-	struct cm_conn *c = &cid->conn;
 	uint8_t mad[CM_MAD_LEN];
 	struct cm_rtu r;
 
 	memset(&r, 0, sizeof(r));
-	r.local_comm_id = c->lcid;
-	r.remote_comm_id = c->rcid;
-	cm_mad_init(mad, CM_ATTR_RTU, c->tid, 0);
-	cm_encode_rtu(mad, &r);
-	return cm_send_mad(cid->dev, c->peer_gid, mad);
+	r.local_comm_id = lcid;
+	r.remote_comm_id = rcid;
+	cm_mad_init(mad, attr_id, tid, 0);
+	cm_encode_rtu(mad, &r); /* a DREP's body is an RTU's (mad.h) */
+	return cm_send_mad(d, peer_gid, mad);
+}
+
+/* Contract: see cm.h. */
+int cm_send_rtu(struct cm_id *cid)
+{
+	struct cm_conn *c = &cid->conn;
+
+	return cm_send_comm_ids(cid->dev, c->peer_gid, CM_ATTR_RTU, c->tid, c->lcid, c->rcid);
 }
 
 /* Contract: see cm.h. */
@@ -217,15 +225,8 @@ int cm_send_dreq(struct cm_id *cid)
 int cm_send_drep(struct cm_id *cid)
 {
 	struct cm_conn *c = &cid->conn;
-	uint8_t mad[CM_MAD_LEN];
-	struct cm_rtu r;
 
-	memset(&r, 0, sizeof(r));
-	r.local_comm_id = c->lcid;
-	r.remote_comm_id = c->rcid;
-	cm_mad_init(mad, CM_ATTR_DREP, c->dreq_tid, 0);
-	cm_encode_drep(mad, &r);
-	return cm_send_mad(cid->dev, c->peer_gid, mad);
+	return cm_send_comm_ids(cid->dev, c->peer_gid, CM_ATTR_DREP, c->dreq_tid, c->lcid, c->rcid);
 }
 
 /* MessageREJected by the state the REJ leaves (the kernel's choice). */

@@ -24,6 +24,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <pthread.h>
 #include <sys/types.h>
 #include <time.h>
@@ -184,6 +185,23 @@ static inline int sw_limit_take(atomic_uint *count, unsigned int max)
 			return -ENOMEM;
 	} while (!atomic_compare_exchange_weak(count, &cur, cur + 1));
 	return 0;
+}
+
+/*
+ * Take one unit of `count` (sw_limit_take) for a new object of `size`
+ * zeroed bytes. Returns the object, or NULL when `count` is at `max` or
+ * memory is short (the unit is then given back). Any thread.
+ */
+static inline void *sw_limit_calloc(atomic_uint *count, unsigned int max, size_t size)
+{
+	void *obj;
+
+	if (sw_limit_take(count, max))
+		return NULL;
+	obj = calloc(1, size);
+	if (!obj)
+		atomic_fetch_sub(count, 1);
+	return obj;
 }
 
 /* ctrl/device.c */

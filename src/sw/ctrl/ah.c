@@ -86,14 +86,9 @@ int sw_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr, struct ibv_ah **ou
 	ret = sw_av_from_attr(pd->context, attr, &av);
 	if (ret)
 		return ret;
-	ret = sw_limit_take(&nah, SW_MAX_AH);
-	if (ret)
-		return ret;
-	ah = calloc(1, sizeof(*ah));
-	if (!ah) {
-		atomic_fetch_sub(&nah, 1);
+	ah = sw_limit_calloc(&nah, SW_MAX_AH, sizeof(*ah));
+	if (!ah)
 		return -ENOMEM;
-	}
 	ah->ibv.context = pd->context;
 	ah->ibv.pd = pd;
 	ah->ibv.handle = atomic_fetch_add(&next_ah_handle, 1);

@@ -33,16 +33,10 @@ int sw_alloc_pd(struct ibv_context *ctx, struct ibv_pd **out)
 {
 	struct sw_dev *dev = sw_dev_of(ctx);
 	struct sw_pd *pd;
-	int ret;
 
-	ret = sw_limit_take(&dev->npd, SW_MAX_PD);
-	if (ret)
-		return ret;
-	pd = calloc(1, sizeof(*pd));
-	if (!pd) {
-		atomic_fetch_sub(&dev->npd, 1);
+	pd = sw_limit_calloc(&dev->npd, SW_MAX_PD, sizeof(*pd));
+	if (!pd)
 		return -ENOMEM;
-	}
 	pd->ibv.context = ctx;
 	pd->ibv.handle = atomic_fetch_add(&next_pd_handle, 1);
 	atomic_init(&pd->usecnt, 0);
@@ -154,18 +148,12 @@ int sw_alloc_td(struct ibv_context *ctx, struct ibv_td_init_attr *attr, struct i
 {
 	struct sw_dev *dev = sw_dev_of(ctx);
 	struct sw_td *td;
-	int ret;
 
 	if (!attr || attr->comp_mask)
 		return -EINVAL;
-	ret = sw_limit_take(&dev->ntd, SW_MAX_TD);
-	if (ret)
-		return ret;
-	td = calloc(1, sizeof(*td));
-	if (!td) {
-		atomic_fetch_sub(&dev->ntd, 1);
+	td = sw_limit_calloc(&dev->ntd, SW_MAX_TD, sizeof(*td));
+	if (!td)
 		return -ENOMEM;
-	}
 	td->ibv.context = ctx;
 	atomic_init(&td->refcnt, 1);
 	*out = &td->ibv;

@@ -97,15 +97,9 @@ int sw_alloc_dmah(struct ibv_context *ctx, struct ibv_dmah_init_attr *attr, stru
 		return -EINVAL;
 	if (has_cpu != has_mem)
 		return -EINVAL;
-	if (atomic_fetch_add(&dev->ndmah, 1) >= SW_MAX_DMAH) {
-		atomic_fetch_sub(&dev->ndmah, 1);
+	d = sw_limit_calloc(&dev->ndmah, SW_MAX_DMAH, sizeof(*d));
+	if (!d)
 		return -ENOMEM;
-	}
-	d = calloc(1, sizeof(*d));
-	if (!d) {
-		ret = -ENOMEM;
-		goto err;
-	}
 	ret = -EOPNOTSUPP;
 	if (has_mem && attr->tph_mem_type >= 2)
 		goto err;

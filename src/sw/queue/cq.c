@@ -87,14 +87,9 @@ int sw_create_cq_ex(struct ibv_context *ctx, struct ibv_cq_init_attr_ex *attr,
 	ret = check_create(ctx, attr, &pd);
 	if (ret)
 		return ret;
-	ret = sw_limit_take(&ncq, SW_MAX_CQ);
-	if (ret)
-		return ret;
-	cq = calloc(1, sizeof(*cq));
-	if (!cq) {
-		ret = -ENOMEM;
-		goto err_count;
-	}
+	cq = sw_limit_calloc(&ncq, SW_MAX_CQ, sizeof(*cq));
+	if (!cq)
+		return -ENOMEM;
 	ret = sw_ring_alloc(&cq->ring, ctx, pd, attr->cqe + 1, sizeof(struct sw_cqe));
 	if (ret)
 		goto err_free;
@@ -114,7 +109,6 @@ int sw_create_cq_ex(struct ibv_context *ctx, struct ibv_cq_init_attr_ex *attr,
 
 err_free:
 	free(cq);
-err_count:
 	atomic_fetch_sub(&ncq, 1);
 	return ret;
 }

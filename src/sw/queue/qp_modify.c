@@ -93,89 +93,75 @@ struct trans {
 #define BOTH { true, true }
 #define UD_ONLY { false, true }
 
+/* The attribute sets that more than one transition names, each written once. */
+#define INIT_ATTRS { M(PKEY_INDEX) | M(PORT) | M(ACCESS_FLAGS), \
+		     M(PKEY_INDEX) | M(PORT) | M(QKEY) }
 #define RC_RTS_OPT (M(CUR_STATE) | M(ACCESS_FLAGS) | M(ALT_PATH) | M(PATH_MIG_STATE) | \
-		       M(MIN_RNR_TIMER))
+		    M(MIN_RNR_TIMER))
+#define UD_RTS_OPT (M(CUR_STATE) | M(QKEY))
+#define UD_PKEY_QKEY (M(PKEY_INDEX) | M(QKEY))
+
+/* Every state may go to RESET and to ERR, with no attributes. */
+#define TO_RESET_OR_ERR \
+	[IBV_QPS_RESET] = { .valid = BOTH }, \
+	[IBV_QPS_ERR] = { .valid = BOTH }
+
+/* RTS->RTS and SQD->RTS: the same rule. */
+#define BACK_TO_RTS { .valid = BOTH, .opt = { RC_RTS_OPT, UD_RTS_OPT } }
 
 /* [current][next] */
 static const struct trans table[IBV_QPS_ERR + 1][IBV_QPS_ERR + 1] = {
 	[IBV_QPS_RESET] = {
-		[IBV_QPS_RESET] = { .valid = BOTH },
-		[IBV_QPS_INIT] = {
-			.valid = BOTH,
-			.req = { M(PKEY_INDEX) | M(PORT) | M(ACCESS_FLAGS),
-				 M(PKEY_INDEX) | M(PORT) | M(QKEY) },
-		},
-		[IBV_QPS_ERR] = { .valid = BOTH },
+		TO_RESET_OR_ERR,
+		[IBV_QPS_INIT] = { .valid = BOTH, .req = INIT_ATTRS },
 	},
 	[IBV_QPS_INIT] = {
-		[IBV_QPS_RESET] = { .valid = BOTH },
-		[IBV_QPS_INIT] = {
-			.valid = BOTH,
-			.opt = { M(PKEY_INDEX) | M(PORT) | M(ACCESS_FLAGS),
-				 M(PKEY_INDEX) | M(PORT) | M(QKEY) },
-		},
+		TO_RESET_OR_ERR,
+		[IBV_QPS_INIT] = { .valid = BOTH, .opt = INIT_ATTRS },
 		[IBV_QPS_RTR] = {
 			.valid = BOTH,
 			.req = { M(AV) | M(PATH_MTU) | M(DEST_QPN) | M(RQ_PSN) |
 					 M(MAX_DEST_RD_ATOMIC) | M(MIN_RNR_TIMER),
 				 0 },
-			.opt = { M(ALT_PATH) | M(ACCESS_FLAGS) | M(PKEY_INDEX),
-				 M(PKEY_INDEX) | M(QKEY) },
+			.opt = { M(ALT_PATH) | M(ACCESS_FLAGS) | M(PKEY_INDEX), UD_PKEY_QKEY },
 		},
-		[IBV_QPS_ERR] = { .valid = BOTH },
 	},
 	[IBV_QPS_RTR] = {
-		[IBV_QPS_RESET] = { .valid = BOTH },
+		TO_RESET_OR_ERR,
 		[IBV_QPS_RTS] = {
 			.valid = BOTH,
 			.req = { M(SQ_PSN) | M(MAX_QP_RD_ATOMIC) | M(RETRY_CNT) | M(RNR_RETRY) |
 					 M(TIMEOUT),
 				 M(SQ_PSN) },
-			.opt = { M(CUR_STATE) | M(ALT_PATH) | M(ACCESS_FLAGS) | M(MIN_RNR_TIMER) |
-					 M(PATH_MIG_STATE),
-				 M(CUR_STATE) | M(QKEY) },
+			.opt = { RC_RTS_OPT, UD_RTS_OPT },
 		},
-		[IBV_QPS_ERR] = { .valid = BOTH },
 	},
 	[IBV_QPS_RTS] = {
-		[IBV_QPS_RESET] = { .valid = BOTH },
-		[IBV_QPS_RTS] = {
-			.valid = BOTH,
-			.opt = { RC_RTS_OPT, M(CUR_STATE) | M(QKEY) },
-		},
+		TO_RESET_OR_ERR,
+		[IBV_QPS_RTS] = BACK_TO_RTS,
 		[IBV_QPS_SQD] = {
 			.valid = BOTH,
 			.opt = { M(EN_SQD_ASYNC_NOTIFY), M(EN_SQD_ASYNC_NOTIFY) },
 		},
-		[IBV_QPS_ERR] = { .valid = BOTH },
 	},
 	[IBV_QPS_SQD] = {
-		[IBV_QPS_RESET] = { .valid = BOTH },
-		[IBV_QPS_RTS] = {
-			.valid = BOTH,
-			.opt = { RC_RTS_OPT, M(CUR_STATE) | M(QKEY) },
-		},
+		TO_RESET_OR_ERR,
+		[IBV_QPS_RTS] = BACK_TO_RTS,
 		[IBV_QPS_SQD] = {
 			.valid = BOTH,
 			.opt = { M(PORT) | M(AV) | M(TIMEOUT) | M(RETRY_CNT) | M(RNR_RETRY) |
 					 M(MAX_QP_RD_ATOMIC) | M(MAX_DEST_RD_ATOMIC) | M(ALT_PATH) |
 					 M(ACCESS_FLAGS) | M(PKEY_INDEX) | M(MIN_RNR_TIMER) |
 					 M(PATH_MIG_STATE),
-				 M(PKEY_INDEX) | M(QKEY) },
+				 UD_PKEY_QKEY },
 		},
-		[IBV_QPS_ERR] = { .valid = BOTH },
 	},
 	[IBV_QPS_SQE] = {
-		[IBV_QPS_RESET] = { .valid = BOTH },
-		[IBV_QPS_RTS] = {
-			.valid = UD_ONLY,
-			.opt = { 0, M(CUR_STATE) | M(QKEY) },
-		},
-		[IBV_QPS_ERR] = { .valid = BOTH },
+		TO_RESET_OR_ERR,
+		[IBV_QPS_RTS] = { .valid = UD_ONLY, .opt = { 0, UD_RTS_OPT } },
 	},
 	[IBV_QPS_ERR] = {
-		[IBV_QPS_RESET] = { .valid = BOTH },
-		[IBV_QPS_ERR] = { .valid = BOTH },
+		TO_RESET_OR_ERR,
 	},
 };
 /* clang-format on */

@@ -78,14 +78,9 @@ int sw_create_srq_ex(struct ibv_context *ctx, struct ibv_srq_init_attr_ex *attr,
 	ret = check_create(ctx, attr);
 	if (ret)
 		return ret;
-	ret = sw_limit_take(&nsrq, SW_MAX_SRQ);
-	if (ret)
-		return ret;
-	srq = calloc(1, sizeof(*srq));
-	if (!srq) {
-		ret = -ENOMEM;
-		goto err_count;
-	}
+	srq = sw_limit_calloc(&nsrq, SW_MAX_SRQ, sizeof(*srq));
+	if (!srq)
+		return -ENOMEM;
 	base = sw_pd_base(attr->pd);
 	srq->pd = base;
 	ret = sw_ring_alloc(&srq->ring, ctx, base, attr->attr.max_wr,
@@ -113,7 +108,6 @@ int sw_create_srq_ex(struct ibv_context *ctx, struct ibv_srq_init_attr_ex *attr,
 
 err_free:
 	free(srq);
-err_count:
 	atomic_fetch_sub(&nsrq, 1);
 	return ret;
 }
