@@ -6,7 +6,9 @@
  *
  * Under the class directory: <name>/node_type, node_guid, sys_image_guid,
  * fw_ver, hw_rev, hca_type, node_desc, device/{numa_node,local_cpus,
- * local_cpulist}, and per port ports/<p>/{state,phys_state,rate,
+ * local_cpulist}, device/net/<ifname>/ifindex for each network interface
+ * that carries one of the device's addresses (what rdma-core's tests
+ * read to find a device's interface and IP address), and per port ports/<p>/{state,phys_state,rate,
  * link_layer,lid,sm_lid,sm_sl,lid_mask_count,cap_mask}, gids/<i> for
  * every index of the table (zeros where the entry is empty, as the
  * kernel shows them), gid_attrs/types/<i> and gid_attrs/ndevs/<i> for
@@ -185,6 +187,32 @@ static int write_port(int fd, const struct run_dev *dev, int p)
 	return ret;
 }
 
+/*
+ * Contract: <name>/device/net/<ifname>/ifindex for each distinct
+ * interface named by a GID entry of any port (the interface that carries
+ * the address: lo for 127.0.0.N), as the kernel lists the net devices of
+ * an RDMA device's parent; 0 or -errno. None when no entry names one.
+ */
+static int write_net(int dirfd, const struct run_dev *dev)
+{
+	char dir[IBV_SYSFS_NAME_MAX + IF_NAMESIZE + 32];
+	int p, i, ret = 0;
+
+	for (p = 0; p < dev->nports && !ret; p++) {
+		const struct run_port *port = &dev->ports[p];
+
+		for (i = 0; i < port->ngids && !ret; i++) {
+			const char *ndev = port->gids[i].ndev;
+
+			if (!port->gids[i].valid || !ndev[0])
+				continue;
+			snprintf(dir, sizeof(dir), "%s/device/net/%s", dev->name, ndev);
+			ret = put(dirfd, dir, "ifindex", "%u\n", if_nametoindex(ndev));
+		}
+	}
+	return ret;
+}
+
 /* Contract: see run.h; `dirfd` is the class directory (.../infiniband). */
 int run_write_ibdev(int dirfd, const struct run_dev *dev, char *err, size_t errsz)
 {
@@ -209,6 +237,7 @@ int run_write_ibdev(int dirfd, const struct run_dev *dev, char *err, size_t errs
 	ret = ret ?: put(dirfd, dir, "numa_node", "%d\n", dev->numa_node);
 	ret = ret ?: put(dirfd, dir, "local_cpus", "%s\n", dev->local_cpus);
 	ret = ret ?: put(dirfd, dir, "local_cpulist", "%s\n", dev->local_cpulist);
+	ret = ret ?: write_net(dirfd, dev);
 	for (p = 1; p <= dev->nports && !ret; p++)
 		ret = write_port(dirfd, dev, p);
 	if (ret)

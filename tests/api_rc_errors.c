@@ -151,6 +151,34 @@ static void case_rnr(void)
 	unpair(&a, &b);
 }
 
+/*
+ * Regression: rnr_retry counted RNR NAKs over the QP's life instead of
+ * per message, so after rnr_retry recovered RNRs the next one failed at
+ * once (rdma-core's test_rdmacm_async_traffic_external_qp: the 6th reply
+ * that beat the peer's post_recv failed with RNR_RETRY_EXC_ERR).
+ */
+static void case_rnr_per_message(void)
+{
+	struct t_ep a, b;
+
+	t_case("RNR: rnr_retry 1 recovers one RNR of every message, message after message");
+	t_rnr_retry = 1;
+	t_min_rnr_timer = 26; /* 81.92 ms: the receive is posted well before the retry */
+	if (pair(&a, &b, ACC) == 0) {
+		for (int k = 0; k < 4; k++) {
+			CHECK(t_post(&a, IBV_WR_SEND, (uint64_t)(70 + k), 0, 10, 0, 0,
+				     IBV_SEND_SIGNALED) == 0);
+			usleep(10000); /* the SEND meets an empty receive queue: RNR NAK */
+			CHECK(t_post_recv(&b, (uint64_t)(80 + k), 0, 100) == 0);
+			CHECK_EQ_INT(one_status(a.cq, NULL), IBV_WC_SUCCESS);
+			CHECK_EQ_INT(one_status(b.cq, NULL), IBV_WC_SUCCESS);
+		}
+		unpair(&a, &b);
+	}
+	t_rnr_retry = 7;
+	t_min_rnr_timer = 1;
+}
+
 static void case_retry_exceeded(void)
 {
 	struct t_ep a, b;
@@ -192,6 +220,7 @@ int main(void)
 	case_local();
 	case_too_long();
 	case_rnr();
+	case_rnr_per_message();
 	case_retry_exceeded();
 	ibv_close_device(ctx);
 	return t_finish();

@@ -13,6 +13,7 @@
  *   addrinfo.c  rdma_getaddrinfo, rdma_create_ep, rdma_get_request
  *   misc.c      the small exported calls
  *   mad.c       the MAD codec (mad.h)
+ *   rendezvous.c  listeners on 127/8 addresses found by other processes
  *
  * Locking: one mutex, cm.lock, guards every id, channel FIFO and
  * connection. API calls take it, change state, send MADs and arm timers
@@ -38,6 +39,7 @@
 #define SV_RDMACM_CM_H
 
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -64,6 +66,7 @@ enum {
 	CM_MRA_TIMEOUT = 24,
 	CM_LOCAL_ACK_DELAY = 15, /* what the software device reports */
 	CM_HOP_LIMIT = 64,
+	CM_RDV_POLL_MAX = 64, /* published listeners per process (rendezvous.c) */
 };
 
 /* The connection manager's view of one softverbs device. */
@@ -171,6 +174,7 @@ struct cm_id {
 	bool ack_timeout_set;
 	/* listening */
 	int backlog, queued_reqs;
+	int rdv_fd; /* published for the same-host rendezvous, -1 when not */
 	/* passive ids */
 	bool passive; /* made by a received request */
 	struct cm_id *listener; /* while its CONNECT_REQUEST is unretrieved */
@@ -354,6 +358,27 @@ void cm_handle_mad(struct cm_dev *d, const struct softverbs_gsi_addr *src,
 		   const uint8_t mad[CM_MAD_LEN]);
 /* Run expired timers; returns the next deadline (ms) or 0 (lock held). */
 uint64_t cm_run_timers(uint64_t now);
+
+/* rendezvous.c: the same-host rendezvous */
+/* Is `a` an address listeners publish and connects look up (127/8)? */
+bool cm_rdv_addr(struct in_addr a);
+/*
+ * Publish a listener bound to a 127/8 address with a device (others are
+ * left alone): 0, -EADDRINUSE when a process already listens on that
+ * address and port in the id's port space, or another -errno. Lock held.
+ */
+int cm_rdv_publish(struct cm_id *cid);
+/* Withdraw the listener's name, if published (lock held). */
+void cm_rdv_withdraw(struct cm_id *cid);
+/*
+ * The GID of the device whose process (of our user) listens on a:port
+ * in port space `ps`: 0, or -ENOENT when none answers within a second.
+ * Lock NOT needed (may block while a listener answers).
+ */
+int cm_rdv_lookup(int ps, struct in_addr a, uint16_t port, uint8_t gid[16]);
+/* The CM thread: the published sockets to poll (up to max), and serving those ready. */
+int cm_rdv_pollfds(struct pollfd *p, int max);
+void cm_rdv_serve(const struct pollfd *p, int n);
 
 /* qp.c */
 /* Move the id's QP through INIT (access), RTR, RTS with the connection's values. */

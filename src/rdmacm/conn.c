@@ -5,6 +5,7 @@
  * state, acts under the lock (MADs, QP transitions) and, on a
  * synchronous id, waits for the outcome without it.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <string.h>
 
@@ -43,13 +44,39 @@ static int do_connect(struct cm_id *cid, const struct rdma_conn_param *p)
 	return cm_send_req(cid, p);
 }
 
+/*
+ * The same-host rendezvous (rendezvous.c): for a 127/8 destination, the
+ * GID of the device whose process listens on it, into gid. True when one
+ * answered. Takes and releases the lock itself; the id may be gone after.
+ */
+static bool find_listener_gid(struct cm_id *cid, uint8_t gid[16])
+{
+	struct in_addr a;
+	uint16_t port;
+	int ps;
+
+	if (cm_lock_id(&cid->id))
+		return false;
+	a = cm_dst_v4(cid);
+	port = ntohs(rdma_get_dst_port(&cid->id));
+	ps = cid->id.ps;
+	pthread_mutex_unlock(&cm.lock);
+	return cm_rdv_addr(a) && !cm_rdv_lookup(ps, a, port, gid);
+}
+
 CM_EXPORT int rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *conn_param)
 {
 	struct cm_id *cid = cm_id_of(id);
+	uint8_t gid[16];
+	bool found = find_listener_gid(cid, gid);
 	int ret = cm_lock_id(id);
 
 	if (ret)
 		return cm_ret(ret);
+	if (found && cid->state == CMA_ROUTE_RESOLVED) { /* the request goes to that listener */
+		memcpy(cid->id.route.addr.addr.ibaddr.dgid.raw, gid, 16);
+		memcpy(cid->path.dgid.raw, gid, 16);
+	}
 	ret = do_connect(cid, conn_param);
 	pthread_mutex_unlock(&cm.lock);
 	if (!ret && cid->sync)

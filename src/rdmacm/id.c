@@ -134,6 +134,7 @@ int cm_id_alloc(struct cm_channel *chan, void *context, enum rdma_port_space ps,
 	cid->id.qp_type = qpt;
 	cid->sync = chan->private_sync;
 	cid->afonly = -1; /* by family at bind */
+	cid->rdv_fd = -1;
 	cid->next = cm.ids;
 	if (cm.ids)
 		cm.ids->prev = cid;
@@ -259,6 +260,7 @@ void cm_id_abort(struct cm_id *cid)
 	default:
 		break;
 	}
+	cm_rdv_withdraw(cid);
 	cm_disarm(cid);
 	cid->conn.state = CM_IDLE;
 }
@@ -619,6 +621,8 @@ CM_EXPORT int rdma_listen(struct rdma_cm_id *id, int backlog)
 		ret = do_bind(cid, (struct sockaddr *)&any);
 	if (!ret && cid->state != CMA_ADDR_BOUND)
 		ret = -EINVAL;
+	if (!ret)
+		ret = cm_rdv_publish(cid);
 	if (!ret) {
 		cid->backlog = backlog <= 0 || backlog >= CM_MAX_BACKLOG ? CM_MAX_BACKLOG : backlog;
 		cid->state = CMA_LISTEN;

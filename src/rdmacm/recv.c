@@ -96,6 +96,19 @@ static struct cm_id *find_listener(struct cm_dev *d, uint64_t sid, struct in_add
 	return wild;
 }
 
+/*
+ * Is `dip`, the destination address of a request, ours? The device's
+ * address, or the address the listener `l` is bound to when it is one the
+ * same-host rendezvous publishes (rendezvous.c: a 127/8 address that
+ * other processes connect to for this listener).
+ */
+static bool dst_is_ours(const struct cm_dev *d, const struct cm_id *l, struct in_addr dip)
+{
+	if (dip.s_addr == d->addr.s_addr)
+		return true;
+	return l->dev == d && cm_rdv_addr(dip) && cm_src_v4(l).s_addr == dip.s_addr;
+}
+
 /* addresses of a passive id from the CMA header: src = {dst IP, service port}, dst = {src IP, port}
  */
 static void passive_addrs(struct cm_id *nid, const struct cma_hdr *h, uint16_t port)
@@ -212,7 +225,7 @@ static void handle_req(struct cm_dev *d, const struct softverbs_gsi_addr *src,
 			  d->gid.raw, 16);
 		return;
 	}
-	if (ch.ip_version != 4 || dip.s_addr != d->addr.s_addr || r.transport != 0 ||
+	if (ch.ip_version != 4 || !dst_is_ours(d, l, dip) || r.transport != 0 ||
 	    l->id.qp_type != IBV_QPT_RC || r.alternate.local_lid || !gid_is_v4(src->peer_gid)) {
 		reply_rej(d, src->peer_gid, hdr->tid, r.local_comm_id, CM_REJ_CONSUMER_DEFINED,
 			  NULL, 0);
@@ -515,7 +528,7 @@ static void handle_sidr_req(struct cm_dev *d, const struct softverbs_gsi_addr *s
 		reply_sidr(d, src->peer_gid, hdr->tid, &q, CM_SIDR_UNSUPPORTED);
 		return;
 	}
-	if (cma_hdr_decode(q.pdata, &ch) || ch.ip_version != 4 || dip.s_addr != d->addr.s_addr ||
+	if (cma_hdr_decode(q.pdata, &ch) || ch.ip_version != 4 || !dst_is_ours(d, l, dip) ||
 	    !gid_is_v4(src->peer_gid)) {
 		reply_sidr(d, src->peer_gid, hdr->tid, &q, CM_SIDR_REJECT);
 		return;
@@ -668,7 +681,7 @@ uint64_t cm_run_timers(uint64_t now)
 /* Contract: see cm.h. The CM thread: poll the GSI endpoints and the wake fd. */
 void *cm_thread_main(void *arg)
 {
-	struct pollfd p[CM_MAX_DEVICES + 1];
+	struct pollfd p[CM_MAX_DEVICES + 1 + CM_RDV_POLL_MAX];
 	int n = cm.ndev;
 
 	(void)arg;
@@ -677,14 +690,17 @@ void *cm_thread_main(void *arg)
 	p[n] = (struct pollfd){.fd = cm.wake_fd, .events = POLLIN};
 	for (;;) {
 		uint64_t now = cm_now_ms(), next;
-		int ms;
+		int ms, nrdv;
 
 		pthread_mutex_lock(&cm.lock);
 		next = cm_run_timers(now);
 		pthread_mutex_unlock(&cm.lock);
+		/* published listeners change with a wake: read again every round */
+		nrdv = cm_rdv_pollfds(&p[n + 1], CM_RDV_POLL_MAX);
 		ms = !next ? -1 : next <= now ? 0 : (int)(next - now > 60000 ? 60000 : next - now);
-		if (poll(p, (nfds_t)n + 1, ms) <= 0)
+		if (poll(p, (nfds_t)(n + 1 + nrdv), ms) <= 0)
 			continue;
+		cm_rdv_serve(&p[n + 1], nrdv);
 		if (p[n].revents & POLLIN) {
 			uint64_t v;
 

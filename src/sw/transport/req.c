@@ -56,6 +56,7 @@ uint64_t sw_req_timeout_ns(const struct sw_qp *qp)
 void sw_req_acked(struct sw_qp *qp)
 {
 	qp->req->retries = qp->attr.retry_cnt;
+	qp->req->rnr_retries = qp->attr.rnr_retry; /* RNR retries count per message too */
 	qp->req->backoff = 0;
 	sw_probe_acked(qp);
 }

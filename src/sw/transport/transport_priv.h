@@ -474,7 +474,7 @@ void sw_req_rewind(struct sw_qp *qp, uint32_t psn);
  * declared dead after retry_cnt short waits.
  */
 uint64_t sw_req_timeout_ns(const struct sw_qp *qp);
-/* The peer acknowledged something: the retry count and back-off start over. */
+/* The peer acknowledged something: the retry and RNR retry counts and back-off start over. */
 void sw_req_acked(struct sw_qp *qp);
 
 /*
