@@ -26,6 +26,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <pthread.h>
+#include <sched.h>
 #include <sys/types.h>
 #include <time.h>
 
@@ -55,7 +56,7 @@ enum {
 	SW_MAX_RES_RD_ATOM = SW_MAX_QP_RD_ATOM * SW_MAX_QP,
 	SW_MAX_PKEYS = 1,
 	SW_UDP_PORT = 4791,
-	SW_SPIN_US_DEFAULT = 200, /* SOFTVERBS_SPIN_US; see docs/performance.md */
+	SW_SPIN_US_DEFAULT = 0, /* SOFTVERBS_SPIN_US; see docs/performance.md */
 	SW_VENDOR_ID = 0xFFFFFF, /* not Mellanox (0x02c9), not Amazon (0x1d0f) */
 	SW_VENDOR_PART_ID = 0,
 	SW_HW_VER = 1,
@@ -140,12 +141,32 @@ struct sw_dev {
 	atomic_ullong dm_bytes; /* device memory allocated, against SW_MAX_DM_SIZE */
 	pid_t pid; /* creator: a forked child probes its own device */
 	atomic_ullong wc_errors, wc_flushed; /* error completions of all its QPs */
+	/*
+	 * An application thread found one of its CQs empty since the
+	 * progress thread last looked: someone polls for completions, so
+	 * the progress thread spinning for them pays (transport/progress.c).
+	 */
+	atomic_bool app_polls;
 	struct sw_dev *next_live, **pprev_live; /* every device not yet freed (ctrl/unload.c) */
 };
 
 static inline struct sw_dev *sw_dev_of(struct ibv_context *ctx)
 {
 	return sv_container_of(ctx->device, struct sw_dev, core.ibv);
+}
+
+/*
+ * An application thread polled a CQ of `ctx` and found it empty; then it
+ * yields the CPU (the progress thread may need it). Sets app_polls
+ * without writing the shared line when it is set already.
+ */
+static inline void sw_empty_poll(struct ibv_context *ctx)
+{
+	struct sw_dev *dev = sw_dev_of(ctx);
+
+	if (!atomic_load_explicit(&dev->app_polls, memory_order_relaxed))
+		atomic_store_explicit(&dev->app_polls, true, memory_order_relaxed);
+	sched_yield();
 }
 
 /*

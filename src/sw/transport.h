@@ -115,6 +115,19 @@ void sw_transport_qp_state(struct sw_qp *qp, enum ibv_qp_state old_state);
  */
 void sw_transport_qp_error(struct sw_qp *qp);
 
+/*
+ * An application thread is about to move the QP to ERR (qp->lock not
+ * held): when the QP has requests in flight, let the progress thread
+ * take in what has already arrived for the device first (at most a few
+ * milliseconds). An ACK that was on its way before the modify then
+ * completes its request instead of the flush doing so, as on a real
+ * device, whose receive pipeline is ahead of any command the driver
+ * gives it. (dtest: the peer saw the data of the last RDMA WRITE and
+ * disconnected over TCP, and that reached the CM before the progress
+ * thread reached the WRITE's ACK: the WRITE was flushed.)
+ */
+void sw_transport_settle(struct sw_qp *qp);
+
 /* New send WQEs were posted: send what the window allows (qp->lock held). */
 void sw_transport_kick(struct sw_qp *qp);
 

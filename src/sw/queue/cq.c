@@ -206,7 +206,7 @@ int sw_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
 	 * with as many spinners as CPUs) instead of waiting to be preempted.
 	 */
 	if (!n)
-		sched_yield();
+		sw_empty_poll(ibcq->context);
 	return n;
 }
 

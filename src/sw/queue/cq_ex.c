@@ -53,7 +53,7 @@ static int sw_start_poll(struct ibv_cq_ex *ibcq, struct ibv_poll_cq_attr *attr)
 	if (ret) {
 		pthread_mutex_unlock(&cq->lock);
 		if (ret == ENOENT)
-			sched_yield(); /* as an empty poll_cq (cq.c) */
+			sw_empty_poll(ibcq->context); /* as an empty poll_cq (cq.c) */
 	}
 	return ret;
 }

@@ -368,6 +368,8 @@ int sw_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 	if (!attr)
 		return -EINVAL;
 	memset(&r, 0, sizeof(r));
+	if ((mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_ERR)
+		sw_transport_settle(qp); /* what arrived before the modify goes first */
 	pthread_mutex_lock(&qp->lock);
 	ret = check_transition(qp, attr, mask, &r);
 	if (!ret)

@@ -364,10 +364,48 @@ void sw_transport_qp_error(struct sw_qp *qp)
 {
 	if (!qp->req || qp->ibv.qp_base.state == IBV_QPS_ERR)
 		return;
+	/*
+	 * An ACK owed for requests already executed goes out before the QP
+	 * stops answering, as at destroy (sw_transport_qp_fini): the
+	 * application may see a WRITE's data and move the QP to error before
+	 * the batch ends, and the peer's WRITE would then be flushed although
+	 * its data was placed (dtest's RDMA WRITE ping-pong with data check,
+	 * 2 of 8 runs).
+	 */
+	sw_resp_flush_ack(qp);
 	sw_budget_release(qp); /* nothing of it is in flight any more */
 	qp->req->deadline_ns = 0;
 	qp->req->rnr_until_ns = 0;
 	flush_taken_recv(qp);
+}
+
+enum {
+	SETTLE_SWEEPS = 2, /* a pass begun after the request, and its successor */
+	SETTLE_MAX_NS = 5 * 1000 * 1000,
+};
+
+/* Contract: see sw/transport.h (qp->lock not held). */
+void sw_transport_settle(struct sw_qp *qp)
+{
+	struct sw_engine *eng = sw_engine_of(qp);
+	unsigned int s0;
+	uint64_t until;
+	bool busy;
+
+	if (!eng || atomic_load(&eng->stop) || pthread_equal(pthread_self(), eng->thread))
+		return;
+	pthread_mutex_lock(&qp->lock);
+	busy = qp->req && qp->ibv.qp_base.state != IBV_QPS_ERR &&
+	       qp->ibv.qp_base.qp_type != IBV_QPT_UD && sw_req_in_flight(qp->req);
+	pthread_mutex_unlock(&qp->lock);
+	if (!busy)
+		return;
+	s0 = atomic_load_explicit(&eng->sweeps, memory_order_acquire);
+	until = sw_now_ns() + SETTLE_MAX_NS;
+	sw_engine_wake(eng);
+	while (atomic_load_explicit(&eng->sweeps, memory_order_acquire) - s0 < SETTLE_SWEEPS &&
+	       sw_now_ns() < until)
+		sched_yield();
 }
 
 /* Contract: see transport_priv.h (qp->lock held). */

@@ -9,11 +9,17 @@
  * copies it queued on CPU_ID placement workers (place_worker.c), sends
  * the ACKs owed, and runs the retransmit and RNR timers.
  *
- * While traffic flows it polls: for SOFTVERBS_SPIN_US (default 200 us)
- * after the last packet or post it received it keeps looking, calling
- * sched_yield(2) between empty polls, so that the next packet of a
- * ping-pong or a stream finds it awake instead of paying a cross-CPU
- * wake-up (tens of microseconds on a VM). Idle longer than that, it
+ * While traffic flows and the application polls for it, it may poll too:
+ * for SOFTVERBS_SPIN_US (default 0: not at all) after the last packet or post
+ * it received, as long as an application thread found a CQ of the
+ * device empty in that time, it keeps looking, calling sched_yield(2)
+ * between empty polls, so that the next packet of a ping-pong or a
+ * stream finds it awake instead of paying a cross-CPU wake-up (tens of
+ * microseconds on a VM). An application that sleeps in
+ * ibv_get_cq_event() needs this thread to wake it anyway, and spinning
+ * would only take the CPU from it and from the peer. (Not the default:
+ * with more polling threads than cores it can cost more than it saves;
+ * docs/performance.md.) Idle longer than that, it
  * sleeps in poll(2) until a packet, a wake-up or the next timer (at most
  * 100 ms), so it costs nothing measurable. With SOFTVERBS_BUSY_POLL=1 it
  * never sleeps.
@@ -440,13 +446,16 @@ void *sw_progress_main(void *arg)
 {
 	struct sw_engine *eng = arg;
 	struct rx_batch *b = eng->rx;
-	uint64_t next_timer = 0, worked_ns = 0; /* when it last had work */
+	/* when it last had work, and last saw an application poll an empty CQ */
+	uint64_t next_timer = 0, worked_ns = 0, polled_ns = 0;
 	unsigned int busy = 0; /* nonempty batches since the timers last ran */
 
 	sem_post(&eng->started);
 	while (!atomic_load(&eng->stop)) {
 		int n = rx_batch(eng, b);
 		uint64_t now;
+
+		atomic_fetch_add_explicit(&eng->sweeps, 1, memory_order_release);
 
 		/* the ACKs just handled may have freed budget: serve the line */
 		if (atomic_load_explicit(&eng->budget.nwait, memory_order_relaxed))
@@ -474,7 +483,12 @@ void *sw_progress_main(void *arg)
 		}
 		if (n > 0)
 			continue;
-		if (eng->busy_poll || now - worked_ns < eng->spin_ns) {
+		if (atomic_load_explicit(&eng->dev->app_polls, memory_order_relaxed)) {
+			atomic_store_explicit(&eng->dev->app_polls, false, memory_order_relaxed);
+			polled_ns = now;
+		}
+		if (eng->busy_poll ||
+		    (now - worked_ns < eng->spin_ns && now - polled_ns < eng->spin_ns)) {
 			/*
 			 * Spin, but let another thread that waits for this core
 			 * run: with more busy threads than cores (two processes

@@ -160,6 +160,7 @@ struct sw_engine {
 	 * wake-up (sw_engine_wake_for).
 	 */
 	atomic_ullong timers_at;
+	atomic_uint sweeps; /* receive passes the progress thread has finished */
 	bool busy_poll; /* SOFTVERBS_BUSY_POLL: spin instead of sleeping */
 	uint64_t spin_ns; /* SOFTVERBS_SPIN_US: keep polling this long after work */
 	pthread_mutex_t active_lock; /* guards the active list */
