@@ -105,6 +105,7 @@ enum mr_kind {
 	MR_DMAH_PH1, /* PH 1: streaming stores */
 	MR_DMAH_CPU, /* PH 0, a CPU id and volatile memory: placed by a pinned worker */
 	MR_DMAH_PM, /* PH 0, a CPU id and persistent memory: flushed before the ACK */
+	MR_ALLOC_BUF, /* ibv_alloc_buf + ibv_reg_buf_mr, in both processes */
 	MR_NKINDS
 };
 extern const char *const mr_names[MR_NKINDS];
