@@ -11,7 +11,11 @@
  *   verbs_lat.c   WRITE ping-pong latency
  *   udp.c         UDP loopback baselines
  *   memcpy_bw.c   memcpy baseline
- *   ucx.c         ucx_perftest comparison
+ *   peer.c        running other projects' programs: find, start, bound, notes
+ *   ucx.c         ucx_perftest over posix, cma and tcp
+ *   fabric.c      libfabric's fi_pingpong over shm and tcp
+ *   vm_copy.c     process_vm_writev baseline
+ *   peer_targets.c  the targets against the peers (issue 17)
  *   alloc_reg.c   ibv_alloc_buf + ibv_reg_buf_mr against posix_memalign + ibv_reg_mr
  *   dmah.c        ibv_alloc_dmah rate and registration with a DMA handle
  *   loss.c        WRITE under packet loss; N QPs x M processes (loss.h)
@@ -27,6 +31,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 #include <infiniband/verbs.h>
@@ -65,18 +70,40 @@ uint64_t ladder_next(uint64_t size, uint64_t max);
 /* A size with an optional K, M or G suffix (powers of 1024); 0 on error. */
 uint64_t parse_size(const char *s);
 
-/* Fork and exec argv with env additions, fds at 3 and 4, stdout to out_fd. */
+/* Fork and exec argv with env additions, fds at 3 and 4, stdout and stderr to out_fd. */
 pid_t spawn(char *const argv[], char *const env[], int fd3, int fd4, int out_fd);
 /* Wait until `deadline` (ns), then kill; exit status or -1; adds CPU seconds. */
 int reap_child(pid_t pid, uint64_t deadline, double *cpu_s);
 /* Read until EOF or `deadline`; NUL-terminated. */
 void read_all(int fd, char *buf, size_t cap, uint64_t deadline);
 
+/* ---- peer.c: the programs of other projects ---- */
+
+enum {
+	PEER_MAX_NOTES = 16
+};
+/* Notes on peers left out or failed, printed under the tables and in the JSON. */
+extern char peer_notes[PEER_MAX_NOTES][160];
+extern int npeer_notes;
+
+/* The path of program `name` on PATH into `path`; false when it is not there. */
+bool find_exe(const char *name, char *path, size_t cap);
+void peer_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/*
+ * Server argv, 0.3 s later client argv, both with env additions
+ * (NULL-terminated); the client's stdout and stderr into `out`
+ * (NUL-terminated). Both are killed (by pid) if still running
+ * `bound_s` after the client started (the server 2 s later). The
+ * client's exit status, -1 when killed.
+ */
+int run_peer_pair(char *const srv[], char *const cli[], char *const env[], double bound_s,
+		  char *out, size_t cap);
+
 /* ---- the options of this run (sv_bench.c) ---- */
 
 struct opts {
 	double secs; /* measured time per point */
-	bool quick, quiet, progress, no_ucx;
+	bool quick, quiet, progress, no_peers; /* no_peers: --no-peers (--no-ucx) */
 	const char *only; /* comma list of families */
 	uint64_t sizes[16]; /* the message size sweep */
 	int nsizes;
@@ -105,6 +132,7 @@ enum mr_kind {
 	MR_DMAH_PH1, /* PH 1: streaming stores */
 	MR_DMAH_CPU, /* PH 0, a CPU id and volatile memory: placed by a pinned worker */
 	MR_DMAH_PM, /* PH 0, a CPU id and persistent memory: flushed before the ACK */
+	MR_ALLOC_BUF, /* ibv_alloc_buf + ibv_reg_buf_mr, in both processes */
 	MR_NKINDS
 };
 extern const char *const mr_names[MR_NKINDS];
@@ -179,8 +207,20 @@ void print_tables(void);
 /* "met", "MISSED" or "not measured" (NaN) for ratio `r` against a bound. */
 const char *verdict(double r, double bound, bool at_least);
 int write_json(const char *path, double run_s);
+/* A JSON number, or null for NaN and infinities. */
+void json_num(FILE *f, double v);
 extern bool ucx_present;
 extern char ucx_note[128];
+
+/* ---- peer_targets.c ---- */
+
+/* The ratio columns of a "bw" record (its GB/s) and of a "lat" record against the peers. */
+void peer_ratios_bw(struct rec *r, double gbps);
+void peer_ratios_lat(struct rec *r);
+/* The peers' lines of the targets summary, under a "targets:" heading if `heading`. */
+void peer_targets_print(bool heading);
+/* The peers' targets as members of the JSON "targets" object, each after a comma. */
+void peer_targets_json(FILE *f);
 
 /* ---- progress.c ---- */
 
@@ -206,6 +246,8 @@ void run_ucx(void);
 void run_alloc_reg(void);
 void run_dmah(void);
 void run_loss(void);
+void run_fabric(void);
+void run_vm_copy(void);
 /* Planned weight of each family for the progress ETA. */
 double plan_memcpy(void);
 double plan_udp(void);
@@ -215,5 +257,7 @@ double plan_ucx(void);
 double plan_alloc_reg(void);
 double plan_dmah(void);
 double plan_loss(void);
+double plan_fabric(void);
+double plan_vm_copy(void);
 
 #endif

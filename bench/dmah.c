@@ -153,7 +153,7 @@ double plan_dmah(void)
 {
 	uint64_t s[3];
 
-	return ops_weight() + bw_sizes(s) * MR_NKINDS * bench_point_weight();
+	return ops_weight() + bw_sizes(s) * (MR_DMAH_PM + 1) * bench_point_weight();
 }
 
 /* Parse the child's "dmah op=... variant=..." lines into "dmah" records. */
@@ -190,7 +190,7 @@ void run_dmah(void)
 	run_one("dmah", opt.max_alloc, env, res, sizeof(res));
 	parse_dmah(res);
 	for (int i = 0; i < n; i++)
-		for (int k = 0; k < MR_NKINDS; k++) {
+		for (int k = 0; k <= MR_DMAH_PM; k++) { /* plain and the DMA handles */
 			size_str(sizes[i], s, sizeof(s));
 			progress_step(bench_point_weight(), "WRITE bandwidth into a %s MR, %s",
 				      mr_names[k], s);

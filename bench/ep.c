@@ -16,7 +16,8 @@
 	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |               \
 	 IBV_ACCESS_REMOTE_ATOMIC)
 
-const char *const mr_names[MR_NKINDS] = {"plain", "dmah_ph0", "dmah_ph1", "dmah_cpu", "dmah_pm"};
+const char *const mr_names[MR_NKINDS] = {"plain",    "dmah_ph0", "dmah_ph1",
+					 "dmah_cpu", "dmah_pm",	 "alloc_buf"};
 
 /*
  * Register e->buf as `kind`: ibv_reg_mr, or ibv_reg_mr_ex with a DMA
@@ -117,16 +118,29 @@ struct ibv_qp *ep_rc_qp(const struct ep *e, uint32_t send_wr, uint32_t recv_wr,
 	return qp;
 }
 
-/* Open, make buffer, MR (as `kind`) and an RC QP in INIT; dies on failure. */
+/*
+ * Open, make buffer, MR (as `kind`) and an RC QP in INIT; dies on
+ * failure. MR_ALLOC_BUF: the buffer comes from ibv_alloc_buf() and is
+ * registered with ibv_reg_buf_mr(); else aligned_alloc() and ep_reg().
+ */
 static void ep_init(struct ep *e, size_t len, uint32_t depth, enum mr_kind kind)
 {
 	ep_open(e, (int)depth * 2 + 16);
 	e->len = len < 64 ? 64 : len;
-	e->buf = aligned_alloc(4096, (e->len + 4095) & ~(size_t)4095);
+	if (kind == MR_ALLOC_BUF)
+		e->buf = ibv_alloc_buf(e->pd, e->len, &e->ibuf);
+	else
+		e->buf = aligned_alloc(4096, (e->len + 4095) & ~(size_t)4095);
 	if (!e->buf)
-		die("buffer allocation failed");
+		die("buffer allocation failed: %s", strerror(errno));
 	memset(e->buf, 0, e->len);
-	ep_reg(e, kind);
+	if (kind == MR_ALLOC_BUF) {
+		e->mr = ibv_reg_buf_mr(e->pd, e->ibuf, e->buf, e->len, ACCESS);
+		if (!e->mr)
+			die("ibv_reg_buf_mr: %s", strerror(errno));
+	} else {
+		ep_reg(e, kind);
+	}
 	e->qp = ep_rc_qp(e, depth, depth, &e->max_inline);
 }
 
@@ -188,10 +202,13 @@ void ep_destroy(struct ep *e)
 	ibv_dereg_mr(e->mr);
 	if (e->dmah)
 		ibv_dealloc_dmah(e->dmah);
+	if (e->ibuf)
+		ibv_free_buf(e->ibuf);
+	else
+		free(e->buf);
 	ibv_destroy_cq(e->cq);
 	ibv_dealloc_pd(e->pd);
 	ibv_close_device(e->ctx);
-	free(e->buf);
 }
 
 int post_one(struct ep *e, enum ibv_wr_opcode op, uint8_t *local, uint32_t len, uint64_t raddr,

@@ -17,6 +17,7 @@ struct ep {
 	struct ibv_mr *mr;
 	struct ibv_dmah *dmah; /* MR_DMAH_*: the MR's DMA handle */
 	uint8_t *buf;
+	struct ibv_buf *ibuf; /* MR_ALLOC_BUF: buf's ibv_alloc_buf() handle */
 	size_t len;
 	uint32_t max_inline;
 	uint8_t max_rd;

@@ -70,15 +70,6 @@ void loss_targets_print(bool heading)
 		       verdict(loss_tgt.worst_resent, TARGET_RESENT_PER_LOST, false));
 }
 
-/* One JSON number or null. */
-static void jval(FILE *f, double v)
-{
-	if (v != v || v - v != 0)
-		fputs("null", f);
-	else
-		fprintf(f, "%.6g", v);
-}
-
 /* Contract: see loss.h. */
 void loss_targets_json(FILE *f)
 {
@@ -91,25 +82,25 @@ void loss_targets_json(FILE *f)
 		double r = sweep(ratios[i].variant, "vs_lossless");
 
 		fprintf(f, ",\n    \"%s\": {\"ratio\": ", ratios[i].json);
-		jval(f, r);
+		json_num(f, r);
 		fprintf(f, ", \"goal_min\": %.2f, \"met\": %s, \"stalled\": %s}", ratios[i].goal,
 			r == r && r >= ratios[i].goal ? "true" : "false",
 			sweep(ratios[i].variant, "stalled") > 0 ? "true" : "false");
 	}
 	fprintf(f, ",\n    \"loss_1024qp_x4_udp_clean\": {\"ratio\": ");
-	jval(f, clean);
+	json_num(f, clean);
 	fprintf(f, ", \"errors\": ");
-	jval(f, loss_tgt.clean_errs);
+	json_num(f, loss_tgt.clean_errs);
 	fprintf(f, ", \"overflows\": ");
-	jval(f, loss_tgt.clean_overflows);
+	json_num(f, loss_tgt.clean_overflows);
 	fprintf(f, ", \"overflows_source\": \"%s\", \"goal_max\": 0, \"met\": %s}",
 		loss_tgt.overflows_from_kernel ? "kernel RcvbufErrors" : "device",
 		clean == 0 ? "true" : "false");
 	fprintf(f, ",\n    \"loss_resent_per_lost_1pct\": {\"ratio\": ");
-	jval(f, rs);
+	json_num(f, rs);
 	fprintf(f,
 		", \"goal_max\": %.0f, \"met\": %s, \"excess_per_lost\": ", TARGET_RESENT_PER_LOST,
 		rs == rs && rs <= TARGET_RESENT_PER_LOST ? "true" : "false");
-	jval(f, loss_tgt.worst_excess);
+	json_num(f, loss_tgt.worst_excess);
 	fprintf(f, "}");
 }

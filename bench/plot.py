@@ -5,8 +5,11 @@
   plot.py RESULTS.json OUT.png     four panels against message size:
                                    bandwidth, message rate, latency
                                    (median and p99), alloc+reg cost;
-                                   the same-run baselines (memcpy, UDP
-                                   loopback, UCX if measured) drawn in;
+                                   the same-run baselines (memcpy,
+                                   process_vm_writev, UDP loopback) and
+                                   peers (UCX puts over posix, cma, tcp;
+                                   libfabric fi_pingpong over shm, tcp;
+                                   when measured) drawn in;
                                    with the loss family, two more: WRITE
                                    against packet loss (fraction of
                                    lossless), N QPs x M processes
@@ -30,6 +33,8 @@ REQUIRED = {
     "dmah": ["us", "errno"],
     "dmah_bw": ["gbps", "mmsgs"],
     "ucx": ["median_us", "mbps", "msgs"],
+    "vm_copy": ["gbps"],
+    "fabric": ["one_way_us", "mbps"],
     "loss": ["drop", "gbps", "vs_lossless", "stalled", "verified", "err_wc", "lost",
              "retx_per_lost", "excess_per_lost", "resent_per_lost"],
     "loss_qps": ["drop", "gbps", "vs_lossless", "stalled", "verified", "err_wc", "lost",
@@ -76,6 +81,9 @@ def validate(doc):
                     continue
                 if v is not None and not isinstance(v, (int, float)):
                     bad.append("%s.%s is not a number or null" % (where, k))
+    if not isinstance(doc.get("peers", {}), dict) or \
+            not all(isinstance(n, str) for n in doc.get("peers", {}).get("notes", [])):
+        bad.append("peers is not an object with a list of notes")
     for name, t in doc["targets"].items():
         if not isinstance(t, dict) or "ratio" not in t or not isinstance(t.get("met"), bool):
             bad.append("target %r malformed" % name)
@@ -103,6 +111,29 @@ def size_label(v, _pos=None):
 
 def num(v):
     return isinstance(v, (int, float)) and math.isfinite(v)
+
+
+# the peers, one style each: (family, variant) -> marker, colour, label
+UCX_STYLES = {"posix": ("*", "tab:red", "UCX %s, posix shm"),
+              "cma": ("P", "darkred", "UCX %s, cma"),
+              "tcp_lo": ("X", "salmon", "UCX %s, tcp on lo")}
+FI_STYLES = {"shm": ("d", "tab:olive", "libfabric fi_pingpong, shm"),
+             "tcp": ("h", "olive", "libfabric fi_pingpong, tcp")}
+
+
+def plot_peers(doc, ax, ucx_test, ucx_key, ucx_scale, fi_key, fi_scale):
+    """The peers' points of one panel: UCX's `ucx_test` and fi_pingpong, scaled."""
+    for variant, (marker, color, label) in UCX_STYLES.items():
+        x, y = xy(recs(doc, "ucx", ucx_test, variant), ucx_key)
+        if x:
+            ax.plot(x, [v * ucx_scale for v in y], marker, color=color, ms=10,
+                    label=label % ucx_test)
+    if fi_key is None:
+        return
+    for variant, (marker, color, label) in FI_STYLES.items():
+        x, y = xy(recs(doc, "fabric", "pingpong", variant), fi_key)
+        if x:
+            ax.plot(x, [v * fi_scale for v in y], marker, color=color, ms=9, label=label)
 
 
 def plot_loss(doc, ax_drop, ax_qps):
@@ -202,11 +233,15 @@ def plot(doc, out):
     if s and isinstance(s.get("gbps"), (int, float)):
         ax_bw.axhline(s["gbps"], ls=":", color="black",
                       label="baseline: UDP lo, one 4 KiB stream (%.2f GB/s)" % s["gbps"])
-    label = "UCX put_bw, tcp on lo"
-    for r in recs(doc, "ucx", "put_bw"):
-        if isinstance(r.get("mbps"), (int, float)) and r["mbps"] > 0:
-            ax_bw.plot([r["size"]], [r["mbps"] / 1e3], "*", color="tab:red", ms=11, label=label)
-            label = None
+    for variant, (fmt, label) in (("alloc_buf", ("o", "softverbs WRITE, ibv_alloc_buf on both sides")),
+                                  ("udp", ("v", "softverbs WRITE over UDP (SOFTVERBS_SHM=0)"))):
+        x, y = xy(recs(doc, "bw", "WRITE", variant), "gbps")
+        if x:
+            ax_bw.plot(x, y, fmt, color="tab:blue", mfc="none", ms=9, label=label)
+    x, y = xy(recs(doc, "vm_copy"), "gbps")
+    if x:
+        ax_bw.plot(x, y, "s:", color="dimgray", label="baseline: process_vm_writev (two processes)")
+    plot_peers(doc, ax_bw, "put_bw", "mbps", 1e-3, "mbps", 1e-3)
     ax_bw.set_title("Bandwidth")
     ax_bw.set_ylabel("GB/s (10^9 bytes/s), log scale")
 
@@ -222,11 +257,7 @@ def plot(doc, out):
     if s and isinstance(s.get("mpps"), (int, float)):
         ax_rate.plot([s["size"]], [s["mpps"]], "k*", ms=11,
                      label="baseline: UDP lo 4 KiB stream, Mpkt/s")
-    label = "UCX put_bw, tcp on lo"
-    for r in recs(doc, "ucx", "put_bw"):
-        if isinstance(r.get("msgs"), (int, float)) and r["msgs"] > 0:
-            ax_rate.plot([r["size"]], [r["msgs"] / 1e6], "*", color="tab:red", ms=11, label=label)
-            label = None
+    plot_peers(doc, ax_rate, "put_bw", "msgs", 1e-6, None, 0)
     ax_rate.set_title("Message rate")
     ax_rate.set_ylabel("million messages/s, log scale")
 
@@ -246,11 +277,11 @@ def plot(doc, out):
     if p and isinstance(p.get("median_us"), (int, float)):
         ax_lat.axhline(p["median_us"], ls=":", color="black",
                        label="baseline: UDP lo busy ping-pong, 8 B, median (%.1f us)" % p["median_us"])
-    label = "UCX put_lat, tcp on lo, median"
-    for r in recs(doc, "ucx", "put_lat"):
-        if isinstance(r.get("median_us"), (int, float)) and r["median_us"] > 0:
-            ax_lat.plot([r["size"]], [r["median_us"]], "*", color="tab:red", ms=11, label=label)
-            label = None
+    for r in recs(doc, "lat", "WRITE", "busy_poll_udp"):
+        if num(r.get("median_us")):
+            ax_lat.plot([r["size"]], [r["median_us"]], "v", color="tab:blue", mfc="none", ms=9,
+                        label="softverbs WRITE, busy-poll, over UDP (SOFTVERBS_SHM=0), median")
+    plot_peers(doc, ax_lat, "put_lat", "median_us", 1, "one_way_us", 1)
     ax_lat.set_title("Latency (one-way = half a round trip)")
     ax_lat.set_ylabel("microseconds, log scale")
 

@@ -8,7 +8,7 @@
  *
  *   {"tool": "sv_bench", "schema": 2, "mode": "quick"|"full", ...,
  *    "results": {FAMILY: [{"op", "variant", "size", VALUE...}, ...], ...},
- *    "ucx": {"present", "note"}, "targets": {...}}
+ *    "ucx": {"present", "note"}, "peers": {"notes": [...]}, "targets": {...}}
  */
 #include "bench.h"
 #include "loss.h"
@@ -51,7 +51,11 @@ static const struct {
 		     "the namespace's UDP RcvbufErrors)"},
 	{"memcpy", "baseline: memcpy in one process, GB/s"},
 	{"udp", "baseline: UDP over lo between two processes"},
-	{"ucx", "UCX ucx_perftest, UCT tcp transport on lo (median one-way us, MB/s, msg/s)"},
+	{"vm_copy", "baseline: process_vm_writev into another process, GB/s"},
+	{"ucx", "peer: UCX ucx_perftest, UCT puts over posix (short/bcopy), cma (zcopy), tcp on lo "
+		"(zcopy) (median one-way us, MB/s = 1e6 B/s, msg/s)"},
+	{"fabric", "peer: libfabric fi_pingpong, rdm endpoints, shm and tcp providers (its "
+		   "usec/xfer: one-way average; its MB/sec: 1e6 B/s)"},
 };
 
 /* Contract: see bench.h. A new empty record; dies when the table is full. */
@@ -115,7 +119,11 @@ static void add_ratios(void)
 				rec_set(r, "vs_udp", v / udp_bw);
 			rec_set(r, "vs_memcpy",
 				v / rec_get("memcpy", "memcpy", "", r->size, "gbps"));
-		} else if (!strcmp(r->fam, "lat") && r->size == 8) {
+			peer_ratios_bw(r, v);
+		} else if (!strcmp(r->fam, "lat")) {
+			peer_ratios_lat(r);
+		}
+		if (!strcmp(r->fam, "lat") && r->size == 8) {
 			/* pinned against pinned, the others against the plain spin */
 			bool pin = !strcmp(r->variant, "busy_poll_pinned");
 			double u = rec_get("udp", "pingpong",
@@ -243,11 +251,14 @@ void print_tables(void)
 			printf("\n");
 		}
 	}
-	if (!ucx_present && ucx_note[0])
-		printf("\nUCX: %s\n", ucx_note);
+	if (npeer_notes)
+		printf("\npeers:\n");
+	for (int i = 0; i < npeer_notes; i++)
+		printf("  %s\n", peer_notes[i]);
 	targets(&r1, &r2, &r3);
 	if (r1 != r1 && r2 != r2 && r3 != r3) {
-		loss_targets_print(true);
+		peer_targets_print(true);
+		loss_targets_print(false);
 		return;
 	}
 	printf("\ntargets:\n");
@@ -263,11 +274,12 @@ void print_tables(void)
 		       rec_get("udp", "stream", "", 4096, "gbps"),
 	       rec_get("lat", "WRITE", "busy_poll_udp", 8, "median_us") /
 		       rec_get("udp", "pingpong", "busy_poll", 8, "median_us"));
+	peer_targets_print(false);
 	loss_targets_print(false);
 }
 
-/* JSON number or null. */
-static void jnum(FILE *f, double v)
+/* Contract: see bench.h. */
+void json_num(FILE *f, double v)
 {
 	if (v != v || v - v != 0)
 		fputs("null", f);
@@ -329,7 +341,7 @@ int write_json(const char *path, double run_s)
 			fprintf(f, ", \"size\": %llu", (unsigned long long)r->size);
 			for (int k = 0; k < r->n; k++) {
 				fprintf(f, ", \"%s\": ", r->key[k]);
-				jnum(f, r->val[k]);
+				json_num(f, r->val[k]);
 			}
 			fprintf(f, "}");
 			first = first_fam = false;
@@ -340,18 +352,24 @@ int write_json(const char *path, double run_s)
 	fprintf(f,
 		"\n  },\n  \"ucx\": {\"present\": %s, \"note\": ", ucx_present ? "true" : "false");
 	jstr(f, ucx_note);
-	fprintf(f, "},\n  \"targets\": {\n    \"write64k_vs_udp4k\": {\"ratio\": ");
-	jnum(f, r1);
+	fprintf(f, "},\n  \"peers\": {\"notes\": [");
+	for (int i = 0; i < npeer_notes; i++) {
+		fprintf(f, "%s", i ? ", " : "");
+		jstr(f, peer_notes[i]);
+	}
+	fprintf(f, "]},\n  \"targets\": {\n    \"write64k_vs_udp4k\": {\"ratio\": ");
+	json_num(f, r1);
 	fprintf(f, ", \"goal_min\": %.2f, \"met\": %s},\n", TARGET_WRITE64K_VS_UDP,
 		r1 == r1 && r1 >= TARGET_WRITE64K_VS_UDP ? "true" : "false");
 	fprintf(f, "    \"busy_lat_vs_udp_busy\": {\"ratio\": ");
-	jnum(f, r2);
+	json_num(f, r2);
 	fprintf(f, ", \"goal_max\": %.2f, \"met\": %s},\n", TARGET_LAT_VS_UDP,
 		r2 == r2 && r2 <= TARGET_LAT_VS_UDP ? "true" : "false");
 	fprintf(f, "    \"busy_lat_pinned_vs_udp_pinned\": {\"ratio\": ");
-	jnum(f, r3);
+	json_num(f, r3);
 	fprintf(f, ", \"goal_max\": %.2f, \"met\": %s}", TARGET_LAT_VS_UDP,
 		r3 == r3 && r3 <= TARGET_LAT_VS_UDP ? "true" : "false");
+	peer_targets_json(f);
 	loss_targets_json(f);
 	fprintf(f, "\n  }\n}\n");
 	return fclose(f) ? -1 : 0;

@@ -26,8 +26,16 @@
  *   loss       WRITE 64 KiB and 1 MiB at 0-2% packet loss, over UDP and
  *              the same-host link, against lossless; N QPs x M
  *              processes aggregate WRITE; packets resent per lost  loss.c
- *   ucx        ucx_perftest put_bw/put_lat over tcp on lo  ucx.c
+ *   vm_copy    process_vm_writev into another process, 64 KiB and
+ *              1 MiB (baseline)                            vm_copy.c
+ *   ucx        ucx_perftest put_bw/put_lat at 8 B, 64 KiB, 1 MiB over
+ *              posix, cma and tcp on lo                    ucx.c
+ *   fabric     fi_pingpong at 8 B, 64 KiB, 1 MiB over the shm and tcp
+ *              providers                                   fabric.c
  *
+ * The peers (ucx, fabric) are left out with a note when their program is
+ * missing or fails, and by --no-peers; the targets against them are
+ * peer_targets.c's. *
  * Output: plain tables on stdout, JSON with --json, progress lines on
  * stderr (a terminal only, unless --progress; never with --quiet). Exit
  * status 0 when the run completed (a failed point is reported and left
@@ -65,8 +73,17 @@ static const struct family {
 	{"alloc_reg", plan_alloc_reg, run_alloc_reg},
 	{"dmah", plan_dmah, run_dmah},
 	{"loss", plan_loss, run_loss},
+	{"vm_copy", plan_vm_copy, run_vm_copy},
 	{"ucx", plan_ucx, run_ucx},
+	{"fabric", plan_fabric, run_fabric},
 };
+
+/* True when family `name` runs: named by --only, and not a peer left out by --no-peers. */
+static bool family_runs(const char *name)
+{
+	return has_token(opt.only, name) &&
+	       !(opt.no_peers && (!strcmp(name, "ucx") || !strcmp(name, "fabric")));
+}
 
 /* The help text, on stdout for --help, else stderr; exits with `status`. */
 static void usage(int status)
@@ -79,9 +96,11 @@ static void usage(int status)
 		"  --sizes LIST     message sizes, comma-separated, K/M suffixes (default\n"
 		"                   8,64,512,4K,16K,64K,256K,1M)\n"
 		"  --max-alloc SIZE largest alloc/reg size (default 1G, quick 16M)\n"
-		"  --only LIST      families: memcpy,udp,bw,lat,alloc_reg,dmah,loss,ucx (default\n"
-		"                   all); loss has fixed sizes and, with --quick, fewer points\n"
-		"  --no-ucx         leave out ucx_perftest\n"
+		"  --only LIST      families: memcpy,udp,bw,lat,alloc_reg,dmah,loss,vm_copy,ucx,\n"
+		"                   fabric (default all); loss, vm_copy, ucx and fabric have\n"
+		"                   fixed sizes; loss, with --quick, fewer points\n"
+		"  --no-peers       leave out the peers, ucx_perftest and fi_pingpong (--no-ucx:\n"
+		"                   the same)\n"
 		"  --json FILE      write the results as JSON\n"
 		"  --quiet          no progress lines; --progress: progress even when stderr is\n"
 		"                   not a terminal\n");
@@ -165,14 +184,14 @@ int main(int argc, char **argv)
 	ssize_t n;
 	int rc = 0;
 
-	opt.only = "memcpy,udp,bw,lat,alloc_reg,dmah,loss,ucx";
+	opt.only = "memcpy,udp,bw,lat,alloc_reg,dmah,loss,vm_copy,ucx,fabric";
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 
 		if (!strcmp(a, "--quick")) {
 			opt.quick = true;
-		} else if (!strcmp(a, "--no-ucx")) {
-			opt.no_ucx = true;
+		} else if (!strcmp(a, "--no-peers") || !strcmp(a, "--no-ucx")) {
+			opt.no_peers = true;
 		} else if (!strcmp(a, "--quiet")) {
 			opt.quiet = true;
 		} else if (!strcmp(a, "--progress")) {
@@ -241,19 +260,19 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	opt.self = n > 0 ? (exe[n] = 0, exe) : argv[0];
-	if (opt.no_ucx)
-		snprintf(ucx_note, sizeof(ucx_note), "left out (--no-ucx)");
+	if (opt.no_peers) {
+		snprintf(ucx_note, sizeof(ucx_note), "left out (--no-peers)");
+		peer_note("peers (ucx_perftest, fi_pingpong) left out (--no-peers)");
+	}
 
 	for (size_t f = 0; f < N_OF(families); f++)
-		if (has_token(opt.only, families[f].name) &&
-		    !(opt.no_ucx && !strcmp(families[f].name, "ucx")))
+		if (family_runs(families[f].name))
 			total += families[f].plan();
 	loadavg(load_start);
 	t0 = now_ns();
 	progress_begin(total);
 	for (size_t f = 0; f < N_OF(families); f++)
-		if (has_token(opt.only, families[f].name) &&
-		    !(opt.no_ucx && !strcmp(families[f].name, "ucx")))
+		if (family_runs(families[f].name))
 			families[f].run();
 	progress_end();
 	loadavg(load_end);

@@ -1,115 +1,67 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * ucx.c - the closest installable peer: UCX's ucx_perftest (Debian's
- * ucx-utils) measuring one-sided puts, UCT tcp transport on lo,
- * zero-copy puts (the only put layout tcp offers), sizes 8 and 65536.
- * Server then client on 127.0.0.1; the iterations are sized for about
- * the time of the other points and both processes are killed at a
- * deadline. Left out, with a note, when ucx_perftest is not installed.
+ * ucx.c - UCX's ucx_perftest (Debian's ucx-utils) as the peer: UCT
+ * one-sided puts, put_bw and put_lat at 8 B, 64 KiB and 1 MiB, over
+ * three transports, each with the put layouts it offers (ucx_info -d):
+ *
+ *   posix   shared memory (device "memory"): short puts at 8 B, bcopy
+ *           above (posix has no zero-copy put)
+ *   cma     cross-memory attach, process_vm_writev (device "memory"):
+ *           zero-copy puts, its only layout
+ *   tcp     TCP on lo (device "lo"): zero-copy puts, its only layout
+ *
+ * Server then client on 127.0.0.1 (run_peer_pair, peer.c). ucx_perftest
+ * runs a count of iterations, not a time: a probe of a few hundred
+ * iterations gives the time of one, and the measured run is sized for
+ * opt.secs from it (the probe is the figure when it already took half
+ * that). Records of family "ucx": op put_bw/put_lat, variant the
+ * transport ("posix", "cma", "tcp_lo"), the median one-way latency
+ * (us), MB/s (1e6 B/s) and messages/s of ucx_perftest's final line.
+ * Left out, with a note, when ucx_perftest is not installed or a run
+ * fails.
  */
 #include "bench.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-struct ucx_res {
-	const char *test;
-	uint32_t size;
-	double med_us, mbps, msgs; /* ucx_perftest's final line: median, MB/s, msg/s */
+static const struct ucx_tl {
+	const char *tl, *dev, *variant;
+} tls[] = {
+	{"posix", "memory", "posix"},
+	{"cma", "memory", "cma"},
+	{"tcp", "lo", "tcp_lo"},
 };
 
-static struct ucx_res ucx[] = {
-	{.test = "put_bw", .size = 8},
-	{.test = "put_bw", .size = 65536},
-	{.test = "put_lat", .size = 8},
-	{.test = "put_lat", .size = 65536},
+static const char *const tests[] = {"put_bw", "put_lat"};
+static const uint32_t sizes[] = {8, 65536, 1048576};
+
+/* ucx_perftest's final figures. */
+struct ucx_fig {
+	double iters, med_us, avg_us, mbps, msgs;
 };
 
-/* Find ucx_perftest on PATH. */
-static bool find_ucx(char *path, size_t cap)
+/* The put layout of transport `t` for `size` bytes (see the file comment). */
+static const char *layout(const struct ucx_tl *t, uint32_t size)
 {
-	const char *env = getenv("PATH");
-	char *dirs, *save = NULL;
-	bool found = false;
-
-	dirs = strdup(env ? env : "/usr/bin:/bin");
-	for (char *d = strtok_r(dirs, ":", &save); d && !found; d = strtok_r(NULL, ":", &save)) {
-		snprintf(path, cap, "%s/ucx_perftest", d);
-		found = access(path, X_OK) == 0;
-	}
-	free(dirs);
-	return found;
+	if (strcmp(t->tl, "posix"))
+		return "zcopy";
+	return size <= 8 ? "short" : "bcopy";
 }
 
 /*
- * ucx_perftest server then client, UCT tcp transport on lo, zero-copy
- * puts (the only put layout tcp offers). Iterations bounded so that a
- * slow run still ends; both processes are killed at the deadline.
+ * The final line of `out`: with -f, the iterations then seven figures
+ * (median, average and overall latency, average and overall MB/s and
+ * msg/s); true when found.
  */
-static void run_ucx_one(const char *exe, struct ucx_res *u, int port)
+static bool parse_final(const char *out, struct ucx_fig *f)
 {
-	char sz[16], iters[16], warm[16], port_s[16];
-	char tls[] = "UCX_TLS=tcp", dev[] = "UCX_NET_DEVICES=lo";
-	char *env[] = {tls, dev, NULL};
-	bool lat_test = strcmp(u->test, "put_lat") == 0;
-	char out[8192];
-	int pp[2], devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
-	uint64_t deadline;
-	pid_t srv, cli;
-	const char *line;
-
-	snprintf(sz, sizeof(sz), "%u", u->size);
-	snprintf(port_s, sizeof(port_s), "%d", port);
-	/* sized for about opt.secs at the rates seen on a 2-core VM */
-	snprintf(iters, sizeof(iters), "%u",
-		 (unsigned int)(opt.secs * (lat_test ? (u->size > 8 ? 1000 : 2500) : 1000)));
-	snprintf(warm, sizeof(warm), "%u", lat_test ? 500u : 100u);
-	char *argv_s[] = {(char *)exe, (char *)"-p", port_s, NULL};
-	char *argv_c[] = {
-		(char *)exe,	 (char *)"127.0.0.1", (char *)"-p",  port_s,	   (char *)"-t",
-		(char *)u->test, (char *)"-x",	      (char *)"tcp", (char *)"-d", (char *)"lo",
-		(char *)"-D",	 (char *)"zcopy",     (char *)"-s",  sz,	   (char *)"-n",
-		iters,		 (char *)"-w",	      warm,	     (char *)"-f", NULL};
-
-	u->med_us = u->mbps = u->msgs = nan_d();
-	if (pipe2(pp, O_CLOEXEC))
-		die("pipe: %s", strerror(errno));
-	srv = spawn(argv_s, env, -1, -1, devnull);
-	usleep(300000); /* the server listens */
-	cli = spawn(argv_c, env, -1, -1, pp[1]);
-	close(pp[1]);
-	deadline = now_ns() + (uint64_t)((opt.secs * 10 + 30) * 1e9);
-	read_all(pp[0], out, sizeof(out), deadline);
-	close(pp[0]);
-	reap_child(cli, deadline, NULL);
-	reap_child(srv, now_ns() + 2000000000ull, NULL);
-	close(devnull);
-	/* the final line starts with "Final:" or, with -f, with spaces and the iterations */
-	line = strstr(out, "Final:");
-	if (!line) {
-		const char *p = out, *nl;
-
-		for (; *p; p = nl + 1) {
-			unsigned long it;
-			char *endp;
-
-			nl = strchr(p, '\n');
-			it = strtoul(p, &endp, 10);
-			if (it && endp != p && strspn(p, " ") > 10)
-				line = p;
-			if (!nl)
-				break;
-		}
-	} else {
-		line += strlen("Final:");
-	}
-	if (line) {
+	for (const char *p = out; *p;) {
+		const char *nl = strchr(p, '\n');
 		double v[8];
-		char *e = (char *)line;
+		char *e = (char *)p;
 		int k;
 
 		for (k = 0; k < 8; k++) {
@@ -120,33 +72,104 @@ static void run_ucx_one(const char *exe, struct ucx_res *u, int port)
 				break;
 			e = ne;
 		}
-		if (k ==
-		    8) { /* iterations, 50%, avg, overall, MB/s avg, overall, msg/s avg, overall */
-			u->med_us = v[1];
-			u->mbps = v[5];
-			u->msgs = v[7];
+		if (k == 8 && v[0] >= 1) {
+			*f = (struct ucx_fig){.iters = v[0],
+					      .med_us = v[1],
+					      .avg_us = v[2],
+					      .mbps = v[5],
+					      .msgs = v[7]};
+			return true;
 		}
+		if (!nl)
+			break;
+		p = nl + 1;
 	}
+	return false;
 }
 
-/* Every ucx_perftest point, or a note when the program is missing. */
-static void run_ucx_all(void)
+/* One ucx_perftest run of `iters` (+`warm`) iterations on `port`; false on failure. */
+static bool ucx_run(const char *exe, const struct ucx_tl *t, const char *test, uint32_t size,
+		    uint64_t iters, uint64_t warm, int port, double bound_s, struct ucx_fig *f,
+		    char *out, size_t cap)
 {
-	char exe[512];
+	char sz[16], it[24], wm[24], port_s[16], tls_env[32], dev_env[40];
+	char *env[] = {tls_env, dev_env, NULL};
+	char *argv_s[] = {(char *)exe, (char *)"-p", port_s, NULL};
+	char *argv_c[] = {(char *)exe,	(char *)"127.0.0.1",
+			  (char *)"-p", port_s,
+			  (char *)"-t", (char *)test,
+			  (char *)"-x", (char *)t->tl,
+			  (char *)"-d", (char *)t->dev,
+			  (char *)"-D", (char *)layout(t, size),
+			  (char *)"-s", sz,
+			  (char *)"-n", it,
+			  (char *)"-w", wm,
+			  (char *)"-f", NULL};
 
-	ucx_present = find_ucx(exe, sizeof(exe));
-	if (!ucx_present) {
-		snprintf(ucx_note, sizeof(ucx_note),
-			 "ucx_perftest not found (apt-get install ucx-utils)");
-		for (size_t i = 0; i < N_OF(ucx); i++)
-			ucx[i].med_us = ucx[i].mbps = ucx[i].msgs = nan_d();
+	snprintf(sz, sizeof(sz), "%u", size);
+	snprintf(it, sizeof(it), "%llu", (unsigned long long)iters);
+	snprintf(wm, sizeof(wm), "%llu", (unsigned long long)warm);
+	snprintf(port_s, sizeof(port_s), "%d", port);
+	snprintf(tls_env, sizeof(tls_env), "UCX_TLS=%s", t->tl);
+	snprintf(dev_env, sizeof(dev_env), "UCX_NET_DEVICES=%s",
+		 strcmp(t->tl, "tcp") ? "all" : "lo");
+	return run_peer_pair(argv_s, argv_c, env, bound_s, out, cap) == 0 && parse_final(out, f);
+}
+
+/* The first line of `out` that is not a table border, for a note. */
+static const char *first_words(char *out)
+{
+	char *p = out;
+
+	while (*p == '+' || *p == '|' || *p == ' ' || *p == '\n') {
+		char *nl = strchr(p, '\n');
+
+		if (!nl || *p == ' ')
+			break;
+		p = nl + 1;
+	}
+	p[strcspn(p, "\n")] = 0;
+	if (strlen(p) > 80)
+		p[80] = 0;
+	return *p ? p : "no output";
+}
+
+/* One point: probe, then the run sized for opt.secs; a "ucx" record. */
+static void ucx_point(const char *exe, const struct ucx_tl *t, const char *test, uint32_t size,
+		      int port)
+{
+	struct rec *r = rec_add("ucx", test, t->variant, size);
+	static char out[16384];
+	uint64_t probe = strcmp(test, "put_lat") ? 200 : 100, n;
+	struct ucx_fig f;
+
+	rec_set(r, "median_us", nan_d());
+	rec_set(r, "mbps", nan_d());
+	rec_set(r, "msgs", nan_d());
+	if (!ucx_run(exe, t, test, size, probe, 10, port, 20, &f, out, sizeof(out))) {
+		peer_note("ucx_perftest %s over %s, %u B: failed (%s)", test, t->tl, size,
+			  first_words(out));
 		return;
 	}
-	for (size_t i = 0; i < N_OF(ucx); i++) {
-		progress_step(opt.secs * 1.5 + 0.5, "UCX ucx_perftest %s, %u B, tcp on lo",
-			      ucx[i].test, ucx[i].size);
-		run_ucx_one(exe, &ucx[i], 13500 + (int)(getpid() % 1000) * 4 + (int)i);
+	if (f.avg_us * (double)probe < opt.secs * 0.5e6) {
+		n = (uint64_t)(opt.secs * 1e6 / (f.avg_us > 0.01 ? f.avg_us : 0.01));
+		n = n < 100 ? 100 : n > 20000000 ? 20000000 : n;
+		if (!ucx_run(exe, t, test, size, n, n / 10 < 10000 ? n / 10 : 10000, port + 1,
+			     opt.secs * 5 + 20, &f, out, sizeof(out))) {
+			peer_note("ucx_perftest %s over %s, %u B: failed (%s)", test, t->tl, size,
+				  first_words(out));
+			return;
+		}
 	}
+	rec_set(r, "median_us", f.med_us);
+	rec_set(r, "mbps", f.mbps);
+	rec_set(r, "msgs", f.msgs);
+}
+
+/* The time of one point: probe and run, with the servers' start. */
+static double ucx_weight(void)
+{
+	return opt.secs + 1.0;
 }
 
 /* Contract: see bench.h. Nothing when ucx_perftest is missing. */
@@ -154,18 +177,30 @@ double plan_ucx(void)
 {
 	char exe[512];
 
-	return find_ucx(exe, sizeof(exe)) ? N_OF(ucx) * (opt.secs * 1.5 + 0.5) : 0;
+	return find_exe("ucx_perftest", exe, sizeof(exe)) ?
+		       N_OF(tls) * N_OF(tests) * N_OF(sizes) * ucx_weight() :
+		       0;
 }
 
-/* Contract: see bench.h. Results as "ucx" records. */
+/* Contract: see bench.h. Every transport, test and size; "ucx" records. */
 void run_ucx(void)
 {
-	run_ucx_all();
-	for (size_t i = 0; i < N_OF(ucx) && ucx_present; i++) {
-		struct rec *r = rec_add("ucx", ucx[i].test, "tcp_lo", ucx[i].size);
+	int port = 13500 + (int)(getpid() % 400) * 40;
+	char exe[512], s[32];
 
-		rec_set(r, "median_us", ucx[i].med_us);
-		rec_set(r, "mbps", ucx[i].mbps);
-		rec_set(r, "msgs", ucx[i].msgs);
+	ucx_present = find_exe("ucx_perftest", exe, sizeof(exe));
+	if (!ucx_present) {
+		snprintf(ucx_note, sizeof(ucx_note),
+			 "ucx_perftest not found (apt-get install ucx-utils)");
+		peer_note("UCX: %s", ucx_note);
+		return;
 	}
+	for (size_t t = 0; t < N_OF(tls); t++)
+		for (size_t k = 0; k < N_OF(tests); k++)
+			for (size_t i = 0; i < N_OF(sizes); i++, port += 2) {
+				size_str(sizes[i], s, sizeof(s));
+				progress_step(ucx_weight(), "UCX ucx_perftest %s, %s, %s %s",
+					      tests[k], s, tls[t].tl, layout(&tls[t], sizes[i]));
+				ucx_point(exe, &tls[t], tests[k], sizes[i], port);
+			}
 }

@@ -217,8 +217,10 @@ pid_t spawn(char *const argv[], char *const env[], int fd3, int fd4, int out_fd)
 		fd3 = fcntl(fd3, F_DUPFD, 10);
 	if (fd4 >= 0)
 		fd4 = fcntl(fd4, F_DUPFD, 10);
-	if (out_fd >= 0)
+	if (out_fd >= 0) {
 		dup2(out_fd, STDOUT_FILENO);
+		dup2(out_fd, STDERR_FILENO);
+	}
 	if (fd3 >= 0)
 		dup2(fd3, 3);
 	if (fd4 >= 0)

@@ -56,7 +56,8 @@ void verbs_bw_client(const struct role_args *ra)
 
 	if (warm > 500000000ull)
 		warm = 500000000ull;
-	ep_setup(&e, ra->sock, ra->size, 1024, MR_PLAIN, &peer);
+	ep_setup(&e, ra->sock, ra->size, 1024, ra->mr == MR_ALLOC_BUF ? MR_ALLOC_BUF : MR_PLAIN,
+		 &peer);
 	depth = bw_depth(ra->test, ra->size, &e);
 	if (len <= e.max_inline && (op == IBV_WR_RDMA_WRITE || op == IBV_WR_SEND))
 		flags |= IBV_SEND_INLINE;
@@ -181,12 +182,14 @@ double bench_point_weight(void)
 /* Contract: see bench.h. */
 double plan_bw(void)
 {
-	return (N_OF(bw_ops) * (double)opt.nsizes + N_OF(atomic_ops) + 1) * bench_point_weight();
+	return (N_OF(bw_ops) * (double)opt.nsizes + N_OF(atomic_ops) + 3) * bench_point_weight();
 }
 
 /*
  * Contract: see bench.h. WRITE, READ, SEND over the sweep, then the
- * atomics, then WRITE 64 KiB over UDP (variant "udp": SOFTVERBS_SHM=0).
+ * atomics, then WRITE 1 MiB between two ibv_alloc_buf buffers (variant
+ * "alloc_buf"), then WRITE 64 KiB and 1 MiB over UDP (variant "udp":
+ * SOFTVERBS_SHM=0).
  */
 void run_bw(void)
 {
@@ -202,7 +205,13 @@ void run_bw(void)
 		progress_step(bench_point_weight(), "%s message rate, 8 B", atomic_ops[o].op);
 		bw_point("bw", atomic_ops[o].op, "", atomic_ops[o].t, 8, MR_PLAIN);
 	}
-	progress_step(bench_point_weight(), "WRITE bandwidth, 64 KiB, over UDP (SOFTVERBS_SHM=0)");
-	mmode.no_shm = true;
-	bw_point("bw", "WRITE", "udp", T_WRITE_BW, 64 * KIB, MR_PLAIN);
+	progress_step(bench_point_weight(), "WRITE bandwidth, 1 MiB, ibv_alloc_buf on both sides");
+	bw_point("bw", "WRITE", "alloc_buf", T_WRITE_BW, MIB, MR_ALLOC_BUF);
+	for (uint64_t sz = 64 * KIB; sz <= MIB; sz *= 16) {
+		size_str(sz, s, sizeof(s));
+		progress_step(bench_point_weight(),
+			      "WRITE bandwidth, %s, over UDP (SOFTVERBS_SHM=0)", s);
+		mmode.no_shm = true;
+		bw_point("bw", "WRITE", "udp", T_WRITE_BW, sz, MR_PLAIN);
+	}
 }

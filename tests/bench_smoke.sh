@@ -4,16 +4,22 @@
 # Proves the benchmark suite works, in a few seconds; it measures
 # nothing worth keeping (benchmarks stay out of make check). Runs
 # SV_BENCH (build/bench/sv_bench) in --quick mode with tiny limits (0.05 s
-# per point, one message size: 64 KiB; alloc/reg up to 1 MiB, no UCX), then
+# per point, one message size: 64 KiB; alloc/reg up to 1 MiB, no peers:
+# neither ucx_perftest nor fi_pingpong runs, installed or not), then
 # checks:
-#   - the exit status, and that the plain table and the targets came out;
+#   - the exit status, and that the plain table and the targets came out,
+#     the peers' target lines among them, each with its bound and a
+#     figure or "not measured";
 #   - the JSON's shape with PLOT_PY --validate (every family present,
 #     every record with its values), and that the figures that must exist
 #     are numbers: the bandwidths, the latencies, the baselines; the loss
 #     family's lossless points (over UDP and the same-host link, and 1024
 #     QPs x 4 processes), the one-QP ones with their final pattern checked
 #     and no pattern found wrong anywhere, its lossy points and its targets
-#     present (a stall is a figure there, not a failure);
+#     present (a stall is a figure there, not a failure); WRITE 1 MiB
+#     between ibv_alloc_buf buffers and over UDP; the process_vm_writev
+#     baseline (or a note saying why the kernel refused it); the peers'
+#     targets in the JSON and the note that the peers were left out;
 #   - with python3-matplotlib installed, that PLOT_PY draws a PNG (else
 #     that point is skipped, saying how to get it).
 # TAP output; exit 0 when every point passed.
@@ -42,7 +48,7 @@ point() { # point OK NAME
 }
 
 t0=$(date +%s)
-"$bench" --quick --secs 0.05 --sizes 64K --max-alloc 1M --no-ucx --quiet \
+"$bench" --quick --secs 0.05 --sizes 64K --max-alloc 1M --no-peers --quiet \
 	--json "$dir/results.json" >"$dir/table.txt" 2>"$dir/stderr.txt"
 rc=$?
 t1=$(date +%s)
@@ -51,6 +57,8 @@ echo "# sv_bench took $((t1 - t0)) s, exit $rc"
 point $rc "sv_bench --quick with tiny limits exits 0"
 grep -q '^RDMA bandwidth' "$dir/table.txt" && grep -q '^targets:' "$dir/table.txt"
 point $? "the plain table and the targets are printed"
+[ "$(grep -cE '^  peers: .+ (>=|<=) [0-9.]+: +[^ ]+  (met|MISSED|not measured)$' "$dir/table.txt")" -eq 11 ]
+point $? "the 11 target lines against the peers are printed"
 [ ! -s "$dir/stderr.txt" ]
 point $? "--quiet: nothing on stderr"
 
@@ -111,6 +119,26 @@ for t in ("loss_write64k_0p5pct_udp", "loss_write64k_2pct_shm", "loss_1024qp_x4_
           "loss_resent_per_lost_1pct"):
     if t not in doc["targets"]:
         bad.append("target %s missing" % t)
+need("bw", "WRITE", "alloc_buf", 1048576, "gbps")
+if not isinstance(doc["targets"].get("peer_write1m_allocbuf_vs_memcpy", {}).get("ratio"), (int, float)):
+    bad.append("WRITE 1 MiB alloc_buf / memcpy 1 MiB is not a number")
+need("bw", "WRITE", "udp", 1048576, "gbps")
+notes = doc.get("peers", {}).get("notes", [])
+for size in (65536, 1048576):
+    if not any("process_vm_writev" in n for n in notes):
+        need("vm_copy", "process_vm_writev", "", size, "gbps")
+if not any("--no-peers" in n for n in notes):
+    bad.append("no note that the peers were left out")
+for fam in ("ucx", "fabric"):
+    if fam in res:
+        bad.append("family %s measured despite --no-peers" % fam)
+for t in ("peer_write64k_vs_ucx_cma", "peer_write1m_vs_ucx_cma", "peer_read64k_vs_ucx_cma",
+          "peer_read1m_vs_ucx_cma", "peer_write1m_allocbuf_vs_memcpy", "peer_lat8_busy_vs_ucx_cma",
+          "peer_lat8_default_vs_busy", "peer_write8_mmsgs", "peer_udp_write64k_vs_ucx_tcp",
+          "peer_udp_write1m_vs_ucx_tcp", "peer_udp_lat8_busy_vs_udp"):
+    g = doc["targets"].get(t, {})
+    if not isinstance(g.get("goal_min", g.get("goal_max")), (int, float)):
+        bad.append("target %s missing or without its bound" % t)
 for b in bad:
     print("# " + b)
 sys.exit(1 if bad else 0)
