@@ -56,6 +56,18 @@ pingpong() {
 	nrows=$(printf '%s\n' "$rows" | grep -c .)
 	want=1
 	[ "$size" = all ] && want=$(awk '$1 ~ /^[0-9]+[kmg]?$/ && $3 ~ /^=/' "$tmp/server.out" | grep -c .)
+	# Known, not understood: under load, 'verbs;ofi_rxm''s client has
+	# crashed (SIGSEGV inside Debian's stripped libfabric, from
+	# fi_pingpong's teardown) after printing its complete, data-checked
+	# result, about once in five clean make checks. Such a run is shown
+	# and the pair runs once more; a second failure of any kind fails.
+	if [ -z "${again:-}" ] && [ $src -eq 0 ] && [ "$nrows" -eq "$want" ] &&
+		grep -q 'terminated with signal 11' "$tmp/client.out"; then
+		echo "# $name: the client crashed after its complete result (client $crc); once more:"
+		sed 's/^/#   /' "$tmp/client.out" | grep -v '^#   softverbs:  '
+		again=1 pingpong "$@"
+		return
+	fi
 	if [ $crc -ne 0 ] || [ $src -ne 0 ] || [ "$nrows" -lt 1 ] || [ "$nrows" -ne "$want" ] ||
 		grep -v '^softverbs:' "$tmp/client.out" "$tmp/server.out" | grep -qi 'error' ||
 		! errors_clean "$tmp/client.out" "$tmp/server.out"; then
