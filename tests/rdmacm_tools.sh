@@ -321,6 +321,16 @@ cases() {
 		run riostream "riostream -b @S@ -S 4096 -C 100 -I 10" \
 			"riostream -s @S@ -S 4096 -C 100 -I 10" '^custom +4k +100 +10 ' ''
 		;;
+	udpong)
+		# datagram rsockets; the server serves for ever. Echo: every message
+		# comes back (2 x 200 transfers); async: rpoll before each call, the
+		# transfers the server counted (UD may drop some)
+		pkg=rdmacm-utils need udpong
+		run "udpong -T e" "udpong -b @S@ -T e" "udpong -s @S@ -S 1000 -C 200 -T e" \
+			'^custom +1000 +400 ' '' stop
+		run "udpong -T a" "udpong -b @S@ -T a" "udpong -s @S@ -S 1000 -C 200 -T a" \
+			'^custom +1000 +[0-9]+ ' '' stop
+		;;
 	rcopy)
 		pkg=rdmacm-utils need rcopy
 		head -c 3000000 /dev/urandom >"$tmp/src.bin"

@@ -5,7 +5,8 @@
  *
  * Socket numbers are the fds of the rsockets' event channels, so they are
  * unique among the process's descriptors; a table indexed by fd finds the
- * rsocket. Datagram rsockets are not implemented (ENOTSUP).
+ * rsocket. A datagram rsocket (SOCK_DGRAM) is numbered by its UDP socket's
+ * fd and its calls go to ds_api.c.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -104,6 +105,10 @@ int rs_alloc(int type, struct rsocket **out)
 /* Contract: see rs.h. Frees everything, the id (a DREQ if connected) last. */
 void rs_free(struct rsocket *rs)
 {
+	if (rs->type == SOCK_DGRAM) {
+		ds_free(rs);
+		return;
+	}
 	rs_remove(rs);
 	rs_free_resources(rs);
 	if (rs->id)
@@ -140,6 +145,9 @@ CM_EXPORT int rsocket(int domain, int type, int protocol)
 	int ret;
 
 	type &= ~(SOCK_NONBLOCK | SOCK_CLOEXEC);
+	if ((domain == AF_INET || domain == AF_INET6) && type == SOCK_DGRAM &&
+	    (!protocol || protocol == IPPROTO_UDP))
+		return set_err(ds_socket(domain, flags));
 	if ((domain != AF_INET && domain != AF_INET6 && domain != AF_IB) || type != SOCK_STREAM ||
 	    (protocol && protocol != IPPROTO_TCP))
 		return set_err(-ENOTSUP);
@@ -166,6 +174,8 @@ CM_EXPORT int rbind(int socket, const struct sockaddr *addr, socklen_t addrlen)
 		return set_err(-EBADF);
 	if (!addr || addrlen < sizeof(struct sockaddr_in))
 		return set_err(-EINVAL);
+	if (rs->type == SOCK_DGRAM)
+		return set_err(ds_bind(rs, addr, addrlen));
 	pthread_mutex_lock(&rs->lock);
 	ret = rdma_bind_addr(rs->id, (struct sockaddr *)addr) ? -errno : 0;
 	if (!ret)
@@ -181,6 +191,8 @@ CM_EXPORT int rlisten(int socket, int backlog)
 
 	if (!rs)
 		return set_err(-EBADF);
+	if (rs->type == SOCK_DGRAM)
+		return set_err(-EOPNOTSUPP);
 	pthread_mutex_lock(&rs->lock);
 	ret = rdma_listen(rs->id, backlog) ? -errno : 0;
 	if (!ret)
@@ -207,6 +219,8 @@ CM_EXPORT int raccept(int socket, struct sockaddr *addr, socklen_t *addrlen)
 
 	if (!l)
 		return set_err(-EBADF);
+	if (l->type == SOCK_DGRAM)
+		return set_err(-EOPNOTSUPP);
 	if (l->state != RS_LISTENING)
 		return set_err(-EINVAL);
 	pthread_mutex_lock(&l->lock);
@@ -225,6 +239,8 @@ CM_EXPORT int rconnect(int socket, const struct sockaddr *addr, socklen_t addrle
 
 	if (!rs)
 		return set_err(-EBADF);
+	if (rs->type == SOCK_DGRAM)
+		return set_err(ds_connect(rs, addr, addrlen));
 	pthread_mutex_lock(&rs->lock);
 	ret = rs_connect(rs, addr, addrlen);
 	pthread_mutex_unlock(&rs->lock);
@@ -268,6 +284,11 @@ static struct rsocket *lock_ready(int socket, ssize_t *err)
 
 CM_EXPORT ssize_t rrecv(int socket, void *buf, size_t len, int flags)
 {
+	return rrecvfrom(socket, buf, len, flags, NULL, NULL);
+}
+
+static ssize_t stream_recv(int socket, void *buf, size_t len, int flags)
+{
 	ssize_t ret;
 	struct rsocket *rs = lock_ready(socket, &ret);
 
@@ -281,9 +302,12 @@ CM_EXPORT ssize_t rrecv(int socket, void *buf, size_t len, int flags)
 CM_EXPORT ssize_t rrecvfrom(int socket, void *buf, size_t len, int flags, struct sockaddr *src_addr,
 			    socklen_t *addrlen)
 {
-	ssize_t ret = rrecv(socket, buf, len, flags);
 	struct rsocket *rs = rs_get(socket);
+	ssize_t ret;
 
+	if (rs && rs->type == SOCK_DGRAM)
+		return set_err_sz(ds_recvfrom(rs, buf, len, flags, src_addr, addrlen));
+	ret = stream_recv(socket, buf, len, flags);
 	if (ret >= 0 && rs && src_addr)
 		copy_addr(rdma_get_peer_addr(rs->id), src_addr, addrlen);
 	return ret;
@@ -312,9 +336,12 @@ CM_EXPORT ssize_t rreadv(int socket, const struct iovec *iov, int iovcnt)
 
 CM_EXPORT ssize_t rsend(int socket, const void *buf, size_t len, int flags)
 {
+	struct rsocket *rs = rs_get(socket);
 	ssize_t ret;
-	struct rsocket *rs = lock_ready(socket, &ret);
 
+	if (rs && rs->type == SOCK_DGRAM)
+		return set_err_sz(ds_sendto(rs, buf, len, flags, NULL, 0));
+	rs = lock_ready(socket, &ret);
 	if (!rs)
 		return set_err_sz(ret);
 	ret = rs_send(rs, buf, len, flags);
@@ -325,7 +352,10 @@ CM_EXPORT ssize_t rsend(int socket, const void *buf, size_t len, int flags)
 CM_EXPORT ssize_t rsendto(int socket, const void *buf, size_t len, int flags,
 			  const struct sockaddr *dest_addr, socklen_t addrlen)
 {
-	(void)addrlen;
+	struct rsocket *rs = rs_get(socket);
+
+	if (rs && rs->type == SOCK_DGRAM)
+		return set_err_sz(ds_sendto(rs, buf, len, flags, dest_addr, addrlen));
 	if (dest_addr)
 		return set_err_sz(-EISCONN);
 	return rsend(socket, buf, len, flags);
@@ -372,6 +402,8 @@ CM_EXPORT int rshutdown(int socket, int how)
 
 	if (!rs)
 		return set_err(-EBADF);
+	if (rs->type == SOCK_DGRAM)
+		return 0;
 	pthread_mutex_lock(&rs->lock);
 	if (rs->state != RS_CONNECTED) {
 		pthread_mutex_unlock(&rs->lock);
@@ -421,6 +453,8 @@ CM_EXPORT int rgetpeername(int socket, struct sockaddr *addr, socklen_t *addrlen
 
 	if (!rs)
 		return set_err(-EBADF);
+	if (rs->type == SOCK_DGRAM)
+		return set_err(ds_peername(rs, addr, addrlen));
 	if (rs->state < RS_CONNECTED)
 		return set_err(-ENOTCONN);
 	copy_addr(rdma_get_peer_addr(rs->id), addr, addrlen);
@@ -433,6 +467,8 @@ CM_EXPORT int rgetsockname(int socket, struct sockaddr *addr, socklen_t *addrlen
 
 	if (!rs)
 		return set_err(-EBADF);
+	if (rs->type == SOCK_DGRAM)
+		return getsockname(socket, addr, addrlen);
 	copy_addr(rdma_get_local_addr(rs->id), addr, addrlen);
 	return 0;
 }
@@ -453,6 +489,8 @@ CM_EXPORT int rsetsockopt(int socket, int level, int optname, const void *optval
 
 	if (!rs)
 		return set_err(-EBADF);
+	if (rs->type == SOCK_DGRAM)
+		return set_err(ds_setsockopt(rs, level, optname, optval, optlen));
 	if (optname == SO_LINGER && level == SOL_SOCKET) {
 		if (!optval || optlen < sizeof(rs->linger))
 			return set_err(-EINVAL);
@@ -568,6 +606,8 @@ CM_EXPORT int rgetsockopt(int socket, int level, int optname, void *optval, sock
 
 	if (!rs)
 		return set_err(-EBADF);
+	if (rs->type == SOCK_DGRAM)
+		return set_err(ds_getsockopt(rs, level, optname, optval, optlen));
 	switch (level) {
 	case SOL_SOCKET:
 		switch (optname) {

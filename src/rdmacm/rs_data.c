@@ -747,6 +747,8 @@ CM_EXPORT size_t riowrite(int socket, const void *vbuf, size_t count, off_t offs
 
 	if (!rs)
 		return (errno = EBADF, 0);
+	if (rs->type != SOCK_STREAM)
+		return (errno = EOPNOTSUPP, 0);
 	pthread_mutex_lock(&rs->lock);
 	while (left) {
 		struct rs_iomap *e = NULL;

@@ -31,6 +31,8 @@ static short rs_revents(struct rsocket *rs, short events)
 {
 	short r = 0;
 
+	if (rs->type == SOCK_DGRAM)
+		return ds_revents(rs, events);
 	pthread_mutex_lock(&rs->lock);
 	switch (rs->state) {
 	case RS_LISTENING:
@@ -101,7 +103,7 @@ CM_EXPORT int rpoll(struct pollfd *fds, nfds_t nfds, int timeout)
 	struct pollfd *set;
 	int ready;
 
-	set = calloc(2 * nfds + 1, sizeof(*set));
+	set = calloc((2 + DS_MAX_QPS) * nfds + 1, sizeof(*set));
 	if (!set)
 		return (errno = ENOMEM, -1);
 	for (;;) {
@@ -122,6 +124,11 @@ CM_EXPORT int rpoll(struct pollfd *fds, nfds_t nfds, int timeout)
 				continue;
 			}
 			pthread_mutex_lock(&rs->lock);
+			if (rs->type == SOCK_DGRAM) {
+				n += (nfds_t)ds_wait_fds(rs, set + n);
+				pthread_mutex_unlock(&rs->lock);
+				continue;
+			}
 			if (rs->cq && rs->state == RS_CONNECTED) {
 				ibv_req_notify_cq(rs->cq, 0);
 				set[n++] = (struct pollfd){.fd = rs->cch->fd, .events = POLLIN};
@@ -148,6 +155,8 @@ CM_EXPORT int rpoll(struct pollfd *fds, nfds_t nfds, int timeout)
 			if (!rs)
 				continue;
 			pthread_mutex_lock(&rs->lock);
+			if (rs->type == SOCK_DGRAM)
+				ds_ack_events(rs);
 			while (rs->cch && !ibv_get_cq_event(rs->cch, &cq, &ctx))
 				ibv_ack_cq_events(cq, 1);
 			pthread_mutex_unlock(&rs->lock);
