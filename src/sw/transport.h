@@ -118,8 +118,8 @@ void sw_transport_qp_error(struct sw_qp *qp);
 /*
  * An application thread is about to move the QP to ERR (qp->lock not
  * held): when the QP has requests in flight, let the progress thread
- * take in what has already arrived for the device first (at most a few
- * milliseconds). An ACK that was on its way before the modify then
+ * take in what has already arrived for the device first (two receive
+ * passes, at most 50 ms). An ACK that was on its way before the modify then
  * completes its request instead of the flush doing so, as on a real
  * device, whose receive pipeline is ahead of any command the driver
  * gives it. (dtest: the peer saw the data of the last RDMA WRITE and

@@ -381,7 +381,7 @@ void sw_transport_qp_error(struct sw_qp *qp)
 
 enum {
 	SETTLE_SWEEPS = 2, /* a pass begun after the request, and its successor */
-	SETTLE_MAX_NS = 5 * 1000 * 1000,
+	SETTLE_MAX_NS = 50 * 1000 * 1000, /* a progress thread kept off the CPU */
 };
 
 /* Contract: see sw/transport.h (qp->lock not held). */
@@ -392,7 +392,9 @@ void sw_transport_settle(struct sw_qp *qp)
 	uint64_t until;
 	bool busy;
 
-	if (!eng || atomic_load(&eng->stop) || pthread_equal(pthread_self(), eng->thread))
+	/* not from the thread itself, nor in a fork child (where it does not run) */
+	if (!eng || atomic_load(&eng->stop) || pthread_equal(pthread_self(), eng->thread) ||
+	    eng->dev->pid != getpid())
 		return;
 	pthread_mutex_lock(&qp->lock);
 	busy = qp->req && qp->ibv.qp_base.state != IBV_QPS_ERR &&
