@@ -3,11 +3,11 @@
  * api_uc.c - UC QPs through the verbs, two QPs in one process: SEND and
  * RDMA WRITE, with and without immediate data, 1 byte to 64 KiB across
  * MTU boundaries and a PSN wrap, data checked; RDMA READ and atomics
- * refused at post (EINVAL) and at creation as send_ops_flags
- * (EOPNOTSUPP); and, in a worker process with SOFTVERBS_STATS=1, the
- * device sends exactly the request packets (no ACKs, no resends), and
- * with packets lost (SOFTVERBS_FAULT) messages that lost one are not
- * delivered while the others arrive intact.
+ * refused at post (EINVAL), through ibv_wr_* (EINVAL) and at creation
+ * as send_ops_flags (EOPNOTSUPP); ibv_wr_* WRITE with immediate; and, in a worker process with
+ * SOFTVERBS_STATS=1, the device sends exactly the request packets (no ACKs, no resends), and with
+ * packets lost (SOFTVERBS_FAULT) messages that lost one are not delivered while the others arrive
+ * intact.
  */
 #include "harness.h"
 #include "stats.h"
@@ -137,13 +137,64 @@ static void case_refused(void)
 		CHECK(ibv_create_qp_ex(a.ctx, &x) == NULL);
 		CHECK_EQ_INT(errno, EOPNOTSUPP);
 	}
-	x.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM;
-	{
-		struct ibv_qp *qp = ibv_create_qp_ex(a.ctx, &x);
+}
 
-		if (CHECK(qp))
-			CHECK_RET(ibv_destroy_qp(qp), 0);
+static void case_wr_api(void)
+{
+	struct ibv_qp_init_attr_ex x = {0};
+	struct ibv_qp *qp, *peer;
+	struct ibv_qp_init_attr pa = {0};
+	struct ibv_qp_ex *qpx;
+	struct ibv_wc wc;
+
+	t_case("UC through ibv_wr_*: WRITE with immediate lands; a READ is refused (EINVAL)");
+	x.qp_type = pa.qp_type = IBV_QPT_UC;
+	x.send_cq = x.recv_cq = pa.send_cq = pa.recv_cq = a.cq;
+	x.cap.max_send_wr = x.cap.max_recv_wr = pa.cap.max_send_wr = pa.cap.max_recv_wr = 4;
+	x.cap.max_send_sge = x.cap.max_recv_sge = pa.cap.max_send_sge = pa.cap.max_recv_sge = 1;
+	x.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+	x.pd = a.pd;
+	x.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM;
+	qp = ibv_create_qp_ex(a.ctx, &x);
+	peer = ibv_create_qp(a.pd, &pa);
+	if (!CHECK(qp && peer) || t_qp_init(qp, 0) || t_qp_init(peer, IBV_ACCESS_REMOTE_WRITE) ||
+	    t_qp_rts(qp, peer->qp_num, &a.gid, 7, 9, IBV_MTU_1024) ||
+	    t_qp_rts(peer, qp->qp_num, &a.gid, 9, 7, IBV_MTU_1024))
+		goto out;
+	qpx = ibv_qp_to_qp_ex(qp);
+	t_fill(a.buf, 3000, 99);
+	memset(a.buf + HALF, 0, 3000);
+	{
+		struct ibv_sge sge = {(uintptr_t)a.buf + HALF, 16, a.mr->lkey};
+		struct ibv_recv_wr rw = {.wr_id = 77, .sg_list = &sge, .num_sge = 1}, *bad;
+
+		CHECK_RET(ibv_post_recv(peer, &rw, &bad), 0);
 	}
+	ibv_wr_start(qpx);
+	qpx->wr_id = 5;
+	qpx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_rdma_write_imm(qpx, a.mr->rkey, (uintptr_t)a.buf + HALF, htonl(0x1234));
+	ibv_wr_set_sge(qpx, a.mr->lkey, (uintptr_t)a.buf, 3000);
+	CHECK_RET(ibv_wr_complete(qpx), 0);
+	/* one CQ: the send's and the receive's completions, in either order */
+	for (int i = 0; i < 2 && !wait_one(a.cq, &wc, "wr write"); i++) {
+		if (wc.wr_id == 5)
+			continue;
+		CHECK(wc.wr_id == 77 && wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM);
+		CHECK_EQ_INT(wc.byte_len, 3000);
+		CHECK_EQ_INT(ntohl(wc.imm_data), 0x1234);
+	}
+	CHECK(memcmp(a.buf, a.buf + HALF, 3000) == 0);
+	ibv_wr_start(qpx);
+	ibv_wr_rdma_read(qpx, a.mr->rkey, (uintptr_t)a.buf + HALF);
+	ibv_wr_set_sge(qpx, a.mr->lkey, (uintptr_t)a.buf, 8);
+	CHECK_RET(ibv_wr_complete(qpx), EINVAL);
+	CHECK_EQ_INT(ibv_poll_cq(a.cq, 1, &wc), 0);
+out:
+	if (qp)
+		CHECK_RET(ibv_destroy_qp(qp), 0);
+	if (peer)
+		CHECK_RET(ibv_destroy_qp(peer), 0);
 }
 
 enum {
@@ -260,6 +311,7 @@ int main(void)
 	case_send();
 	case_write();
 	case_refused();
+	case_wr_api();
 	t_case("teardown");
 	t_ep_destroy(&b, false);
 	t_ep_destroy(&a, true);
