@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * api_qp_state: ibv_modify_qp's state machine for RC and UD QPs.
+ * api_qp_state: ibv_modify_qp's state machine for RC, UC and UD QPs.
  *
  * The oracle is the IBTA transition table (the same facts as Linux's
  * ib_modify_qp_is_ok), written out below independently of the device:
@@ -31,45 +31,50 @@ static struct q_env env;
 
 struct legal {
 	enum ibv_qp_state from, to;
-	int rc_req, rc_opt, ud_req, ud_opt;
+	int rc_req, rc_opt, ud_req, ud_opt, uc_req, uc_opt;
 };
 
 #define RTS_OPT_RC                                                                                 \
 	(B(CUR_STATE) | B(ACCESS_FLAGS) | B(ALT_PATH) | B(PATH_MIG_STATE) | B(MIN_RNR_TIMER))
 #define RTS_OPT_UD (B(CUR_STATE) | B(QKEY))
+#define RTS_OPT_UC (B(CUR_STATE) | B(ACCESS_FLAGS) | B(ALT_PATH) | B(PATH_MIG_STATE))
 
 /* The legal transitions the API can reach (SQE is entered only by the device). */
 static const struct legal legal[] = {
-	{S(RESET), S(RESET), 0, 0, 0, 0},
+	{S(RESET), S(RESET), 0, 0, 0, 0, 0, 0},
 	{S(RESET), S(INIT), B(PKEY_INDEX) | B(PORT) | B(ACCESS_FLAGS), 0,
-	 B(PKEY_INDEX) | B(PORT) | B(QKEY), 0},
-	{S(RESET), S(ERR), 0, 0, 0, 0},
-	{S(INIT), S(RESET), 0, 0, 0, 0},
+	 B(PKEY_INDEX) | B(PORT) | B(QKEY), 0, B(PKEY_INDEX) | B(PORT) | B(ACCESS_FLAGS), 0},
+	{S(RESET), S(ERR), 0, 0, 0, 0, 0, 0},
+	{S(INIT), S(RESET), 0, 0, 0, 0, 0, 0},
 	{S(INIT), S(INIT), 0, B(PKEY_INDEX) | B(PORT) | B(ACCESS_FLAGS), 0,
-	 B(PKEY_INDEX) | B(PORT) | B(QKEY)},
+	 B(PKEY_INDEX) | B(PORT) | B(QKEY), 0, B(PKEY_INDEX) | B(PORT) | B(ACCESS_FLAGS)},
 	{S(INIT), S(RTR),
 	 B(AV) | B(PATH_MTU) | B(DEST_QPN) | B(RQ_PSN) | B(MAX_DEST_RD_ATOMIC) | B(MIN_RNR_TIMER),
-	 B(ALT_PATH) | B(ACCESS_FLAGS) | B(PKEY_INDEX), 0, B(PKEY_INDEX) | B(QKEY)},
-	{S(INIT), S(ERR), 0, 0, 0, 0},
-	{S(RTR), S(RESET), 0, 0, 0, 0},
+	 B(ALT_PATH) | B(ACCESS_FLAGS) | B(PKEY_INDEX), 0, B(PKEY_INDEX) | B(QKEY),
+	 B(AV) | B(PATH_MTU) | B(DEST_QPN) | B(RQ_PSN),
+	 B(ALT_PATH) | B(ACCESS_FLAGS) | B(PKEY_INDEX)},
+	{S(INIT), S(ERR), 0, 0, 0, 0, 0, 0},
+	{S(RTR), S(RESET), 0, 0, 0, 0, 0, 0},
 	{S(RTR), S(RTS), B(SQ_PSN) | B(MAX_QP_RD_ATOMIC) | B(RETRY_CNT) | B(RNR_RETRY) | B(TIMEOUT),
 	 B(CUR_STATE) | B(ALT_PATH) | B(ACCESS_FLAGS) | B(MIN_RNR_TIMER) | B(PATH_MIG_STATE),
-	 B(SQ_PSN), RTS_OPT_UD},
-	{S(RTR), S(ERR), 0, 0, 0, 0},
-	{S(RTS), S(RESET), 0, 0, 0, 0},
-	{S(RTS), S(RTS), 0, RTS_OPT_RC, 0, RTS_OPT_UD},
-	{S(RTS), S(SQD), 0, B(EN_SQD_ASYNC_NOTIFY), 0, B(EN_SQD_ASYNC_NOTIFY)},
-	{S(RTS), S(ERR), 0, 0, 0, 0},
-	{S(SQD), S(RESET), 0, 0, 0, 0},
-	{S(SQD), S(RTS), 0, RTS_OPT_RC, 0, RTS_OPT_UD},
+	 B(SQ_PSN), RTS_OPT_UD, B(SQ_PSN), RTS_OPT_UC},
+	{S(RTR), S(ERR), 0, 0, 0, 0, 0, 0},
+	{S(RTS), S(RESET), 0, 0, 0, 0, 0, 0},
+	{S(RTS), S(RTS), 0, RTS_OPT_RC, 0, RTS_OPT_UD, 0, RTS_OPT_UC},
+	{S(RTS), S(SQD), 0, B(EN_SQD_ASYNC_NOTIFY), 0, B(EN_SQD_ASYNC_NOTIFY), 0,
+	 B(EN_SQD_ASYNC_NOTIFY)},
+	{S(RTS), S(ERR), 0, 0, 0, 0, 0, 0},
+	{S(SQD), S(RESET), 0, 0, 0, 0, 0, 0},
+	{S(SQD), S(RTS), 0, RTS_OPT_RC, 0, RTS_OPT_UD, 0, RTS_OPT_UC},
 	{S(SQD), S(SQD), 0,
 	 B(PORT) | B(AV) | B(TIMEOUT) | B(RETRY_CNT) | B(RNR_RETRY) | B(MAX_QP_RD_ATOMIC) |
 		 B(MAX_DEST_RD_ATOMIC) | B(ALT_PATH) | B(ACCESS_FLAGS) | B(PKEY_INDEX) |
 		 B(MIN_RNR_TIMER) | B(PATH_MIG_STATE),
-	 0, B(PKEY_INDEX) | B(QKEY)},
-	{S(SQD), S(ERR), 0, 0, 0, 0},
-	{S(ERR), S(RESET), 0, 0, 0, 0},
-	{S(ERR), S(ERR), 0, 0, 0, 0},
+	 0, B(PKEY_INDEX) | B(QKEY), 0,
+	 B(AV) | B(ALT_PATH) | B(ACCESS_FLAGS) | B(PKEY_INDEX) | B(PATH_MIG_STATE)},
+	{S(SQD), S(ERR), 0, 0, 0, 0, 0, 0},
+	{S(ERR), S(RESET), 0, 0, 0, 0, 0, 0},
+	{S(ERR), S(ERR), 0, 0, 0, 0, 0, 0},
 };
 
 static const char *sname(enum ibv_qp_state s)
@@ -111,14 +116,16 @@ static struct ibv_qp *qp_in(enum ibv_qp_type type, enum ibv_qp_state st)
 /* Contract: one legal transition for one type, every mask variation. */
 static void one_transition(enum ibv_qp_type type, const struct legal *l)
 {
-	bool rc = type == IBV_QPT_RC;
-	int req = rc ? l->rc_req : l->ud_req, opt = rc ? l->rc_opt : l->ud_opt;
+	bool rc = type == IBV_QPT_RC, uc = type == IBV_QPT_UC;
+	int req = rc ? l->rc_req : uc ? l->uc_req : l->ud_req;
+	int opt = rc ? l->rc_opt : uc ? l->uc_opt : l->ud_opt;
+	const char *tn = rc ? "RC" : uc ? "UC" : "UD";
 	struct ibv_qp_attr a;
 	struct ibv_qp *qp;
 	int bit, st = B(STATE);
 
 	qp = qp_in(type, l->from);
-	if (!CHECK_MSG(qp, "%s %s->%s: no QP", rc ? "RC" : "UD", sname(l->from), sname(l->to)))
+	if (!CHECK_MSG(qp, "%s %s->%s: no QP", tn, sname(l->from), sname(l->to)))
 		return;
 	a = q_attr(&env, l->to, 0x42);
 	a.cur_qp_state = l->from;
@@ -127,22 +134,22 @@ static void one_transition(enum ibv_qp_type type, const struct legal *l)
 		if (!(req & (1 << bit)))
 			continue;
 		CHECK_MSG(ibv_modify_qp(qp, &a, st | (req & ~(1 << bit))) == EINVAL,
-			  "%s %s->%s without bit %d: want EINVAL", rc ? "RC" : "UD", sname(l->from),
-			  sname(l->to), bit);
+			  "%s %s->%s without bit %d: want EINVAL", tn, sname(l->from), sname(l->to),
+			  bit);
 	}
 	/* each bit outside required | optional added */
 	for (bit = 1; bit <= 20; bit++) {
 		if ((req | opt) & (1 << bit))
 			continue;
 		CHECK_MSG(ibv_modify_qp(qp, &a, st | req | (1 << bit)) == EINVAL,
-			  "%s %s->%s with extra bit %d: want EINVAL", rc ? "RC" : "UD",
-			  sname(l->from), sname(l->to), bit);
+			  "%s %s->%s with extra bit %d: want EINVAL", tn, sname(l->from),
+			  sname(l->to), bit);
 	}
 	CHECK_MSG(q_state(qp) == (int)l->from, "%s->%s: failures changed the state", sname(l->from),
 		  sname(l->to));
 	/* exactly the required mask */
-	CHECK_MSG(ibv_modify_qp(qp, &a, st | req) == 0, "%s %s->%s with the required mask",
-		  rc ? "RC" : "UD", sname(l->from), sname(l->to));
+	CHECK_MSG(ibv_modify_qp(qp, &a, st | req) == 0, "%s %s->%s with the required mask", tn,
+		  sname(l->from), sname(l->to));
 	CHECK_MSG(q_state(qp) == (int)l->to && qp->state == l->to, "%s->%s: state after",
 		  sname(l->from), sname(l->to));
 	CHECK_RET(ibv_destroy_qp(qp), 0);
@@ -154,7 +161,7 @@ static void one_transition(enum ibv_qp_type type, const struct legal *l)
 	if (!CHECK(qp))
 		return;
 	CHECK_MSG(ibv_modify_qp(qp, &a, st | req | opt) == 0, "%s %s->%s with every optional bit",
-		  rc ? "RC" : "UD", sname(l->from), sname(l->to));
+		  tn, sname(l->from), sname(l->to));
 	CHECK_EQ_INT(q_state(qp), l->to);
 	CHECK_RET(ibv_destroy_qp(qp), 0);
 }
@@ -164,6 +171,7 @@ static void test_legal(enum ibv_qp_type type)
 	size_t i;
 
 	t_case(type == IBV_QPT_RC ? "RC: every legal transition, every mask" :
+	       type == IBV_QPT_UC ? "UC: every legal transition, every mask" :
 				    "UD: every legal transition, every mask");
 	for (i = 0; i < Q_ARRAY(legal); i++)
 		one_transition(type, &legal[i]);
@@ -187,7 +195,9 @@ static void test_illegal(enum ibv_qp_type type)
 	size_t f;
 	int to, n = 0;
 
-	t_case(type == IBV_QPT_RC ? "RC: illegal transitions" : "UD: illegal transitions");
+	t_case(type == IBV_QPT_RC ? "RC: illegal transitions" :
+	       type == IBV_QPT_UC ? "UC: illegal transitions" :
+				    "UD: illegal transitions");
 	for (f = 0; f < Q_ARRAY(reach); f++) {
 		for (to = S(RESET); to <= S(ERR) + 2; to++) {
 			struct ibv_qp_attr a;
@@ -506,7 +516,7 @@ static void test_err_reset_everywhere(void)
 {
 	static const enum ibv_qp_state reach[] = {S(RESET), S(INIT), S(RTR),
 						  S(RTS),   S(SQD),  S(ERR)};
-	static const enum ibv_qp_type types[] = {IBV_QPT_RC, IBV_QPT_UD};
+	static const enum ibv_qp_type types[] = {IBV_QPT_RC, IBV_QPT_UD, IBV_QPT_UC};
 	size_t f, t;
 	int to;
 
@@ -638,8 +648,10 @@ int main(void)
 	q_env_open(&env, 16);
 	test_legal(IBV_QPT_RC);
 	test_legal(IBV_QPT_UD);
+	test_legal(IBV_QPT_UC);
 	test_illegal(IBV_QPT_RC);
 	test_illegal(IBV_QPT_UD);
+	test_illegal(IBV_QPT_UC);
 	test_no_state_and_cur_state();
 	test_values();
 	test_query_attrs();

@@ -85,14 +85,14 @@ static inline int q_state(struct ibv_qp *qp)
 /* The required mask of a transition, without IBV_QP_STATE. */
 static inline int q_required(enum ibv_qp_type type, enum ibv_qp_state from, enum ibv_qp_state to)
 {
-	bool rc = type == IBV_QPT_RC;
+	bool rc = type == IBV_QPT_RC, uc = type == IBV_QPT_UC;
+	int path = IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
 
 	if (from == IBV_QPS_RESET && to == IBV_QPS_INIT)
-		return IBV_QP_PKEY_INDEX | IBV_QP_PORT | (rc ? IBV_QP_ACCESS_FLAGS : IBV_QP_QKEY);
+		return IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+		       (rc || uc ? IBV_QP_ACCESS_FLAGS : IBV_QP_QKEY);
 	if (from == IBV_QPS_INIT && to == IBV_QPS_RTR)
-		return rc ? IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-				       IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER :
-			    0;
+		return rc ? path | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER : uc ? path : 0;
 	if (from == IBV_QPS_RTR && to == IBV_QPS_RTS)
 		return rc ? IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_RETRY_CNT |
 				       IBV_QP_RNR_RETRY | IBV_QP_TIMEOUT :

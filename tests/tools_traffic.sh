@@ -176,7 +176,7 @@ loader_clean() {
 pingpong() {
 	tool=$1 size=$2 iters=$3
 	shift 3
-	name="$tool -s $size -n $iters $*"
+	name="$tool -s $size -n $iters $*${SOFTVERBS_SHM:+ (SOFTVERBS_SHM=$SOFTVERBS_SHM)}"
 	if ! pair "$tool" -g 0 -s "$size" -n "$iters" "$@"; then
 		not_ok "$name"
 		show_pair
@@ -319,7 +319,7 @@ perf_lat() {
 }
 
 case $what in
-ibv_rc_pingpong | ibv_ud_pingpong | ibv_srq_pingpong)
+ibv_rc_pingpong | ibv_uc_pingpong | ibv_ud_pingpong | ibv_srq_pingpong)
 	pkg=ibverbs-utils
 	need "$what"
 	;;
@@ -336,6 +336,15 @@ ibv_rc_pingpong)
 	pingpong ibv_rc_pingpong 1 200 -c -N -t
 	pingpong ibv_rc_pingpong 65536 50 -c -m 4096
 	pingpong ibv_rc_pingpong 65536 50 -c -e -N
+	;;
+ibv_uc_pingpong)
+	# over the same-host link and over UDP, whatever SV_TEST_SHM says
+	for shm in 1 0; do
+		export SOFTVERBS_SHM=$shm
+		pingpong ibv_uc_pingpong 4096 200 -c
+		pingpong ibv_uc_pingpong 1 200 -c -e
+		pingpong ibv_uc_pingpong 65536 50 -c -m 4096
+	done
 	;;
 ibv_ud_pingpong)
 	pingpong ibv_ud_pingpong 1024 200 -c

@@ -130,7 +130,7 @@ static inline struct ibv_ah_attr t_ah_attr(const union ibv_gid *gid)
 /* RTR/RTS settings t_connect_to() uses; tests may change them first. */
 static uint8_t t_timeout = 14, t_retry_cnt = 7, t_rnr_retry = 7, t_min_rnr_timer = 1;
 
-/* Move an RC endpoint to RTS towards `peer` (or a UD one to RTS). */
+/* Move an RC or UC endpoint to RTS towards `peer` (or a UD one to RTS). */
 static inline int t_connect_to(struct t_ep *e, const struct t_addr *peer, uint32_t my_psn,
 			       enum ibv_mtu mtu)
 {
@@ -149,6 +149,15 @@ static inline int t_connect_to(struct t_ep *e, const struct t_addr *peer, uint32
 						 IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
 						 IBV_QP_MAX_DEST_RD_ATOMIC |
 						 IBV_QP_MIN_RNR_TIMER) == 0))
+			return -1;
+	} else if (e->type == IBV_QPT_UC) {
+		a.path_mtu = mtu;
+		a.dest_qp_num = peer->qpn;
+		a.rq_psn = peer->psn;
+		a.ah_attr = t_ah_attr(&peer->gid);
+		if (!CHECK(ibv_modify_qp(e->qp, &a,
+					 IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+						 IBV_QP_DEST_QPN | IBV_QP_RQ_PSN) == 0))
 			return -1;
 	} else if (!CHECK(ibv_modify_qp(e->qp, &a, IBV_QP_STATE) == 0)) {
 		return -1;

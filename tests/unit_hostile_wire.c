@@ -422,7 +422,7 @@ static void opcodes(void)
 	};
 	/* not RC: RC's unsupported opcodes are invalid requests (unit_hostile_rc) */
 	static const uint8_t unknown[] = {
-		0x20, 0x24, 0x2a, 0x40, 0x44, 0x66, 0x70, 0x80, 0x81, 0xa0, 0xc0, 0xff,
+		0x2c, 0x2f, 0x20, 0x24, 0x2a, 0x40, 0x44, 0x66, 0x70, 0x80, 0x81, 0xa0, 0xc0, 0xff,
 	};
 	static const uint8_t rc_unknown[] = {0x15, 0x18, 0x1c, 0x1d, 0x1f};
 	unsigned long long m0 = H_CNT(h, drops_malformed);
@@ -454,7 +454,8 @@ static void opcodes(void)
 	CHECK_EQ_INT(H_CNT(h, drops_malformed) - m0, Q_ARRAY(rc_ops));
 	CHECK(intact());
 
-	t_case("unknown opcodes (UC, RD, UD reserved, CNP, reserved, vendor): dropped");
+	t_case("unknown opcodes (UC reserved, UC to RC and UD QPs, RD, UD reserved, CNP, reserved, "
+	       "vendor): dropped");
 	m0 = H_CNT(h, drops_malformed);
 	for (size_t i = 0; i < Q_ARRAY(unknown); i++) {
 		n = build_write(buf, 0);

@@ -71,7 +71,8 @@ static uint32_t ref_crc32(const uint8_t *p, size_t len)
 /* The opcodes the device must accept. */
 static const uint8_t valid_ops[] = {
 	0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0a, 0x0b, 0x0c,
-	0x0d, 0x0e, 0x0f, 0x10, 0x11, 0x12, 0x13, 0x14, 0x16, 0x17, 0x64, 0x65,
+	0x0d, 0x0e, 0x0f, 0x10, 0x11, 0x12, 0x13, 0x14, 0x16, 0x17, 0x20, 0x21, 0x22,
+	0x23, 0x24, 0x25, 0x26, 0x27, 0x28, 0x29, 0x2a, 0x2b, 0x64, 0x65,
 };
 
 /* Contract: true if `op` is in valid_ops. */
@@ -155,7 +156,11 @@ static void test_opcodes(void)
 		    !info)
 			continue;
 		f = info->flags;
-		CHECK_MSG(info->name && !strncmp(info->name, op < 0x20 ? "RC_" : "UD_", 3),
+		CHECK_MSG(info->name && !strncmp(info->name,
+						 op < 0x20 ? "RC_" :
+						 op < 0x40 ? "UC_" :
+							     "UD_",
+						 3),
 			  "opcode 0x%02x: name %s", op, info->name);
 		hl = SW_BTH_LEN;
 		hl += f & SW_F_DETH ? SW_DETH_LEN : 0;
@@ -191,7 +196,9 @@ static void test_opcodes(void)
 	CHECK(sw_opinfo(0x12)->hdr_len == 24);
 	CHECK(sw_opinfo(0x13)->hdr_len == 40);
 	CHECK(sw_opinfo(0x65)->hdr_len == 24);
-	CHECK(sw_opinfo(0x15) == NULL && sw_opinfo(0x24) == NULL && sw_opinfo(0x81) == NULL);
+	CHECK(!strcmp(sw_opinfo(0x24)->name, "UC_SEND_ONLY"));
+	CHECK(sw_opinfo(0x2b)->hdr_len == 32 && sw_opinfo(0x23)->hdr_len == 16);
+	CHECK(sw_opinfo(0x15) == NULL && sw_opinfo(0x2c) == NULL && sw_opinfo(0x81) == NULL);
 }
 
 /* ---- CRC-32 ---- */

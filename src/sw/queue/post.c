@@ -41,6 +41,7 @@ bool sw_qp_opcode_ok(const struct sw_qp *qp, uint32_t op)
 		return true;
 	case IBV_WR_RDMA_WRITE:
 	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		return qp->ibv.qp_base.qp_type != IBV_QPT_UD;
 	case IBV_WR_RDMA_READ:
 	case IBV_WR_ATOMIC_CMP_AND_SWP:
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:

@@ -3,7 +3,7 @@
  * qp.c - queue pairs of the software device: create, destroy, query,
  * references and async events.
  *
- * Only RC and UD QPs exist. A QP owns a send ring and, without an SRQ, a
+ * RC, UC and UD QPs exist. A QP owns a send ring and, without an SRQ, a
  * receive ring; both come from sw_ring_alloc() with the QP's PD as given,
  * so a QP on a CC parent domain keeps its rings in shared memory and a
  * QP on anything else is refused on a bounce device (EOPNOTSUPP).
@@ -34,9 +34,10 @@
 	(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)
 
 #define SW_UD_SEND_OPS ((uint64_t)IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM)
+#define SW_UC_SEND_OPS                                                                             \
+	(SW_UD_SEND_OPS | IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM)
 #define SW_RC_SEND_OPS                                                                             \
-	(SW_UD_SEND_OPS | IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |         \
-	 IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |                            \
+	(SW_UC_SEND_OPS | IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |           \
 	 IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
 
 _Static_assert(offsetof(struct sw_send_wqe, data) % sizeof(uint64_t) == 0,
@@ -59,7 +60,9 @@ int sw_qp_event(struct sw_qp *qp, enum ibv_event_type type)
 /* Contract: the send operations a QP of `type` may be created with. */
 static uint64_t supported_send_ops(enum ibv_qp_type type)
 {
-	return type == IBV_QPT_UD ? SW_UD_SEND_OPS : SW_RC_SEND_OPS;
+	return type == IBV_QPT_UD ? SW_UD_SEND_OPS :
+	       type == IBV_QPT_UC ? SW_UC_SEND_OPS :
+				    SW_RC_SEND_OPS;
 }
 
 /*
@@ -78,7 +81,8 @@ static int check_create(struct ibv_context *ctx, const struct ibv_qp_init_attr_e
 		return -EOPNOTSUPP;
 	if ((attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && attr->create_flags)
 		return -EOPNOTSUPP;
-	if (attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UD)
+	if (attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UC &&
+	    attr->qp_type != IBV_QPT_UD)
 		return -EOPNOTSUPP;
 	if ((attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) &&
 	    (attr->send_ops_flags & ~supported_send_ops(attr->qp_type)))

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * qp_modify.c - ibv_modify_qp: the IBTA QP state machine for RC and UD.
+ * qp_modify.c - ibv_modify_qp: the IBTA QP state machine for RC, UC and UD.
  *
  * A request names a current state (the QP's, or IBV_QP_CUR_STATE, which
  * must then equal it and is allowed only where the table lists it) and
@@ -13,23 +13,28 @@
  * Transitions and masks (IBTA 11.2.5 / the Linux modify-QP table);
  * RESET and ERR are reachable from every state with no attributes:
  *
- *   RESET->INIT   RC req PKEY_INDEX PORT ACCESS_FLAGS; UD req PKEY_INDEX PORT QKEY
+ *   RESET->INIT   RC and UC req PKEY_INDEX PORT ACCESS_FLAGS; UD req PKEY_INDEX PORT QKEY
  *   INIT->INIT    the same bits, all optional
  *   INIT->RTR     RC req AV PATH_MTU DEST_QPN RQ_PSN MAX_DEST_RD_ATOMIC MIN_RNR_TIMER,
  *                    opt ALT_PATH ACCESS_FLAGS PKEY_INDEX;
+ *                 UC req AV PATH_MTU DEST_QPN RQ_PSN, opt as RC;
  *                 UD opt PKEY_INDEX QKEY
  *   RTR->RTS      RC req SQ_PSN MAX_QP_RD_ATOMIC RETRY_CNT RNR_RETRY TIMEOUT,
  *                    opt CUR_STATE ALT_PATH ACCESS_FLAGS MIN_RNR_TIMER PATH_MIG_STATE;
+ *                 UC req SQ_PSN, opt CUR_STATE ALT_PATH ACCESS_FLAGS PATH_MIG_STATE;
  *                 UD req SQ_PSN, opt CUR_STATE QKEY
  *   RTS->RTS      RC opt CUR_STATE ACCESS_FLAGS ALT_PATH PATH_MIG_STATE MIN_RNR_TIMER;
+ *                 UC opt CUR_STATE ACCESS_FLAGS ALT_PATH PATH_MIG_STATE;
  *                 UD opt CUR_STATE QKEY
  *   RTS->SQD      opt EN_SQD_ASYNC_NOTIFY
  *   SQD->RTS      as RTS->RTS
  *   SQD->SQD      RC opt PORT AV TIMEOUT RETRY_CNT RNR_RETRY MAX_QP_RD_ATOMIC
  *                    MAX_DEST_RD_ATOMIC ALT_PATH ACCESS_FLAGS PKEY_INDEX MIN_RNR_TIMER
  *                    PATH_MIG_STATE;
+ *                 UC opt AV ALT_PATH ACCESS_FLAGS PKEY_INDEX PATH_MIG_STATE;
  *                 UD opt PKEY_INDEX QKEY
- *   SQE->RTS      UD only: opt CUR_STATE QKEY  (only the device enters SQE)
+ *   SQE->RTS      UD opt CUR_STATE QKEY; UC opt CUR_STATE ACCESS_FLAGS
+ *                 (only the device enters SQE, and it never does for UC)
  *
  * Value checks: port_num 1; pkey_index 0 (one P_Key); path_mtu 256..4096
  * (the port's max_mtu); dest_qp_num < 2^24; timeout and min_rnr_timer <=
@@ -80,6 +85,7 @@
 enum {
 	T_RC,
 	T_UD,
+	T_UC,
 	T_NTYPES
 };
 
@@ -90,75 +96,81 @@ struct trans {
 };
 
 /* clang-format off */
-#define BOTH { true, true }
-#define UD_ONLY { false, true }
+/* Per type, in the order RC, UD, UC. */
+#define ALL { true, true, true }
+#define UD_UC { false, true, true }
 
 /* The attribute sets that more than one transition names, each written once. */
-#define INIT_ATTRS { M(PKEY_INDEX) | M(PORT) | M(ACCESS_FLAGS), \
-		     M(PKEY_INDEX) | M(PORT) | M(QKEY) }
+#define RC_INIT (M(PKEY_INDEX) | M(PORT) | M(ACCESS_FLAGS))
+#define INIT_ATTRS { RC_INIT, M(PKEY_INDEX) | M(PORT) | M(QKEY), RC_INIT }
 #define RC_RTS_OPT (M(CUR_STATE) | M(ACCESS_FLAGS) | M(ALT_PATH) | M(PATH_MIG_STATE) | \
 		    M(MIN_RNR_TIMER))
+#define UC_RTS_OPT (M(CUR_STATE) | M(ACCESS_FLAGS) | M(ALT_PATH) | M(PATH_MIG_STATE))
 #define UD_RTS_OPT (M(CUR_STATE) | M(QKEY))
 #define UD_PKEY_QKEY (M(PKEY_INDEX) | M(QKEY))
+#define RTR_REQ (M(AV) | M(PATH_MTU) | M(DEST_QPN) | M(RQ_PSN))
+#define RTR_OPT (M(ALT_PATH) | M(ACCESS_FLAGS) | M(PKEY_INDEX))
 
 /* Every state may go to RESET and to ERR, with no attributes. */
 #define TO_RESET_OR_ERR \
-	[IBV_QPS_RESET] = { .valid = BOTH }, \
-	[IBV_QPS_ERR] = { .valid = BOTH }
+	[IBV_QPS_RESET] = { .valid = ALL }, \
+	[IBV_QPS_ERR] = { .valid = ALL }
 
 /* RTS->RTS and SQD->RTS: the same rule. */
-#define BACK_TO_RTS { .valid = BOTH, .opt = { RC_RTS_OPT, UD_RTS_OPT } }
+#define BACK_TO_RTS { .valid = ALL, .opt = { RC_RTS_OPT, UD_RTS_OPT, UC_RTS_OPT } }
 
 /* [current][next] */
 static const struct trans table[IBV_QPS_ERR + 1][IBV_QPS_ERR + 1] = {
 	[IBV_QPS_RESET] = {
 		TO_RESET_OR_ERR,
-		[IBV_QPS_INIT] = { .valid = BOTH, .req = INIT_ATTRS },
+		[IBV_QPS_INIT] = { .valid = ALL, .req = INIT_ATTRS },
 	},
 	[IBV_QPS_INIT] = {
 		TO_RESET_OR_ERR,
-		[IBV_QPS_INIT] = { .valid = BOTH, .opt = INIT_ATTRS },
+		[IBV_QPS_INIT] = { .valid = ALL, .opt = INIT_ATTRS },
 		[IBV_QPS_RTR] = {
-			.valid = BOTH,
-			.req = { M(AV) | M(PATH_MTU) | M(DEST_QPN) | M(RQ_PSN) |
-					 M(MAX_DEST_RD_ATOMIC) | M(MIN_RNR_TIMER),
-				 0 },
-			.opt = { M(ALT_PATH) | M(ACCESS_FLAGS) | M(PKEY_INDEX), UD_PKEY_QKEY },
+			.valid = ALL,
+			.req = { RTR_REQ | M(MAX_DEST_RD_ATOMIC) | M(MIN_RNR_TIMER), 0, RTR_REQ },
+			.opt = { RTR_OPT, UD_PKEY_QKEY, RTR_OPT },
 		},
 	},
 	[IBV_QPS_RTR] = {
 		TO_RESET_OR_ERR,
 		[IBV_QPS_RTS] = {
-			.valid = BOTH,
+			.valid = ALL,
 			.req = { M(SQ_PSN) | M(MAX_QP_RD_ATOMIC) | M(RETRY_CNT) | M(RNR_RETRY) |
 					 M(TIMEOUT),
-				 M(SQ_PSN) },
-			.opt = { RC_RTS_OPT, UD_RTS_OPT },
+				 M(SQ_PSN), M(SQ_PSN) },
+			.opt = { RC_RTS_OPT, UD_RTS_OPT, UC_RTS_OPT },
 		},
 	},
 	[IBV_QPS_RTS] = {
 		TO_RESET_OR_ERR,
 		[IBV_QPS_RTS] = BACK_TO_RTS,
 		[IBV_QPS_SQD] = {
-			.valid = BOTH,
-			.opt = { M(EN_SQD_ASYNC_NOTIFY), M(EN_SQD_ASYNC_NOTIFY) },
+			.valid = ALL,
+			.opt = { M(EN_SQD_ASYNC_NOTIFY), M(EN_SQD_ASYNC_NOTIFY),
+				 M(EN_SQD_ASYNC_NOTIFY) },
 		},
 	},
 	[IBV_QPS_SQD] = {
 		TO_RESET_OR_ERR,
 		[IBV_QPS_RTS] = BACK_TO_RTS,
 		[IBV_QPS_SQD] = {
-			.valid = BOTH,
+			.valid = ALL,
 			.opt = { M(PORT) | M(AV) | M(TIMEOUT) | M(RETRY_CNT) | M(RNR_RETRY) |
 					 M(MAX_QP_RD_ATOMIC) | M(MAX_DEST_RD_ATOMIC) | M(ALT_PATH) |
 					 M(ACCESS_FLAGS) | M(PKEY_INDEX) | M(MIN_RNR_TIMER) |
 					 M(PATH_MIG_STATE),
-				 UD_PKEY_QKEY },
+				 UD_PKEY_QKEY,
+				 M(AV) | M(ALT_PATH) | M(ACCESS_FLAGS) | M(PKEY_INDEX) |
+					 M(PATH_MIG_STATE) },
 		},
 	},
 	[IBV_QPS_SQE] = {
 		TO_RESET_OR_ERR,
-		[IBV_QPS_RTS] = { .valid = UD_ONLY, .opt = { 0, UD_RTS_OPT } },
+		[IBV_QPS_RTS] = { .valid = UD_UC,
+				  .opt = { 0, UD_RTS_OPT, M(CUR_STATE) | M(ACCESS_FLAGS) } },
 	},
 	[IBV_QPS_ERR] = {
 		TO_RESET_OR_ERR,
@@ -179,7 +191,8 @@ struct modify_req {
 static int check_transition(const struct sw_qp *qp, const struct ibv_qp_attr *attr, int mask,
 			    struct modify_req *r)
 {
-	int t = qp->ibv.qp_base.qp_type == IBV_QPT_UD ? T_UD : T_RC;
+	enum ibv_qp_type qpt = qp->ibv.qp_base.qp_type;
+	int t = qpt == IBV_QPT_UD ? T_UD : qpt == IBV_QPT_UC ? T_UC : T_RC;
 	uint32_t m = (uint32_t)mask & ~(uint32_t)IBV_QP_STATE;
 	const struct trans *tr;
 

@@ -4,9 +4,10 @@
  *
  * One row per opcode, indexed by the opcode byte itself, so a lookup is a
  * bounds-free array access. Rows left empty (name NULL) are opcodes that
- * are not valid here: UC (the device has no UC QPs), RD, CNP, the
- * reserved and manufacturer-specific ranges, and RC RESYNC (0x15), which
- * belongs to RD-style resynchronisation this device does not implement.
+ * are not valid here: RD, CNP, the reserved and manufacturer-specific
+ * ranges, and RC RESYNC (0x15), which belongs to RD-style
+ * resynchronisation this device does not implement. UC has the SEND and
+ * RDMA WRITE rows of RC (the same headers) in its own group, 0x20.
  *
  * Header lengths follow from the flags: BTH, then in IBA order DETH, RETH,
  * AtomicETH, AETH, AtomicAckETH, ImmDt, IETH. The table is checked
@@ -94,6 +95,39 @@ static const struct sw_opinfo sw_optab[256] = {
 		"RC_ATOMIC_ACKNOWLEDGE",
 		RS | SW_F_ATOMIC | SW_F_ONLY | SW_F_AETH | SW_F_ATMACK,
 		L_BTH + SW_AETH_LEN + SW_ATMACK_LEN },
+
+	/* ---- UC requests: SEND and RDMA WRITE (RC's headers, group 0x20) ---- */
+	[SW_OP_UC | SW_OP_SEND_FIRST] = {
+		"UC_SEND_FIRST", RQ | PL | SW_F_SEND | SW_F_FIRST, L_BTH },
+	[SW_OP_UC | SW_OP_SEND_MIDDLE] = {
+		"UC_SEND_MIDDLE", RQ | PL | SW_F_SEND | SW_F_MIDDLE, L_BTH },
+	[SW_OP_UC | SW_OP_SEND_LAST] = {
+		"UC_SEND_LAST", RQ | PL | SW_F_SEND | SW_F_LAST, L_BTH },
+	[SW_OP_UC | SW_OP_SEND_LAST_IMM] = {
+		"UC_SEND_LAST_WITH_IMMEDIATE",
+		RQ | PL | SW_F_SEND | SW_F_LAST | SW_F_IMMDT, L_BTH + SW_IMMDT_LEN },
+	[SW_OP_UC | SW_OP_SEND_ONLY] = {
+		"UC_SEND_ONLY", RQ | PL | SW_F_SEND | SW_F_ONLY, L_BTH },
+	[SW_OP_UC | SW_OP_SEND_ONLY_IMM] = {
+		"UC_SEND_ONLY_WITH_IMMEDIATE",
+		RQ | PL | SW_F_SEND | SW_F_ONLY | SW_F_IMMDT, L_BTH + SW_IMMDT_LEN },
+	[SW_OP_UC | SW_OP_WRITE_FIRST] = {
+		"UC_RDMA_WRITE_FIRST",
+		RQ | PL | SW_F_WRITE | SW_F_FIRST | SW_F_RETH, L_BTH + SW_RETH_LEN },
+	[SW_OP_UC | SW_OP_WRITE_MIDDLE] = {
+		"UC_RDMA_WRITE_MIDDLE", RQ | PL | SW_F_WRITE | SW_F_MIDDLE, L_BTH },
+	[SW_OP_UC | SW_OP_WRITE_LAST] = {
+		"UC_RDMA_WRITE_LAST", RQ | PL | SW_F_WRITE | SW_F_LAST, L_BTH },
+	[SW_OP_UC | SW_OP_WRITE_LAST_IMM] = {
+		"UC_RDMA_WRITE_LAST_WITH_IMMEDIATE",
+		RQ | PL | SW_F_WRITE | SW_F_LAST | SW_F_IMMDT, L_BTH + SW_IMMDT_LEN },
+	[SW_OP_UC | SW_OP_WRITE_ONLY] = {
+		"UC_RDMA_WRITE_ONLY",
+		RQ | PL | SW_F_WRITE | SW_F_ONLY | SW_F_RETH, L_BTH + SW_RETH_LEN },
+	[SW_OP_UC | SW_OP_WRITE_ONLY_IMM] = {
+		"UC_RDMA_WRITE_ONLY_WITH_IMMEDIATE",
+		RQ | PL | SW_F_WRITE | SW_F_ONLY | SW_F_RETH | SW_F_IMMDT,
+		L_BTH + SW_RETH_LEN + SW_IMMDT_LEN },
 
 	/* ---- UD: single-packet SENDs only ---- */
 	[SW_OP_UD | SW_OP_SEND_ONLY] = {

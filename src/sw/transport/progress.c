@@ -142,6 +142,8 @@ static bool qp_type_accepts(const struct sw_qp *qp, uint8_t opcode)
 
 	if (qp->ibv.qp_base.qp_type == IBV_QPT_UD)
 		return cls == SW_OP_UD;
+	if (qp->ibv.qp_base.qp_type == IBV_QPT_UC)
+		return cls == SW_OP_UC;
 	return cls == SW_OP_RC;
 }
 
@@ -154,7 +156,7 @@ static bool from_peer(const struct sw_qp *qp, const union sw_sa *src)
 {
 	enum ibv_qp_state st = qp->ibv.qp_base.state;
 
-	if (qp->ibv.qp_base.qp_type != IBV_QPT_RC || st == IBV_QPS_RESET || st == IBV_QPS_INIT)
+	if (qp->ibv.qp_base.qp_type == IBV_QPT_UD || st == IBV_QPS_RESET || st == IBV_QPS_INIT)
 		return true;
 	return sw_sa_same_addr(src, &qp->attr.av.dst);
 }

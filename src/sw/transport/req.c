@@ -19,7 +19,8 @@
  * expiry doubles the timeout (at most 8x) until the peer acknowledges
  * something.
  *
- * UD sends complete as soon as they are on the wire.
+ * UD sends complete as soon as they are on the wire; UC sends (req_uc.c)
+ * once their last packet is.
  */
 #include <string.h>
 
@@ -73,26 +74,28 @@ void sw_req_arm_timer(struct sw_qp *qp)
 	sw_engine_wake_for(sw_engine_of(qp), req->deadline_ns);
 }
 
-/* The opcode of packet `k` of `n` for a SEND or WRITE. */
-static uint8_t msg_opcode(const struct sw_send_wqe *w, uint32_t k, uint32_t n, bool ud)
+/* The opcode of packet `k` of `n` for a SEND or WRITE, in the group of QP type `qpt`. */
+static uint8_t msg_opcode(const struct sw_send_wqe *w, uint32_t k, uint32_t n, enum ibv_qp_type qpt)
 {
 	bool first = k == 0, last = k == n - 1;
 	bool imm = w->opcode == IBV_WR_SEND_WITH_IMM || w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+	uint8_t cls = qpt == IBV_QPT_UC ? SW_OP_UC : SW_OP_RC;
 
-	if (ud)
+	if (qpt == IBV_QPT_UD)
 		return SW_OP_UD | (imm ? SW_OP_SEND_ONLY_IMM : SW_OP_SEND_ONLY);
 	if (w->opcode == IBV_WR_SEND || w->opcode == IBV_WR_SEND_WITH_IMM) {
 		if (first && last)
-			return imm ? SW_OP_SEND_ONLY_IMM : SW_OP_SEND_ONLY;
+			return cls | (imm ? SW_OP_SEND_ONLY_IMM : SW_OP_SEND_ONLY);
 		if (first)
-			return SW_OP_SEND_FIRST;
-		return last ? (imm ? SW_OP_SEND_LAST_IMM : SW_OP_SEND_LAST) : SW_OP_SEND_MIDDLE;
+			return cls | SW_OP_SEND_FIRST;
+		return cls |
+		       (last ? (imm ? SW_OP_SEND_LAST_IMM : SW_OP_SEND_LAST) : SW_OP_SEND_MIDDLE);
 	}
 	if (first && last)
-		return imm ? SW_OP_WRITE_ONLY_IMM : SW_OP_WRITE_ONLY;
+		return cls | (imm ? SW_OP_WRITE_ONLY_IMM : SW_OP_WRITE_ONLY);
 	if (first)
-		return SW_OP_WRITE_FIRST;
-	return last ? (imm ? SW_OP_WRITE_LAST_IMM : SW_OP_WRITE_LAST) : SW_OP_WRITE_MIDDLE;
+		return cls | SW_OP_WRITE_FIRST;
+	return cls | (last ? (imm ? SW_OP_WRITE_LAST_IMM : SW_OP_WRITE_LAST) : SW_OP_WRITE_MIDDLE);
 }
 
 /*
@@ -108,14 +111,12 @@ static uint32_t ack_every(const struct sw_req *req)
 	return n >= SW_ACK_EVERY ? SW_ACK_EVERY : n < 2 ? 2 : n;
 }
 
-/*
- * Build packet `k` of WQE `w` into `buf`. Returns its length, or a
- * negative errno: -EACCES / -EINVAL for a bad local SGE.
- */
-static int build(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t k, uint8_t *buf,
+/* Contract: see transport_priv.h (qp->lock held). */
+int sw_req_build(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t k, uint8_t *buf,
 		 const struct sw_av *av, bool ack_req)
 {
-	bool ud = qp->ibv.qp_base.qp_type == IBV_QPT_UD;
+	enum ibv_qp_type qpt = qp->ibv.qp_base.qp_type;
+	bool ud = qpt == IBV_QPT_UD, rc = qpt == IBV_QPT_RC;
 	uint32_t mtu = qp->attr.mtu ? qp->attr.mtu : 1024;
 	struct sw_pkt p = {0};
 	struct sw_icrc_ctx ic;
@@ -146,7 +147,7 @@ static int build(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t k, uint8_t *b
 		p.ack_req = true;
 		break;
 	default:
-		p.opcode = msg_opcode(w, k, w->npkts, ud);
+		p.opcode = msg_opcode(w, k, w->npkts, qpt);
 		len = w->length - off < mtu ? w->length - off : mtu;
 		if (w->opcode == IBV_WR_RDMA_WRITE || w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
 			p.va = w->wr.rdma.remote_addr;
@@ -156,7 +157,7 @@ static int build(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t k, uint8_t *b
 		p.imm_be = w->imm_data;
 		if (k == w->npkts - 1) {
 			p.se = w->send_flags & IBV_SEND_SOLICITED;
-			p.ack_req = !ud;
+			p.ack_req = rc;
 		}
 		if (ud) {
 			p.qkey = (w->wr.ud.remote_qkey & 0x80000000u) ? qp->attr.qkey :
@@ -165,9 +166,9 @@ static int build(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t k, uint8_t *b
 		}
 		break;
 	}
-	if (!ud && (ack_req || ++qp->req->since_ackreq >= ack_every(qp->req)))
+	if (rc && (ack_req || ++qp->req->since_ackreq >= ack_every(qp->req)))
 		p.ack_req = true;
-	if (p.ack_req && !ud) {
+	if (p.ack_req && rc) {
 		qp->req->since_ackreq = 0;
 		qp->req->ackreq_psn = p.psn;
 	}
@@ -366,7 +367,7 @@ static void req_run(struct sw_qp *qp)
 			      (!ack_coming(qp) &&
 			       (uint32_t)sw_psn_diff(req->psn, req->una_psn) + pkt_psns(qp, w) >=
 				       req->window));
-		len = build(qp, w, req->send_off, buf, av, ack);
+		len = sw_req_build(qp, w, req->send_off, buf, av, ack);
 		if (len < 0) {
 			/*
 			 * A bad local SGE fails the WQE. It completes in order:
@@ -440,9 +441,16 @@ static void req_run(struct sw_qp *qp)
 	}
 }
 
-/* Contract: see transport_priv.h (qp->lock held). The budget follows what went out. */
+/*
+ * Contract: see transport_priv.h (qp->lock held). The budget follows what
+ * went out (RC; UC sends without budget or window, req_uc.c).
+ */
 void sw_req_run(struct sw_qp *qp)
 {
+	if (qp->ibv.qp_base.qp_type == IBV_QPT_UC) {
+		sw_req_uc_run(qp);
+		return;
+	}
 	req_run(qp);
 	if (qp->req)
 		sw_budget_sync(qp);
@@ -558,7 +566,7 @@ static void send_probe(struct sw_qp *qp, uint64_t now)
 	}
 	if (idx == end || w->state != SW_WQE_STARTED || sw_wr_is_rd_atomic(w->opcode))
 		return;
-	len = build(qp, w, (uint32_t)d, buf, &qp->attr.av, true);
+	len = sw_req_build(qp, w, (uint32_t)d, buf, &qp->attr.av, true);
 	if (len < 0 || sw_net_send(eng, buf, (size_t)len, &qp->attr.av))
 		return;
 	count_sent(qp, req->una_psn, (size_t)len);

@@ -10,6 +10,7 @@
  *   1. QP state: RTR or later, else dropped (drops_state);
  *   2. UD: the Q_Key, else dropped (drops_qkey); then a receive WQE,
  *      else dropped (drops_no_recv); nothing below applies (resp_ud.c);
+ *      UC: its own rules, without answers (resp_uc.c);
  *   3. PSN against the expected one (epsn): an earlier one is a
  *      duplicate (re-ACKed, or a READ / atomic answered again from the
  *      responder's resources, never re-executed for atomics); a later one
@@ -17,7 +18,7 @@
  *   4. opcode: an RC opcode the device does not support (p->info NULL:
  *      RESYNC, the reserved ones) is an invalid request;
  *   5. per operation, each handler's list: opcode sequence, lengths,
- *      alignment, then the rkey (rkey_resolve), last the receive WQE.
+ *      alignment, then the rkey (sw_resp_rkey), last the receive WQE.
  * An invalid request or remote access error NAKs the requester and moves
  * this QP to the error state, as IBTA class C and J errors do
  * (fatal_nak); a missing receive WQE draws an RNR NAK (send_rnr_nak).
@@ -107,18 +108,9 @@ static enum resp_outcome send_rnr_nak(struct sw_qp *qp, uint32_t psn)
 	return RESP_RNR;
 }
 
-/*
- * The target of an RDMA request: `rkey` for [va, va + len) with `need`
- * (one IBV_ACCESS_REMOTE_* bit). Checked in this order: the QP grants
- * `need` (qp_access_flags); a zero-length request needs no MR and names
- * none (0, *mr NULL); otherwise sw_mr_resolve(): the key names a live MR
- * of the QP's protection domain, the MR grants `need`, and the range lies
- * inside it. 0 with a referenced MR (or NULL) in *mr, or -EACCES for any
- * failed check: the caller answers all of them with a remote access NAK,
- * so a peer learns nothing about which check failed.
- */
-static int rkey_resolve(struct sw_qp *qp, uint32_t rkey, uint64_t va, uint64_t len, int need,
-			struct sw_mr **mr)
+/* Contract: see transport_priv.h (qp->lock held). */
+int sw_resp_rkey(struct sw_qp *qp, uint32_t rkey, uint64_t va, uint64_t len, int need,
+		 struct sw_mr **mr)
 {
 	*mr = NULL;
 	if (!((int)qp->attr.access & need))
@@ -129,13 +121,6 @@ static int rkey_resolve(struct sw_qp *qp, uint32_t rkey, uint64_t va, uint64_t l
 			  va, len, need, mr))
 		return -EACCES;
 	return 0;
-}
-
-/* Drop the reference rkey_resolve() took, if it took one. */
-static void put_mr(struct sw_mr *mr)
-{
-	if (mr)
-		sw_mr_put(mr);
 }
 
 /*
@@ -164,9 +149,9 @@ void sw_resp_push_recv(struct sw_qp *qp, struct ibv_wc *wc, const struct sw_pkt 
 	sw_qp_cq_push(qp, qp->rcq, wc, pkt->se);
 }
 
-/* Complete the receive WQE held for the current RC message, from the peer's QP. */
-static void complete_recv(struct sw_qp *qp, enum ibv_wc_status status, enum ibv_wc_opcode op,
-			  uint32_t byte_len, const struct sw_pkt *pkt)
+/* Contract: see transport_priv.h (qp->lock held). */
+void sw_resp_complete_recv(struct sw_qp *qp, enum ibv_wc_status status, enum ibv_wc_opcode op,
+			   uint32_t byte_len, const struct sw_pkt *pkt)
 {
 	struct ibv_wc wc;
 
@@ -186,7 +171,7 @@ static void complete_recv(struct sw_qp *qp, enum ibv_wc_status status, enum ibv_
 static enum resp_outcome fail_send(struct sw_qp *qp, const struct sw_pkt *pkt,
 				   enum ibv_wc_status status, uint8_t syndrome)
 {
-	complete_recv(qp, status, IBV_WC_RECV, 0, pkt);
+	sw_resp_complete_recv(qp, status, IBV_WC_RECV, 0, pkt);
 	qp->resp->in_send = false;
 	return fatal_nak(qp, syndrome, pkt->psn);
 }
@@ -232,7 +217,7 @@ static enum resp_outcome handle_send(struct sw_qp *qp, const struct sw_pkt *pkt)
 		return fail_send(qp, pkt, IBV_WC_LOC_PROT_ERR, SW_AETH_NAK_REM_OP);
 	resp->offset += pkt->paylen;
 	if (flags & SW_F_LAST) {
-		complete_recv(qp, IBV_WC_SUCCESS, IBV_WC_RECV, resp->offset, pkt);
+		sw_resp_complete_recv(qp, IBV_WC_SUCCESS, IBV_WC_RECV, resp->offset, pkt);
 		resp->in_send = false;
 		resp->msn = sw_psn_add(resp->msn, 1);
 	}
@@ -246,7 +231,7 @@ static enum resp_outcome handle_send(struct sw_qp *qp, const struct sw_pkt *pkt)
  * target. Checked in this order: no SEND or WRITE in progress, else
  * invalid request; the RETH length at most 2^31, else invalid request
  * (a length error, before the key is looked at); the rkey grants
- * REMOTE_WRITE over [va, va + len) (rkey_resolve) and the range does not
+ * REMOTE_WRITE over [va, va + len) (sw_resp_rkey) and the range does not
  * reach 2^64, else remote access error. On RESP_DONE the WRITE is in
  * progress and *mr holds its target (NULL for a zero-length WRITE).
  */
@@ -263,9 +248,9 @@ static enum resp_outcome write_first(struct sw_qp *qp, const struct sw_pkt *pkt,
 	resp->wr_rkey = pkt->rkey;
 	resp->wr_left = pkt->dma_len;
 	resp->wr_total = pkt->dma_len;
-	ret = rkey_resolve(qp, pkt->rkey, pkt->va, pkt->dma_len, IBV_ACCESS_REMOTE_WRITE, mr);
+	ret = sw_resp_rkey(qp, pkt->rkey, pkt->va, pkt->dma_len, IBV_ACCESS_REMOTE_WRITE, mr);
 	if (ret || range_wraps(pkt->va, pkt->dma_len)) {
-		put_mr(*mr);
+		sw_resp_put_mr(*mr);
 		*mr = NULL;
 		return fatal_nak(qp, SW_AETH_NAK_REM_ACCESS, pkt->psn);
 	}
@@ -273,12 +258,8 @@ static enum resp_outcome write_first(struct sw_qp *qp, const struct sw_pkt *pkt,
 	return RESP_DONE;
 }
 
-/*
- * May this packet's payload belong to the WRITE in progress? At most one
- * MTU and what is left of the RETH length; exactly one MTU but on the
- * last packet, which ends the RETH length.
- */
-static bool write_size_ok(const struct sw_qp *qp, const struct sw_pkt *pkt, uint32_t flags)
+/* Contract: see transport_priv.h (qp->lock held). */
+bool sw_resp_write_size_ok(const struct sw_qp *qp, const struct sw_pkt *pkt, uint32_t flags)
 {
 	const struct sw_resp *resp = qp->resp;
 
@@ -292,7 +273,7 @@ static bool write_size_ok(const struct sw_qp *qp, const struct sw_pkt *pkt, uint
 /*
  * One packet of an RDMA WRITE. The first is checked by write_first();
  * a MIDDLE or LAST needs a WRITE in progress, else invalid request. Then,
- * for every packet, in this order: its size (write_size_ok), else invalid
+ * for every packet, in this order: its size (sw_resp_write_size_ok), else invalid
  * request; a LAST with immediate data takes a receive WQE before any byte
  * is placed, else an RNR NAK (the retry starts the message over if this
  * packet began it); the bytes land at the next address of the target,
@@ -316,13 +297,13 @@ static enum resp_outcome handle_write(struct sw_qp *qp, const struct sw_pkt *pkt
 	} else if (!resp->in_write) {
 		return fatal_nak(qp, SW_AETH_NAK_INV_REQ, pkt->psn);
 	}
-	if (!write_size_ok(qp, pkt, flags)) {
-		put_mr(mr);
+	if (!sw_resp_write_size_ok(qp, pkt, flags)) {
+		sw_resp_put_mr(mr);
 		return fatal_nak(qp, SW_AETH_NAK_INV_REQ, pkt->psn);
 	}
 	if ((flags & SW_F_LAST) && (flags & SW_F_IMMDT) && !resp->have_wqe) {
 		if (sw_qp_take_recv(qp, resp->wqe)) {
-			put_mr(mr);
+			sw_resp_put_mr(mr);
 			if (flags & SW_F_FIRST)
 				resp->in_write = false; /* the retry starts over */
 			return send_rnr_nak(qp, pkt->psn);
@@ -330,12 +311,12 @@ static enum resp_outcome handle_write(struct sw_qp *qp, const struct sw_pkt *pkt
 		resp->have_wqe = true;
 	}
 	if (pkt->paylen) {
-		if (!mr && rkey_resolve(qp, resp->wr_rkey, resp->wr_va, pkt->paylen,
+		if (!mr && sw_resp_rkey(qp, resp->wr_rkey, resp->wr_va, pkt->paylen,
 					IBV_ACCESS_REMOTE_WRITE, &mr))
 			return fatal_nak(qp, SW_AETH_NAK_REM_ACCESS, pkt->psn);
 		ret = sw_place_mr(mr, sw_mr_host(mr, resp->wr_va), pkt->payload, pkt->paylen);
 	}
-	put_mr(mr);
+	sw_resp_put_mr(mr);
 	if (ret)
 		return fatal_nak(qp, SW_AETH_NAK_REM_OP, pkt->psn);
 	resp->wr_va += pkt->paylen;
@@ -344,8 +325,8 @@ static enum resp_outcome handle_write(struct sw_qp *qp, const struct sw_pkt *pkt
 		resp->in_write = false;
 		resp->msn = sw_psn_add(resp->msn, 1);
 		if (flags & SW_F_IMMDT)
-			complete_recv(qp, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM, resp->wr_total,
-				      pkt);
+			sw_resp_complete_recv(qp, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM,
+					      resp->wr_total, pkt);
 	}
 	return RESP_DONE;
 }
@@ -391,10 +372,10 @@ static void resend_read_resp(struct sw_qp *qp, const struct sw_rd_res *res, uint
 {
 	struct sw_mr *mr = NULL;
 
-	if (res->len && rkey_resolve(qp, res->rkey, res->va, res->len, IBV_ACCESS_REMOTE_READ, &mr))
+	if (res->len && sw_resp_rkey(qp, res->rkey, res->va, res->len, IBV_ACCESS_REMOTE_READ, &mr))
 		return;
 	send_read_resp(qp, res, from, mr);
-	put_mr(mr);
+	sw_resp_put_mr(mr);
 }
 
 /*
@@ -433,9 +414,9 @@ static enum resp_outcome handle_read(struct sw_qp *qp, const struct sw_pkt *pkt)
 		return fatal_nak(qp, SW_AETH_NAK_INV_REQ, pkt->psn);
 	if (pkt->dma_len > SW_MAX_MSG_SZ)
 		return fatal_nak(qp, SW_AETH_NAK_INV_REQ, pkt->psn);
-	ret = rkey_resolve(qp, pkt->rkey, pkt->va, pkt->dma_len, IBV_ACCESS_REMOTE_READ, &mr);
+	ret = sw_resp_rkey(qp, pkt->rkey, pkt->va, pkt->dma_len, IBV_ACCESS_REMOTE_READ, &mr);
 	if (ret || range_wraps(pkt->va, pkt->dma_len)) {
-		put_mr(mr);
+		sw_resp_put_mr(mr);
 		return fatal_nak(qp, SW_AETH_NAK_REM_ACCESS, pkt->psn);
 	}
 	res = res_alloc(resp);
@@ -446,7 +427,7 @@ static enum resp_outcome handle_read(struct sw_qp *qp, const struct sw_pkt *pkt)
 	res->len = pkt->dma_len;
 	resp->msn = sw_psn_add(resp->msn, 1);
 	send_read_resp(qp, res, 0, mr);
-	put_mr(mr);
+	sw_resp_put_mr(mr);
 	resp->epsn = sw_psn_add(pkt->psn, res->npkts);
 	return RESP_EPSN_SET;
 }
@@ -481,7 +462,7 @@ static enum resp_outcome handle_atomic(struct sw_qp *qp, const struct sw_pkt *pk
 		return fatal_nak(qp, SW_AETH_NAK_INV_REQ, pkt->psn);
 	if (pkt->va & 7)
 		return fatal_nak(qp, SW_AETH_NAK_INV_REQ, pkt->psn);
-	if (rkey_resolve(qp, pkt->rkey, pkt->va, 8, IBV_ACCESS_REMOTE_ATOMIC, &mr))
+	if (sw_resp_rkey(qp, pkt->rkey, pkt->va, 8, IBV_ACCESS_REMOTE_ATOMIC, &mr))
 		return fatal_nak(qp, SW_AETH_NAK_REM_ACCESS, pkt->psn);
 	target = (uint64_t *)(void *)sw_mr_host(mr, pkt->va);
 	orig = sw_place_atomic(hint_of(mr), target, pkt->opcode == SW_OP_CMP_SWAP, pkt->compare,
@@ -587,6 +568,10 @@ void sw_resp_handle(struct sw_qp *qp, const struct sw_pkt *pkt, const union sw_s
 	}
 	if (qp->ibv.qp_base.qp_type == IBV_QPT_UD) {
 		sw_resp_ud(qp, pkt, src, dst);
+		return;
+	}
+	if (qp->ibv.qp_base.qp_type == IBV_QPT_UC) {
+		sw_resp_uc(qp, pkt);
 		return;
 	}
 	d = sw_psn_diff(pkt->psn, resp->epsn);

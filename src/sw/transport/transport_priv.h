@@ -459,6 +459,20 @@ static inline bool sw_wr_is_rd_atomic(uint32_t opcode)
 /* Send what the window, fences and RNR back-off allow. */
 void sw_req_run(struct sw_qp *qp);
 /*
+ * req.c: build packet `k` of WQE `w` into `buf` for `av`, asking for an
+ * ACK if `ack_req` (RC; the last packet of a message always asks, and
+ * every ack_every-th one). Its length, or -EACCES / -EINVAL for a bad
+ * local SGE.
+ */
+int sw_req_build(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t k, uint8_t *buf,
+		 const struct sw_av *av, bool ack_req);
+/*
+ * req_uc.c: sw_req_run() for a UC QP: each WQE's packets in order, no
+ * window, no budget, no timer; a WQE completes once its last packet is
+ * out. A full socket or ring leaves the rest for the progress thread.
+ */
+void sw_req_uc_run(struct sw_qp *qp);
+/*
  * Start the retransmit timer (sw_req_timeout_ns from now) unless it runs
  * already or the QP has none (timeout 0); the caller knows something is
  * in flight.
@@ -558,6 +572,38 @@ void sw_resp_flush_ack(struct sw_qp *qp);
  * the packet asks.
  */
 void sw_resp_push_recv(struct sw_qp *qp, struct ibv_wc *wc, const struct sw_pkt *pkt);
+/*
+ * resp.c: the target of an RDMA request: `rkey` for [va, va + len) with
+ * `need` (one IBV_ACCESS_REMOTE_* bit). Checked in this order: the QP
+ * grants `need` (qp_access_flags); a zero-length request needs no MR and
+ * names none (0, *mr NULL); otherwise sw_mr_resolve(): the key names a
+ * live MR of the QP's protection domain, the MR grants `need`, and the
+ * range lies inside it. 0 with a referenced MR (or NULL) in *mr, or
+ * -EACCES for any failed check: RC answers all of them with one remote
+ * access NAK, so a peer learns nothing about which check failed.
+ */
+int sw_resp_rkey(struct sw_qp *qp, uint32_t rkey, uint64_t va, uint64_t len, int need,
+		 struct sw_mr **mr);
+/* Drop the reference sw_resp_rkey() took, if it took one. */
+static inline void sw_resp_put_mr(struct sw_mr *mr)
+{
+	if (mr)
+		sw_mr_put(mr);
+}
+/*
+ * resp.c: complete the receive WQE held for the current RC or UC message
+ * (from the peer's QP) with `status`, `op` and `byte_len`.
+ */
+void sw_resp_complete_recv(struct sw_qp *qp, enum ibv_wc_status status, enum ibv_wc_opcode op,
+			   uint32_t byte_len, const struct sw_pkt *pkt);
+/*
+ * resp.c: may this packet's payload belong to the WRITE in progress? At
+ * most one MTU and what is left of the RETH length; exactly one MTU but
+ * on the last packet, which ends the RETH length.
+ */
+bool sw_resp_write_size_ok(const struct sw_qp *qp, const struct sw_pkt *pkt, uint32_t flags);
+/* resp_uc.c: a request packet for this UC QP in RTR or later (sw_resp_handle passes it on). */
+void sw_resp_uc(struct sw_qp *qp, const struct sw_pkt *pkt);
 /* resp_ud.c: a request packet for this UD QP (sw_resp_handle passes it on). */
 void sw_resp_ud(struct sw_qp *qp, const struct sw_pkt *pkt, const union sw_sa *src,
 		const union sw_sa *dst);
