@@ -10,7 +10,8 @@
 # namespace of its own (vm.sh), and runs Debian's unmodified tools with
 # softverbs on the host side and rxe in the guest, in both directions
 # (runs.sh checks each run and both sides' counters):
-#   ibv_rc_pingpong 1 B to 64 KiB with -c, ibv_ud_pingpong, ibv_srq_pingpong,
+#   ibv_rc_pingpong 1 B to 64 KiB with -c, ibv_uc_pingpong (4 KiB, 64 KiB),
+#   ibv_ud_pingpong, ibv_srq_pingpong,
 #   ib_write_bw, ib_read_bw, ib_send_bw (RC and UD), ib_atomic_bw
 #   (FETCH_AND_ADD, CMP_AND_SWAP), ib_write_lat; the same over the IPv6
 #   GIDs when softverbs takes an IPv6 SOFTVERBS_ADDR; and runs with
@@ -191,6 +192,8 @@ else
 		both pp ibv_rc_pingpong "$s" "$it" -c
 	done
 	both pp ibv_rc_pingpong 4096 100 -c -e
+	both pp ibv_uc_pingpong 4096 100 -c
+	both pp ibv_uc_pingpong 65536 20 -c
 	both pp ibv_ud_pingpong 1 100 -c
 	both pp ibv_ud_pingpong 1024 100 -c
 	both pp ibv_srq_pingpong 4096 50 -c -q 4

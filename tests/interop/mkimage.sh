@@ -18,9 +18,10 @@
 #              and libgcc_s (dlopened by pthread_exit)
 #   scripts    guest_init.sh as /init, guest_agent.sh as /agent
 # Nothing of softverbs goes into the guest. The image is cached in OUTDIR as
-# initramfs-KEY.cpio, KEY a hash of the versions of every package a copied
-# file comes from, the kernel version and the two guest scripts (the
-# versions are in initramfs-KEY.key); a cached image is reused as it is.
+# initramfs-KEY.cpio, KEY a hash of the files copied, of this script, of
+# the versions of every package a copied file comes from, the kernel
+# version and the two guest scripts (all in initramfs-KEY.key); a cached
+# image is reused as it is.
 set -euo pipefail
 out=${1:?usage: mkimage.sh OUTDIR}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -72,7 +73,7 @@ for m in crc32_generic virtio_pci virtio_net rdma_rxe rdma_ucm; do
 done
 
 # ---- userland: binaries, their libraries, the rxe provider
-bins=(ibv_devinfo ibv_devices ibv_rc_pingpong ibv_ud_pingpong ibv_srq_pingpong
+bins=(ibv_devinfo ibv_devices ibv_rc_pingpong ibv_uc_pingpong ibv_ud_pingpong ibv_srq_pingpong
 	ib_write_bw ib_read_bw ib_send_bw ib_atomic_bw ib_write_lat ib_read_lat ib_send_lat
 	rping ucmatose udaddy rdma ip)
 provider=/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so
@@ -115,7 +116,10 @@ trap 'rm -f "$keyfile"' EXIT
 			echo "file $f $(sha256sum <"$f" | cut -c1-16)"
 		fi
 	done | sort -u
-	sha256sum "$here/guest_init.sh" "$here/guest_agent.sh" | sed "s|$here/||"
+	# the files copied, not only their packages: a binary added from a
+	# package already there must make a new image
+	printf 'copied %s\n' "${srcs[@]}" | sort -u
+	sha256sum "$here/guest_init.sh" "$here/guest_agent.sh" "$here/mkimage.sh" | sed "s|$here/||"
 } >"$keyfile"
 key=$(sha256sum <"$keyfile" | cut -c1-16)
 img=$out/initramfs-$key.cpio
