@@ -157,14 +157,15 @@ static inline struct sw_dev *sw_dev_of(struct ibv_context *ctx)
 
 /*
  * An application thread polled a CQ of `ctx` and found it empty; then it
- * yields the CPU (the progress thread may need it). Sets app_polls
+ * yields the CPU (the progress thread may need it). Sets app_polls, only
+ * when SOFTVERBS_SPIN_US asks the progress thread to look at it, and
  * without writing the shared line when it is set already.
  */
 static inline void sw_empty_poll(struct ibv_context *ctx)
 {
 	struct sw_dev *dev = sw_dev_of(ctx);
 
-	if (!atomic_load_explicit(&dev->app_polls, memory_order_relaxed))
+	if (dev->cfg.spin_us && !atomic_load_explicit(&dev->app_polls, memory_order_relaxed))
 		atomic_store_explicit(&dev->app_polls, true, memory_order_relaxed);
 	sched_yield();
 }

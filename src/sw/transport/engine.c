@@ -368,9 +368,7 @@ void sw_transport_qp_error(struct sw_qp *qp)
 	 * An ACK owed for requests already executed goes out before the QP
 	 * stops answering, as at destroy (sw_transport_qp_fini): the
 	 * application may see a WRITE's data and move the QP to error before
-	 * the batch ends, and the peer's WRITE would then be flushed although
-	 * its data was placed (dtest's RDMA WRITE ping-pong with data check,
-	 * 2 of 8 runs).
+	 * the end of the batch that placed it.
 	 */
 	sw_resp_flush_ack(qp);
 	sw_budget_release(qp); /* nothing of it is in flight any more */

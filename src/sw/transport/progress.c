@@ -451,13 +451,14 @@ void *sw_progress_main(void *arg)
 	/* when it last had work, and last saw an application poll an empty CQ */
 	uint64_t next_timer = 0, worked_ns = 0, polled_ns = 0;
 	unsigned int busy = 0; /* nonempty batches since the timers last ran */
+	unsigned int sweeps = 0; /* receive passes done (this thread alone writes eng->sweeps) */
 
 	sem_post(&eng->started);
 	while (!atomic_load(&eng->stop)) {
 		int n = rx_batch(eng, b);
 		uint64_t now;
 
-		atomic_fetch_add_explicit(&eng->sweeps, 1, memory_order_release);
+		atomic_store_explicit(&eng->sweeps, ++sweeps, memory_order_release);
 
 		/* the ACKs just handled may have freed budget: serve the line */
 		if (atomic_load_explicit(&eng->budget.nwait, memory_order_relaxed))
@@ -485,7 +486,8 @@ void *sw_progress_main(void *arg)
 		}
 		if (n > 0)
 			continue;
-		if (atomic_load_explicit(&eng->dev->app_polls, memory_order_relaxed)) {
+		if (eng->spin_ns &&
+		    atomic_load_explicit(&eng->dev->app_polls, memory_order_relaxed)) {
 			atomic_store_explicit(&eng->dev->app_polls, false, memory_order_relaxed);
 			polled_ns = now;
 		}

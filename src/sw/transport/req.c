@@ -31,8 +31,8 @@ static struct sw_send_wqe *wqe_at(struct sw_qp *qp, uint32_t idx)
 	return sw_ring_slot(&qp->sq, idx);
 }
 
-/* Packets (PSNs) a message takes. */
-static uint32_t wqe_npkts(const struct sw_qp *qp, const struct sw_send_wqe *w)
+/* Contract: see transport_priv.h. */
+uint32_t sw_wqe_npkts(const struct sw_qp *qp, const struct sw_send_wqe *w)
 {
 	uint32_t mtu = qp->attr.mtu ? qp->attr.mtu : 1024;
 
@@ -351,7 +351,7 @@ static void req_run(struct sw_qp *qp)
 					break;
 			}
 			w->first_psn = req->psn;
-			w->npkts = wqe_npkts(qp, w);
+			w->npkts = sw_wqe_npkts(qp, w);
 		}
 		if (!ud && (uint32_t)sw_psn_diff(req->psn, req->una_psn) >= req->window)
 			break;
@@ -485,7 +485,7 @@ void sw_req_cut(struct sw_qp *qp)
 	 * it: every loss costs go-back-N a window of resends.
 	 */
 	if (qp->sq.cons != qp->sq.prod) {
-		uint32_t n = wqe_npkts(qp, wqe_at(qp, qp->sq.cons));
+		uint32_t n = sw_wqe_npkts(qp, wqe_at(qp, qp->sq.cons));
 
 		if (n > SW_WINDOW_MAX)
 			n = SW_WINDOW_MAX;

@@ -18,19 +18,12 @@
  */
 #include "sw/transport/transport_priv.h"
 
-/* Contract: packets (PSNs) a UC message of `len` bytes takes at `mtu`. */
-static uint32_t uc_npkts(uint32_t len, uint32_t mtu)
-{
-	return len ? (len + mtu - 1) / mtu : 1;
-}
-
 /* Contract: see transport_priv.h (qp->lock held). */
 void sw_req_uc_run(struct sw_qp *qp)
 {
 	struct sw_req *req = qp->req;
 	enum ibv_qp_state st = qp->ibv.qp_base.state;
 	struct sw_engine *eng = sw_engine_of(qp);
-	uint32_t mtu = qp->attr.mtu ? qp->attr.mtu : 1024;
 	uint8_t buf[SW_PKT_MAX];
 
 	if (!req || (st != IBV_QPS_RTS && st != IBV_QPS_SQD))
@@ -44,7 +37,7 @@ void sw_req_uc_run(struct sw_qp *qp)
 			if (st == IBV_QPS_SQD)
 				break; /* draining: nothing new starts */
 			w->first_psn = req->psn;
-			w->npkts = uc_npkts(w->length, mtu);
+			w->npkts = sw_wqe_npkts(qp, w);
 			w->state = SW_WQE_STARTED;
 		}
 		len = sw_req_build(qp, w, req->send_off, buf, &qp->attr.av, false);

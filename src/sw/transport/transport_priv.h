@@ -459,6 +459,12 @@ static inline bool sw_wr_is_rd_atomic(uint32_t opcode)
 /* Send what the window, fences and RNR back-off allow. */
 void sw_req_run(struct sw_qp *qp);
 /*
+ * req.c: the packets (PSNs) WQE `w` takes on `qp`: one for an atomic or
+ * on UD, else one per MTU of its length (at least one).
+ */
+uint32_t sw_wqe_npkts(const struct sw_qp *qp, const struct sw_send_wqe *w);
+
+/*
  * req.c: build packet `k` of WQE `w` into `buf` for `av`, asking for an
  * ACK if `ack_req` (RC; the last packet of a message always asks, and
  * every ack_every-th one). Its length, or -EACCES / -EINVAL for a bad
