@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * api_regress_reset_cq.c - a QP moved to RESET takes its unread
- * completions out of its CQ; other QPs' completions on that CQ stay, in
- * order.
+ * api_regress_reset_cq.c - a QP moved to RESET, or destroyed, takes its
+ * unread completions out of its CQ; other QPs' completions on that CQ
+ * stay, in order.
  *
  * Regression (rdma-core's test_mr rereg_pd / rereg_addr): a QP in ERR
  * flushed its receives, the application moved it RESET -> RTS again and
@@ -10,6 +10,11 @@
  * old incarnation instead of the new completion. mlx5 cleans the CQ on
  * the move to RESET, and applications (pyverbs' suite among them) count
  * on it.
+ *
+ * Regression (libfabric's 'verbs;ofi_rxm', fi_pingpong's server): the
+ * msg endpoint's QP was destroyed with flushed receives still in the
+ * shared CQ; rxm polled them afterwards and reposted each buffer to the
+ * freed endpoint (SIGSEGV). mlx5 cleans both CQs when a QP is destroyed.
  */
 #include "harness.h"
 #include "traffic.h"
@@ -94,7 +99,21 @@ int main(void)
 		CHECK_EQ_INT(wc[0].status, IBV_WC_SUCCESS);
 	}
 
+	t_case("destroying a QP drops its unread completions, keeps others");
+	CHECK(post_recv_on(c, &a, 200) == 0);
+	CHECK(post_recv_on(c, &a, 201) == 0);
+	CHECK(t_post_recv(&a, 9, 0, 64) == 0);
+	CHECK(t_post(&b, IBV_WR_SEND, 10, 0, 16, 0, 0, IBV_SEND_SIGNALED) == 0);
+	CHECK_EQ_INT(t_poll(b.cq, wc, 1, 10000), 1);
+	CHECK(to_state(c, IBV_QPS_ERR) == 0);
 	CHECK(ibv_destroy_qp(c) == 0);
+	n = t_poll(a.cq, wc, 8, 200);
+	CHECK_EQ_INT(n, 1);
+	if (n >= 1) {
+		CHECK_EQ_INT(wc[0].wr_id, 9);
+		CHECK_EQ_INT(wc[0].status, IBV_WC_SUCCESS);
+	}
+
 	t_ep_destroy(&b, false);
 	t_ep_destroy(&a, true);
 	return t_finish();

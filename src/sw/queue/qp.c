@@ -255,11 +255,14 @@ err_free:
 /*
  * Contract: sv_ops.destroy_qp. The QPN stops resolving first, then the
  * transport lets go (under qp->lock, so a packet handler still holding a
- * reference finds no transport state), the references on PD, CQs and SRQ
- * drop, the QP's unread async events are dropped and the call waits until
- * every event of it that ibv_get_async_event() delivered has been
- * acknowledged, as rdma-core with the kernel does. The memory goes with
- * the last reference. Always 0.
+ * reference finds no transport state), its unread completions leave its
+ * CQs (as with mlx5: no wr_id of a destroyed QP is polled afterwards;
+ * libfabric's rxm reposts what it polls to the endpoint it freed), the
+ * references on PD, CQs and SRQ drop, the QP's unread async events are
+ * dropped and the call waits until every event of it that
+ * ibv_get_async_event() delivered has been acknowledged, as rdma-core
+ * with the kernel does. The memory goes with the last reference.
+ * Always 0.
  */
 int sw_destroy_qp(struct ibv_qp *ibqp)
 {
@@ -269,6 +272,9 @@ int sw_destroy_qp(struct ibv_qp *ibqp)
 	pthread_mutex_lock(&qp->lock);
 	sw_transport_qp_fini(qp);
 	pthread_mutex_unlock(&qp->lock);
+	sw_cq_clean(qp->rcq, qp->qpn);
+	if (qp->scq != qp->rcq)
+		sw_cq_clean(qp->scq, qp->qpn);
 	sw_qp_stats_report(qp);
 	qp_refs(qp, -1);
 	sv_async_forget(ibqp->context, ibqp);
