@@ -417,17 +417,6 @@ static void transport(bool shm)
 			continue;
 		bound = BOUND_X * t0 + BOUND_PLUS_MS;
 		for (int d = 0; d < 2; d++) {
-			/*
-			 * READ at 2% loss is not yet within the bound (1808-1956 of
-			 * 2000 in it: a lost READ request or last response waits out
-			 * the retransmit timer). docs/reliability.md; SV_LS_FULL=1
-			 * runs it.
-			 */
-			if (op == S_READ && d == 1 && !getenv("SV_LS_FULL")) {
-				printf("# RDMA READ at 2%% loss not run: not yet within the bound "
-				       "(SV_LS_FULL=1 runs it)\n");
-				continue;
-			}
 			snprintf(name[op][1 + d], sizeof(name[op][1 + d]),
 				 "%s over %s, %.1f%% loss: within %llu ms", op_name[op],
 				 shm ? "the same-host link" : "UDP", drops[d] * 100,

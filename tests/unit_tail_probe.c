@@ -27,7 +27,14 @@
  *      second probe resends the third packet, the peer takes it as new,
  *      and the requester goes back and sends the fourth; PSNs wrap
  *      2^24 across it;
- *   4. no RTT sample yet (a fresh QP): no probe, only the timer resends.
+ *   4. a lost READ request: the peer answers nothing; the probe asks
+ *      again, the whole READ, well before the timer, and the peer's
+ *      responses complete it (data checked);
+ *   5. a lost last READ response: the peer sends 3 of 4 responses; the
+ *      probe asks again from the fourth (its VA and length), and the
+ *      peer's LAST completes it (a duplicate READ continues the
+ *      original's numbering, as the responder and rxe answer one);
+ *   6. no RTT sample yet (a fresh QP): no probe, only the timer resends.
  * No case may count a retransmit timeout but the last. Every probe the
  * device counts must be a packet the peer saw: one that came late (sent
  * before the peer's ACK of it arrived, on a slow machine) is a stale
@@ -67,8 +74,15 @@ enum {
 	QUIET_MS = 20, /* nothing more arrives for this long */
 };
 
+enum {
+	READ_VA = 0x40000,
+	READ_RKEY = 0x5678
+};
+
 static struct h_env H, *h = &H;
 static uint8_t sbuf[NPKT * H_MTU];
+static uint8_t rbuf[NPKT * H_MTU]; /* READ destination */
+static struct ibv_mr *rmr;
 static struct ibv_mr *smr;
 static uint64_t t0; /* the current case's start */
 static uint32_t msn; /* the peer's responder: messages completed */
@@ -196,17 +210,18 @@ static bool recv_write(uint32_t first, uint32_t k0, uint32_t n, uint64_t *t_firs
 	return true;
 }
 
-/* The WRITE `id` completed successfully. */
-static void expect_done(uint64_t id)
+/* The work request `id` (a WRITE, or `op`) completed successfully. */
+static void expect_op_done(uint64_t id, enum ibv_wc_opcode op)
 {
 	struct ibv_wc wc;
 
 	if (CHECK_EQ_INT(q_poll(h->e.scq, &wc, 1, 1), 1))
-		CHECK_MSG(wc.wr_id == id && wc.status == IBV_WC_SUCCESS &&
-				  wc.opcode == IBV_WC_RDMA_WRITE,
-			  "want wr_id %llu SUCCESS, got wr_id %llu %s", (unsigned long long)id,
-			  (unsigned long long)wc.wr_id, ibv_wc_status_str(wc.status));
+		CHECK_MSG(wc.wr_id == id && wc.status == IBV_WC_SUCCESS && wc.opcode == op,
+			  "want wr_id %llu opcode %d SUCCESS, got wr_id %llu opcode %d %s",
+			  (unsigned long long)id, op, (unsigned long long)wc.wr_id, wc.opcode,
+			  ibv_wc_status_str(wc.status));
 }
+#define expect_done(id) expect_op_done((id), IBV_WC_RDMA_WRITE)
 
 /* Nothing but stale probes for QUIET_MS. */
 static void expect_quiet(const char *after)
@@ -399,6 +414,110 @@ fail:
 	settle(qp, last);
 }
 
+/* A signalled READ of the whole of rbuf from READ_VA; ibv_post_send's result. */
+static int post_read(struct ibv_qp *qp, uint64_t id)
+{
+	struct ibv_sge sge = {(uintptr_t)rbuf, sizeof(rbuf), rmr->lkey};
+	struct ibv_send_wr wr = {.wr_id = id,
+				 .sg_list = &sge,
+				 .num_sge = 1,
+				 .opcode = IBV_WR_RDMA_READ,
+				 .send_flags = IBV_SEND_SIGNALED},
+			   *bad;
+
+	memset(rbuf, 0, sizeof(rbuf));
+	wr.wr.rdma.remote_addr = READ_VA;
+	wr.wr.rdma.rkey = READ_RKEY;
+	return ibv_post_send(qp, &wr, &bad);
+}
+
+/* `p` is a READ request at `psn` for packets `k`.. of the READ: VA and length. */
+static int is_read_at(const struct sw_pkt *p, uint32_t psn, uint32_t k, const char *what, int line)
+{
+	uint64_t va = READ_VA + (uint64_t)k * H_MTU;
+	uint32_t len = (NPKT - k) * H_MTU;
+
+	return t_check(p->dqpn == H_PEER_QPN && p->psn == psn && p->opcode == SW_OP_READ_REQ &&
+			       p->va == va && p->rkey == READ_RKEY && p->dma_len == len,
+		       __FILE__, line,
+		       "%s: want READ psn %#08x va %#llx len %u, got psn %#08x opcode %#04x va "
+		       "%#llx len %u",
+		       what, psn, (unsigned long long)va, len, p->psn, p->opcode,
+		       (unsigned long long)p->va, p->dma_len);
+}
+#define IS_READ_AT(p, psn, k, what) is_read_at((p), (psn), (k), (what), __LINE__)
+
+/* The peer's READ response `k` of NPKT for the READ at `first`: sbuf's bytes. */
+static void peer_read_resp(struct ibv_qp *qp, uint32_t first, uint32_t k)
+{
+	static const uint8_t op[NPKT] = {SW_OP_READ_RESP_FIRST, SW_OP_READ_RESP_MIDDLE,
+					 SW_OP_READ_RESP_MIDDLE, SW_OP_READ_RESP_LAST};
+	struct sw_pkt p = h_req(qp, op[k], sw_psn_add(first, k));
+
+	p.ack_req = false;
+	p.syndrome = H_ACK;
+	p.msn = msn & SW_PSN_MASK;
+	h_send(h, &p, sbuf + (size_t)k * H_MTU, H_MTU);
+	acked = p.psn;
+	printf("# %8.3f ms: the peer sends READ response %u at %#08x\n", ms(now_ns() - t0), k,
+	       p.psn);
+}
+
+/* The READ `id` completed successfully with sbuf's bytes. */
+static void expect_read_done(uint64_t id)
+{
+	expect_op_done(id, IBV_WC_RDMA_READ);
+	CHECK_MSG(memcmp(rbuf, sbuf, sizeof(rbuf)) == 0, "the READ's data differ");
+}
+
+/*
+ * A READ at `first` whose request (`lost` == NPKT) or last response
+ * (`lost` == NPKT - 1) is lost: the probe asks again from packet `lost`
+ * (or 0) within PROBE_MS, uncharged, and the answer completes it.
+ */
+static void lost_read(struct ibv_qp *qp, uint32_t first, uint32_t lost, uint64_t id)
+{
+	unsigned long long p0 = H_CNT(h, probes), to0 = H_CNT(h, timeouts);
+	uint32_t from = lost == NPKT ? 0 : lost;
+	struct sw_pkt p;
+	uint64_t t_last, t;
+	int r;
+
+	case_start(lost == NPKT ? "a lost READ request: the probe asks again for the READ" :
+				  "a lost last READ response: the probe asks again from it",
+		   sw_psn_add(first, SW_PSN_MASK));
+	(void)pto_of(qp, true);
+	CHECK_RET(post_read(qp, id), 0);
+	r = next_pkt(&p, H_WAIT_MS, &t_last);
+	if (!CHECK_MSG(r == 0, "no READ request: %s", t_errname(-r)) ||
+	    !IS_READ_AT(&p, first, 0, "the READ request"))
+		goto fail;
+	for (uint32_t k = 0; k < from; k++)
+		peer_read_resp(qp, first, k);
+	r = next_pkt(&p, PROBE_MS, &t);
+	if (!CHECK_MSG(r == 0, "no probe within %d ms of the request (the timer: %d ms)", PROBE_MS,
+		       RTO_MS) ||
+	    !IS_READ_AT(&p, sw_psn_add(first, from), from, "the probe"))
+		goto fail;
+	printf("# the probe came %.3f ms after the request\n", ms(t - t_last));
+	CHECK_EQ_INT(H_CNT(h, timeouts) - to0, 0);
+	for (uint32_t k = from; k < NPKT; k++)
+		peer_read_resp(qp, first, k);
+	msn++;
+	expect_read_done(id);
+	expect_quiet("after the READ's last response");
+	expect_probes(qp, p0, 1, "the READ asked again was no probe");
+	CHECK_EQ_INT(H_CNT(h, timeouts) - to0, 0);
+	return;
+fail:
+	for (uint32_t k = 0; k < NPKT; k++)
+		peer_read_resp(qp, first, k);
+	msn++;
+	q_poll(h->e.scq, (struct ibv_wc[1]){0}, 1, 1);
+	while (next_pkt(&p, 3 * RTO_MS, &t) == 0)
+		;
+}
+
 static void no_sample(void)
 {
 	unsigned long long p0 = H_CNT(h, probes), to0 = H_CNT(h, timeouts);
@@ -445,7 +564,8 @@ int main(void)
 	t_start("unit_tail_probe");
 	h_open(h);
 	smr = ibv_reg_mr(h->e.pd, sbuf, sizeof(sbuf), IBV_ACCESS_LOCAL_WRITE);
-	if (!smr) {
+	rmr = ibv_reg_mr(h->e.pd, rbuf, sizeof(rbuf), IBV_ACCESS_LOCAL_WRITE);
+	if (!smr || !rmr) {
 		printf("Bail out! reg_mr: %s\n", t_errname(errno));
 		exit(1);
 	}
@@ -456,11 +576,14 @@ int main(void)
 	warm_up(qp);
 	lost_ack(qp);
 	lost_tail(qp);
+	lost_read(qp, sw_psn_add(SQ_PSN, NWARM + 2 * NPKT), NPKT, 5);
+	lost_read(qp, sw_psn_add(SQ_PSN, NWARM + 3 * NPKT), NPKT - 1, 6);
 	no_sample();
 
 	CHECK_EQ_INT(q_state(qp), IBV_QPS_RTS);
 	CHECK_RET(ibv_destroy_qp(qp), 0);
 	CHECK_RET(ibv_dereg_mr(smr), 0);
+	CHECK_RET(ibv_dereg_mr(rmr), 0);
 	h_close(h);
 	return t_finish();
 }

@@ -31,11 +31,17 @@
  * answer was lost) is followed by another after twice the wait, and so on
  * while that wait stays below half the retransmit timeout.
  *
+ * A READ at the head is probed by asking again: its request goes once
+ * more from the first response missing (the responder runs a duplicate
+ * READ again), which answers a lost request and a lost last response
+ * alike; a gap in the responses is asked for by the completer at once
+ * (comp.c).
+ *
  * No probe: before the first RTT sample, when the PTO is not below half
  * the retransmit timeout, while QPs wait in the device budget's line (a
  * queueing delay, not a loss: the ACKs are behind other QPs' packets),
- * during an RNR back-off, or for a READ or atomic at the head (the
- * completer asks for a lost response again, comp.c).
+ * during an RNR back-off, or for an atomic at the head (the retransmit
+ * timer covers it).
  */
 #include "sw/transport/transport_priv.h"
 

@@ -544,9 +544,32 @@ void sw_req_rewind(struct sw_qp *qp, uint32_t psn)
 }
 
 /*
+ * The tail-loss probe of a READ at the head: its request once more from
+ * the first response missing, as the completer asks after a gap
+ * (lost_response in comp.c). The responder runs a duplicate READ again
+ * (IBTA 9.7.5.1.3.2), so whether the request or the last responses were
+ * lost, the answer moves una_psn; what was sent after the READ goes
+ * again as after a NAK. The probe count survives the rewind, so an
+ * unanswered probe doubles the wait as for SEND and WRITE.
+ */
+static void probe_read(struct sw_qp *qp, uint64_t now)
+{
+	struct sw_req *req = qp->req;
+	uint8_t out = req->probes_out;
+
+	sw_req_rewind(qp, req->una_psn);
+	req->resp_asked = true; /* later responses of the gap do not ask again */
+	req->probes_out = out + 1;
+	req->last_act_ns = now;
+	atomic_fetch_add_explicit(&sw_engine_of(qp)->cnt.probes, 1, memory_order_relaxed);
+	sw_req_run(qp);
+}
+
+/*
  * The tail-loss probe (probe.c): the oldest unacknowledged packet once
- * more, with AckReq, if it belongs to a SEND or WRITE. Nothing else of
- * the requester's state moves; a full socket just means no probe now.
+ * more, with AckReq, if it belongs to a SEND or WRITE; a READ asks again
+ * (probe_read). Nothing else of the requester's state moves; a full
+ * socket just means no probe now.
  */
 static void send_probe(struct sw_qp *qp, uint64_t now)
 {
@@ -564,7 +587,13 @@ static void send_probe(struct sw_qp *qp, uint64_t now)
 		if (d >= 0 && (uint32_t)d < w->npkts)
 			break;
 	}
-	if (idx == end || w->state != SW_WQE_STARTED || sw_wr_is_rd_atomic(w->opcode))
+	if (idx == end || w->state != SW_WQE_STARTED)
+		return;
+	if (w->opcode == IBV_WR_RDMA_READ) {
+		probe_read(qp, now);
+		return;
+	}
+	if (sw_wr_is_rd_atomic(w->opcode))
 		return;
 	len = sw_req_build(qp, w, (uint32_t)d, buf, &qp->attr.av, true);
 	if (len < 0 || sw_net_send(eng, buf, (size_t)len, &qp->attr.av))
