@@ -55,6 +55,14 @@ int xfer(int fd, void *p, size_t n, bool out);
 int xfer_by(int fd, void *p, size_t n, bool out, uint64_t deadline);
 /* True when `fd` has a byte (or EOF) waiting: the peer is done. */
 bool ctl_ready(int fd);
+/*
+ * A ping-pong's warm-up is over after round `k` (from 0): `rounds` were
+ * played, or `secs` passed since `start` (now_ns()). The time bound keeps
+ * a point short on a loaded machine, where each round may wait for a
+ * time slice (1,000 rounds took the 8-byte UDP baseline past its 30 s
+ * deadline in a make check sharing 2 cores with four builds).
+ */
+bool warm_up_done(uint32_t k, uint32_t rounds, uint64_t start, double secs);
 /* Sort round trips (ns); the median and p99 one-way latencies in us. */
 void rtt_stats(uint64_t *rtt, size_t n, double *med_us, double *p99_us);
 /* A child's result line, on the result fd. */

@@ -235,7 +235,7 @@ void udp_lat_client(const struct role_args *ra)
 	uint64_t *rtt = malloc(LAT_MAX_ITERS * sizeof(*rtt));
 	int fd = udp_pair(ra->sock);
 	uint8_t buf[64] = {0};
-	uint64_t end = 0, t0;
+	uint64_t end = 0, t0, t_start;
 	bool handoff = handoff_start(fd);
 	unsigned int seen = 0;
 	size_t n = 0;
@@ -244,15 +244,18 @@ void udp_lat_client(const struct role_args *ra)
 
 	if (!rtt || xfer(ra->sock, &c, 1, false))
 		die("setup failed");
+	t_start = now_ns();
 	for (uint32_t k = 0;; k++) {
 		t0 = now_ns();
 		if (send(fd, buf, 8, 0) != 8)
 			die("send: %s", strerror(errno));
 		udp_spin_recv(fd, buf, -1, handoff, &seen);
-		if (k < LAT_WARMUP)
+		if (!end) {
+			if (!warm_up_done(k, LAT_WARMUP, t_start, ra->secs))
+				continue;
+			end = now_ns() + (uint64_t)(ra->secs * 1e9);
 			continue;
-		if (k == LAT_WARMUP)
-			end = t0 + (uint64_t)(ra->secs * 1e9);
+		}
 		rtt[n++] = now_ns() - t0;
 		if (n == LAT_MAX_ITERS || now_ns() >= end)
 			break;

@@ -28,6 +28,12 @@ uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* Contract: see bench.h. */
+bool warm_up_done(uint32_t k, uint32_t rounds, uint64_t start, double secs)
+{
+	return k + 1 >= rounds || now_ns() - start >= (uint64_t)(secs * 1e9);
+}
+
 int bench_failures;
 
 /* Contract: see bench.h. */

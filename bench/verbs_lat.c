@@ -77,7 +77,7 @@ void verbs_lat_client(const struct role_args *ra)
 	struct lat_state s;
 	uint64_t *rtt = malloc(LAT_MAX_ITERS * sizeof(*rtt));
 	uint32_t size = (uint32_t)ra->size, warm = warmup_rounds(ra->size);
-	uint64_t end = 0, t0;
+	uint64_t end = 0, t0, t_start;
 	size_t n = 0;
 	double med, p99;
 	char go;
@@ -86,16 +86,19 @@ void verbs_lat_client(const struct role_args *ra)
 	ep_setup(&s.e, ra->sock, 2 * (size_t)size, 64, MR_PLAIN, &s.peer);
 	if (!rtt || xfer(ra->sock, &go, 1, false))
 		die("setup failed");
+	t_start = now_ns();
 	for (uint32_t k = 0;; k++) {
 		uint8_t v = (uint8_t)(k + 1);
 
 		t0 = now_ns();
 		lat_send(&s, size, v);
 		lat_wait(&s, size, v, -1);
-		if (k < warm)
+		if (!end) {
+			if (!warm_up_done(k, warm, t_start, ra->secs))
+				continue;
+			end = now_ns() + (uint64_t)(ra->secs * 1e9);
 			continue;
-		if (k == warm)
-			end = t0 + (uint64_t)(ra->secs * 1e9);
+		}
 		rtt[n++] = now_ns() - t0;
 		if (n == LAT_MAX_ITERS || now_ns() >= end)
 			break;
