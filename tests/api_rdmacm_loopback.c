@@ -19,6 +19,7 @@
  * hold two sockets open past the fd count.
  */
 #include "harness.h"
+#include "rdmacm_util.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -349,18 +350,7 @@ static void sync_and_migrate(void)
 
 int main(void)
 {
-	struct ibv_context **devs;
-	union ibv_gid gid;
-	int n;
-
-	devs = rdma_get_devices(&n); /* the library's device stays open: before the fd count */
-	t_start("api_rdmacm_loopback");
-	if (!devs || !n)
-		t_skip_all("no softverbs device");
-	CHECK_EQ_INT(ibv_query_gid(devs[0], 1, 0, &gid), 0);
-	me.sin_family = AF_INET;
-	memcpy(&me.sin_addr, gid.raw + 12, 4);
-	rdma_free_devices(devs);
+	t_rdmacm_start("api_rdmacm_loopback", &me);
 	basics();
 	full_exchange();
 	refusals();

@@ -28,6 +28,7 @@
  * then fails with EBADF, and rdma_destroy_id frees it.
  */
 #include "harness.h"
+#include "rdmacm_util.h"
 
 #include <arpa/inet.h>
 #include <poll.h>
@@ -38,23 +39,7 @@
 static struct sockaddr_in me;
 
 /* The next event of `ch` (up to 10 s), checked to be `type`, or NULL. */
-static struct rdma_cm_event *expect(struct rdma_event_channel *ch, enum rdma_cm_event_type type)
-{
-	struct pollfd p = {.fd = ch->fd, .events = POLLIN};
-	struct rdma_cm_event *ev = NULL;
-
-	if (poll(&p, 1, 10000) != 1) {
-		CHECK_MSG(0, "no event (want %s)", rdma_event_str(type));
-		return NULL;
-	}
-	if (rdma_get_cm_event(ch, &ev)) {
-		CHECK_MSG(0, "rdma_get_cm_event: %s", t_errname(errno));
-		return NULL;
-	}
-	CHECK_MSG(ev->event == type, "event %s (status %d), want %s", rdma_event_str(ev->event),
-		  ev->status, rdma_event_str(type));
-	return ev;
-}
+#define expect(ch, type) t_cm_expect((ch), (type), 10000)
 
 /*
  * An RC id on `ch` connecting to our own address at `port`; with qp != NULL
@@ -67,18 +52,8 @@ static struct rdma_cm_id *connect_to(struct rdma_event_channel *ch, uint16_t por
 		.cap = {.max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1},
 		.qp_type = IBV_QPT_RC};
 	struct rdma_conn_param cp = {.retry_count = 7, .rnr_retry_count = 7};
-	struct sockaddr_in dst = me;
-	struct rdma_cm_event *ev;
-	struct rdma_cm_id *id = NULL;
+	struct rdma_cm_id *id = t_cm_resolved(ch, &me, port);
 
-	dst.sin_port = htons(port);
-	CHECK_EQ_INT(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP), 0);
-	CHECK_EQ_INT(rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000), 0);
-	if ((ev = expect(ch, RDMA_CM_EVENT_ADDR_RESOLVED)))
-		rdma_ack_cm_event(ev);
-	CHECK_EQ_INT(rdma_resolve_route(id, 2000), 0);
-	if ((ev = expect(ch, RDMA_CM_EVENT_ROUTE_RESOLVED)))
-		rdma_ack_cm_event(ev);
 	if (qp) {
 		*cq = ibv_create_cq(id->verbs, 8, NULL, NULL, 0);
 		CHECK(*cq != NULL);
@@ -175,18 +150,7 @@ static void channel_destroyed_first(void)
 
 int main(void)
 {
-	struct ibv_context **devs;
-	union ibv_gid gid;
-	int n;
-
-	devs = rdma_get_devices(&n); /* the library's device stays open: before the fd count */
-	t_start("api_rdmacm_regress_stale_ids");
-	if (!devs || !n)
-		t_skip_all("no softverbs device");
-	CHECK_EQ_INT(ibv_query_gid(devs[0], 1, 0, &gid), 0);
-	me.sin_family = AF_INET;
-	memcpy(&me.sin_addr, gid.raw + 12, 4);
-	rdma_free_devices(devs);
+	t_rdmacm_start("api_rdmacm_regress_stale_ids", &me);
 	channel_destroyed_first();
 	destroyed_then_used();
 	return t_finish();

@@ -167,7 +167,9 @@ pair() {
 		# perftest 4.5 -R connects twice: its control connection, then the
 		# test's, whose REQ follows the first RTU at once, while the server
 		# has destroyed its first listener and not yet made the second (REJ 8,
-		# as the kernel's CM answers too). Its client then tries again on
+		# as the kernel's CM answers too; softverbs' CM now keeps such a REQ
+		# for the next listener, src/rdmacm/held.c, so this is rare: the
+		# second listener must come within a second). Its client then tries again on
 		# the connection ids it has just destroyed (perftest's own bug):
 		# those calls fail (EINVAL, docs/rdmacm.md) and it exits 1, where it
 		# used to crash on freed memory. Only the whole pair can go again: the

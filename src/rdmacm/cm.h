@@ -359,6 +359,21 @@ void cm_handle_mad(struct cm_dev *d, const struct softverbs_gsi_addr *src,
 /* Run expired timers; returns the next deadline (ms) or 0 (lock held). */
 uint64_t cm_run_timers(uint64_t now);
 
+/*
+ * held.c: requests kept between two listeners on one port (lock held).
+ * cm_listener_gone: the listening id `l` goes away. cm_hold_req: a REQ
+ * (`sid`, requester's ID `rcid`) found no listener on `d`; true when it
+ * is kept (or was already) instead of refused. cm_replay_held: a new
+ * listener; the kept requests are handled again. cm_held_timers: the
+ * kept requests whose time ran out are handled again (refused); returns
+ * the next deadline (ms, 0: none).
+ */
+void cm_listener_gone(struct cm_id *l);
+bool cm_hold_req(struct cm_dev *d, const struct softverbs_gsi_addr *src,
+		 const uint8_t mad[CM_MAD_LEN], uint64_t sid, uint32_t rcid);
+void cm_replay_held(void);
+uint64_t cm_held_timers(uint64_t now);
+
 /* rendezvous.c: the same-host rendezvous */
 /* Is `a` an address listeners publish and connects look up (127/8)? */
 bool cm_rdv_addr(struct in_addr a);

@@ -483,6 +483,8 @@ CM_EXPORT int rdma_destroy_id(struct rdma_cm_id *id)
 		return cm_ret(ret);
 	}
 	cid->destroying = true; /* a second destroy from here on is EINVAL */
+	if (cid->state == CMA_LISTEN)
+		cm_listener_gone(cid);
 	if (id->event) {
 		cm_ack_event_locked(id->event);
 		id->event = NULL;
@@ -626,6 +628,7 @@ CM_EXPORT int rdma_listen(struct rdma_cm_id *id, int backlog)
 	if (!ret) {
 		cid->backlog = backlog <= 0 || backlog >= CM_MAX_BACKLOG ? CM_MAX_BACKLOG : backlog;
 		cid->state = CMA_LISTEN;
+		cm_replay_held(); /* requests kept since a listener on its port went */
 	}
 	pthread_mutex_unlock(&cm.lock);
 	return cm_ret(ret);

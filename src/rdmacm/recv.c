@@ -216,8 +216,9 @@ static void handle_req(struct cm_dev *d, const struct softverbs_gsi_addr *src,
 	memcpy(&dip, ch.dst_ip + 12, 4);
 	l = find_listener(d, r.service_id, dip);
 	if (!l) {
-		reply_rej(d, src->peer_gid, hdr->tid, r.local_comm_id, CM_REJ_INVALID_SERVICE_ID,
-			  NULL, 0);
+		if (!cm_hold_req(d, src, mad, r.service_id, r.local_comm_id))
+			reply_rej(d, src->peer_gid, hdr->tid, r.local_comm_id,
+				  CM_REJ_INVALID_SERVICE_ID, NULL, 0);
 		return;
 	}
 	if (memcmp(r.primary.remote_gid, d->gid.raw, 16)) {
@@ -650,7 +651,7 @@ static void give_up(struct cm_id *cid)
 /* Contract: see cm.h. */
 uint64_t cm_run_timers(uint64_t now)
 {
-	uint64_t next = 0;
+	uint64_t next = cm_held_timers(now);
 
 	for (struct cm_id *i = cm.ids; i; i = i->next) {
 		struct cm_conn *c = &i->conn;
