@@ -26,7 +26,8 @@
  *     length (a type 2 window is unbound by invalidation only);
  *   - the MR: not zero-based, has IBV_ACCESS_MW_BIND, has LOCAL_WRITE if
  *     the window grants REMOTE_WRITE or REMOTE_ATOMIC, and holds the
- *     range (zero-based: length at most the MR's).
+ *     range [addr, addr + length), zero-based or not (a zero-based
+ *     window's address 0 is addr: rxe checks only its length then).
  * A type 1 bind of length 0 unbinds. A type 2 window is bound to the QP
  * that bound it: only that QP's requests resolve through it.
  *
@@ -194,8 +195,6 @@ static int check_mr(const struct sw_mr *mr, const struct sw_mw_bind *b)
 	if ((b->access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
 	    !(a & IBV_ACCESS_LOCAL_WRITE))
 		return -EINVAL;
-	if (b->access & IBV_ACCESS_ZERO_BASED)
-		return b->length > mr->length ? -EINVAL : 0;
 	return sw_mr_check_range(mr, b->addr, b->length, 0);
 }
 
@@ -241,7 +240,7 @@ int sw_mw_bind(struct sw_dev *dev, const struct sw_pd *qp_pd, uint64_t qp_uid,
 	if (mr) {
 		e->parent = mr; /* the lookup's reference passes to the entry */
 		atomic_fetch_add(&mr->nmw, 1);
-		e->host = sw_mr_host(mr, (b->access & IBV_ACCESS_ZERO_BASED) ? mr->iova : b->addr);
+		e->host = sw_mr_host(mr, b->addr);
 		e->iova = (b->access & IBV_ACCESS_ZERO_BASED) ? 0 : b->addr;
 		e->length = b->length;
 		e->access = (int)(b->access & ~(unsigned int)IBV_ACCESS_OPTIONAL_RANGE);
