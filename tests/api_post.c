@@ -88,9 +88,9 @@ static void post_bad(struct ibv_qp *qp, const struct ibv_send_wr *bad_wr, int wa
 
 static void test_send_args(void)
 {
-	static const int bad_ops[] = {
-		IBV_WR_LOCAL_INV, IBV_WR_BIND_MW,      IBV_WR_SEND_WITH_INV, IBV_WR_TSO,
-		IBV_WR_DRIVER1,	  IBV_WR_ATOMIC_WRITE, IBV_WR_FLUSH,	     99};
+	/* BIND_MW without a window; LOCAL_INV and SEND_WITH_INV are RC's (api_mw) */
+	static const int bad_ops[] = {IBV_WR_BIND_MW,	   IBV_WR_TSO,	 IBV_WR_DRIVER1,
+				      IBV_WR_ATOMIC_WRITE, IBV_WR_FLUSH, 99};
 	struct ibv_qp_init_attr init;
 	struct ibv_qp_attr qattr;
 	struct ibv_sge sge[40];
@@ -507,7 +507,7 @@ static void test_flush(void)
 	CHECK_RET(ibv_post_recv(o.qp, r, &rbad), 0);
 	expect_flush(o.rcq, o.qp, 1, 100, recv_ops, __LINE__);
 	/* in ERR the argument checks still apply */
-	w[0].opcode = IBV_WR_LOCAL_INV;
+	w[0].opcode = IBV_WR_TSO;
 	w[0].next = NULL;
 	bad = NULL;
 	CHECK_RET(ibv_post_send(o.qp, w, &bad), EINVAL);

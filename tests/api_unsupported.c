@@ -124,9 +124,7 @@ static void check_pd_verbs(struct ibv_context *ctx)
 		return;
 
 	CHECK_ERRNO_PTR(ibv_alloc_null_mr(pd), EOPNOTSUPP);
-
-	CHECK_ERRNO_PTR(ibv_alloc_mw(pd, IBV_MW_TYPE_1), EOPNOTSUPP);
-	CHECK_ERRNO_PTR(ibv_alloc_mw(pd, IBV_MW_TYPE_2), EOPNOTSUPP);
+	/* memory windows moved to api_mw */
 
 	/* nothing above took a reference on the PD */
 	CHECK_RET(ibv_dealloc_pd(pd), 0);

@@ -415,6 +415,26 @@ static inline struct ibv_qp *h_rc_victim(struct h_env *h, uint32_t rq_psn)
 }
 
 /*
+ * h_rc_victim() with one receive posted (wr_id 77) of `len` bytes at
+ * `buf` in `mr`; bails out (exit 1) if the QP cannot be had.
+ */
+static inline struct ibv_qp *h_rc_victim_recv(struct h_env *h, uint32_t rq_psn, struct ibv_mr *mr,
+					      void *buf, uint32_t len)
+{
+	struct ibv_qp *qp = h_rc_victim(h, rq_psn);
+	struct ibv_sge s = {(uintptr_t)buf, len, 0};
+	struct ibv_recv_wr w = {.wr_id = 77, .sg_list = &s, .num_sge = 1}, *bad;
+
+	if (!qp) {
+		printf("Bail out! victim QP: %s\n", t_errname(errno));
+		exit(1);
+	}
+	s.lkey = mr->lkey;
+	CHECK_RET(ibv_post_recv(qp, &w, &bad), 0);
+	return qp;
+}
+
+/*
  * The next async event is `type` for `qp` (acknowledged); `type` 0:
  * there is no event.
  */

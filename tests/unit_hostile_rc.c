@@ -45,17 +45,7 @@ static bool arenas_intact(struct ibv_qp *qp)
 /* A fresh victim expecting PSN0 with one receive posted (wr_id 77). */
 static struct ibv_qp *victim(void)
 {
-	struct ibv_qp *qp = h_rc_victim(h, PSN0);
-	struct ibv_sge s = {(uintptr_t)rbuf, sizeof(rbuf), 0};
-	struct ibv_recv_wr w = {.wr_id = 77, .sg_list = &s, .num_sge = 1}, *bad;
-
-	if (!qp) {
-		printf("Bail out! victim QP: %s\n", t_errname(errno));
-		exit(1);
-	}
-	s.lkey = rmr->lkey;
-	CHECK_RET(ibv_post_recv(qp, &w, &bad), 0);
-	return qp;
+	return h_rc_victim_recv(h, PSN0, rmr, rbuf, sizeof(rbuf));
 }
 
 /*

@@ -39,6 +39,7 @@
 enum {
 	SW_MAX_PD = 1 << 16,
 	SW_MAX_MR = 1 << 18,
+	SW_MAX_MW = 1 << 16,
 	SW_MAX_TD = 1 << 12,
 	SW_MAX_DMAH = 1 << 12,
 	SW_MAX_QP = 1 << 14,
@@ -135,6 +136,8 @@ struct sw_dev {
 	int nctx; /* open contexts sharing `port` */
 	struct sw_port port;
 	struct sw_mr_table mrs;
+	pthread_mutex_t mw_lock; /* memory windows' binds (mem/mw.c) */
+	atomic_uint nmw; /* memory windows, against SW_MAX_MW */
 	struct sw_qp_table *qps; /* QPN -> QP (queue/qp_table.c) */
 	struct sw_engine *eng; /* transport engine while the port is open */
 	atomic_uint npd, ntd, ndmah; /* counts against the limits */

@@ -38,8 +38,9 @@ struct sw_mr_table {
 	struct sw_mr **slots; /* power-of-two sized; NULL or a tombstone */
 	uint32_t nslots;
 	uint32_t used; /* live entries */
+	uint32_t windows; /* live entries that are memory windows' (not against max) */
 	uint32_t tombs; /* deleted entries */
-	uint32_t max;
+	uint32_t max; /* MRs */
 };
 
 int sw_mr_table_init(struct sw_mr_table *t, uint32_t max);
@@ -47,9 +48,17 @@ int sw_mr_table_init(struct sw_mr_table *t, uint32_t max);
 void sw_mr_table_destroy(struct sw_mr_table *t);
 /*
  * Insert and assign mr->key == mr->ibv.lkey == mr->ibv.rkey (a fresh
- * random key). -ENOMEM at the limit or when the table cannot grow.
+ * random key with bit 31 clear: keys with it set are memory windows').
+ * -ENOMEM at the limit or when the table cannot grow.
  */
 int sw_mr_table_insert(struct sw_mr_table *t, struct sw_mr *mr);
+/*
+ * Memory windows (mem/mw.c): put entry `e` in under the key it carries
+ * (e->key), taking the place of `old` (NULL: none) in one step, so that
+ * no lookup sees neither. -EEXIST if another entry has the key, -ENOMEM
+ * if the table cannot grow; then nothing changed.
+ */
+int sw_mr_table_swap(struct sw_mr_table *t, struct sw_mr *old, struct sw_mr *e);
 /* Remove a registered MR; its key no longer resolves. No reference is dropped. */
 void sw_mr_table_remove(struct sw_mr_table *t, struct sw_mr *mr);
 /* Returns a referenced MR or NULL; release with sw_mr_put(). */
@@ -103,6 +112,17 @@ struct sw_mr {
 	struct sw_place_hint hint; /* copy of the DMA handle's hints */
 	bool has_hint;
 	struct sw_dm *dm; /* device-memory MR: its DM (holds a use), else NULL */
+	atomic_int nmw; /* an MR: memory windows bound to it (dereg refuses then) */
+	/*
+	 * A memory window's entry (mem/mw.c) has `mw` set and is never
+	 * changed once in the table: a bind or an invalidation puts a new
+	 * entry in its place. Bound, it holds a reference on `parent`, the
+	 * MR beneath, and `host`, `iova`, `length` and `access` describe the
+	 * window; unbound, `parent` is NULL and nothing resolves through it.
+	 */
+	struct sw_mw *mw;
+	struct sw_mr *parent;
+	uint64_t qp_uid; /* type 2: the QP it is bound to (sw_qp.uid), else 0 */
 };
 
 static inline struct sw_mr *sw_mr(struct ibv_mr *mr)
@@ -159,6 +179,18 @@ int sw_mr_check_range(const struct sw_mr *mr, uint64_t iova, uint64_t len, int n
 int sw_mr_resolve(struct sw_dev *dev, uint32_t key, const struct sw_pd *pd, uint64_t va,
 		  uint64_t len, int need, struct sw_mr **out);
 
+/*
+ * The target of a remote request: `key` for [va, va + len) with `need`,
+ * through an MR or a bound memory window (mem/mw.c), by QP `qp_uid` of
+ * protection domain `pd`. An MR's key: as sw_mr_resolve(). A window's:
+ * it is bound, of `pd`, a type 2 window bound to QP `qp_uid`, grants
+ * `need`, and the range lies inside the window. 0 with a referenced
+ * entry in *out whose host/iova map the range (release with
+ * sw_mr_put()), else -ENOENT, -EACCES or -EINVAL. Any thread.
+ */
+int sw_rkey_resolve(struct sw_dev *dev, uint32_t key, const struct sw_pd *pd, uint64_t qp_uid,
+		    uint64_t va, uint64_t len, int need, struct sw_mr **out);
+
 /* Where address `va` of a resolved range of `mr` lies in this process. */
 static inline uint8_t *sw_mr_host(const struct sw_mr *mr, uint64_t va)
 {
@@ -167,6 +199,55 @@ static inline uint8_t *sw_mr_host(const struct sw_mr *mr, uint64_t va)
 
 /* mem/keys.c: unpredictable nonzero 32-bit key candidates */
 uint32_t sw_key_random(void);
+
+/* Bit 31 of a key: set for memory windows' keys, clear for MRs'. */
+#define SW_KEY_MW 0x80000000u
+
+/*
+ * mem/mw.c: memory windows. A window's key is SW_KEY_MW, a 23-bit index
+ * unique among the device's windows, and an 8-bit key part a bind may
+ * change. Binds, invalidations and deallocation serialise on the
+ * device's mw_lock (so does the check of ibv_dereg_mr).
+ */
+struct sw_mw {
+	struct ibv_mw ibv;
+	struct sw_pd *pd; /* its protection domain (holds a use) */
+	struct sw_mr *entry; /* its entry in the key table (mw_lock) */
+};
+
+static inline struct sw_mw *sw_mw(struct ibv_mw *mw)
+{
+	return (struct sw_mw *)mw;
+}
+
+/* What a BIND_MW work request asks (the queue layer copies it at post). */
+struct sw_mw_bind {
+	uint32_t mw_rkey; /* the window's key when the request was posted */
+	uint32_t new_rkey; /* its low 8 bits become the key part */
+	uint32_t mr_lkey; /* the MR beneath (when length is nonzero) */
+	uint32_t access; /* the window's access flags */
+	uint64_t addr, length;
+};
+
+int sw_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type, struct ibv_mw **mw);
+int sw_dealloc_mw(struct ibv_mw *mw);
+/*
+ * Execute a bind for QP `qp_uid` of protection domain `qp_pd`, as rxe
+ * does (IBTA 10.6.7): -EINVAL (the requester completes the WQE with
+ * IBV_WC_MW_BIND_ERR) if the window or MR is not found, or a rule is
+ * broken; see mw.c for the list.
+ */
+int sw_mw_bind(struct sw_dev *dev, const struct sw_pd *qp_pd, uint64_t qp_uid,
+	       const struct sw_mw_bind *b);
+/*
+ * Invalidate `rkey` for QP `qp_uid` of `qp_pd`: a bound type 2 window of
+ * that PD (`remote`: SEND with Invalidate, also bound to that QP). MRs
+ * registered by the application cannot be invalidated. 0 or -EINVAL.
+ */
+int sw_mw_invalidate(struct sw_dev *dev, uint32_t rkey, const struct sw_pd *qp_pd, uint64_t qp_uid,
+		     bool remote);
+/* Free the windows a closing context still has (before its MRs go: sw_mem_ctx_close). */
+void sw_mw_ctx_close(struct ibv_context *ctx);
 
 /* mem/mr.c */
 int sw_reg_mr(struct ibv_pd *pd, const struct ibv_mr_init_attr *attr, bool legacy_dmabuf,

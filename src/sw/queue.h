@@ -185,7 +185,7 @@ struct sw_send_wqe {
 	uint32_t opcode; /* enum ibv_wr_opcode */
 	uint32_t send_flags; /* enum ibv_send_flags; SIGNALED also under sq_sig_all,
 				INLINE only when data[] holds the payload */
-	__be32 imm_data;
+	__be32 imm_data; /* SEND_WITH_INV, LOCAL_INV: the rkey to invalidate */
 	uint32_t num_sge; /* 0 when the payload is inline */
 	uint32_t length; /* payload bytes */
 	union {
@@ -204,6 +204,7 @@ struct sw_send_wqe {
 			uint32_t remote_qpn;
 			uint32_t remote_qkey;
 		} ud;
+		struct sw_mw_bind bind; /* BIND_MW */
 	} wr;
 	/* requester state */
 	uint32_t first_psn; /* PSN of the first packet, once sent */
@@ -290,6 +291,7 @@ struct sw_qp {
 	struct sw_req *req;
 	struct sw_resp *resp;
 	uint32_t qpn; /* our copy of qp_num (the QPN table's key) */
+	uint64_t uid; /* never reused in the process: names the QP a type 2 window is bound to */
 	/* ibv_wr_* session state */
 	struct sw_send_wqe *wr_cur;
 	uint32_t wr_prod; /* producer index while a session is open */
@@ -382,5 +384,12 @@ int sw_qp_to_qp_ex(struct ibv_qp *qp, struct ibv_qp_ex **qpx);
 int sw_query_qp_data_in_order(struct ibv_qp *qp, enum ibv_wr_opcode op, uint32_t flags);
 int sw_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
 int sw_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
+int sw_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *bind);
+
+/* BIND_MW and LOCAL_INV: work requests the requester executes itself, sending nothing. */
+static inline bool sw_wr_is_local(uint32_t op)
+{
+	return op == IBV_WR_BIND_MW || op == IBV_WR_LOCAL_INV;
+}
 
 #endif

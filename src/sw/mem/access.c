@@ -21,9 +21,10 @@
  * every MR behaves as an ODP MR does and IBV_ACCESS_ON_DEMAND is
  * accepted on the address path (explicit ODP; the device reports the ODP
  * capabilities, not implicit ODP: see mr.c). The fd path refuses it
- * (EINVAL, step 1), as the kernel does. MW_BIND, ZERO_BASED and HUGETLB
- * are accepted and mean nothing to the device (no memory windows; every
- * MR is addressed by its iova; huge pages are the application's).
+ * (EINVAL, step 1), as the kernel does. MW_BIND lets memory windows be
+ * bound to the MR (mem/mw.c); ZERO_BASED and HUGETLB are accepted and
+ * mean nothing to an MR (every MR is addressed by its iova; huge pages
+ * are the application's).
  *
  * Each use of an MR (sw_mr_resolve) checks, in this order: the key names
  * a live MR, the MR belongs to the user's protection domain, it grants
@@ -75,6 +76,17 @@ int sw_mr_check_range(const struct sw_mr *mr, uint64_t iova, uint64_t len, int n
 	return 0;
 }
 
+/* The end of a resolve: `ret` 0 hands the referenced entry out, else drops it. */
+static int hand_out(struct sw_mr *e, int ret, struct sw_mr **out)
+{
+	if (ret) {
+		sw_mr_put(e);
+		return ret;
+	}
+	*out = e;
+	return 0;
+}
+
 /* Contract: see sw/mem.h. */
 int sw_mr_resolve(struct sw_dev *dev, uint32_t key, const struct sw_pd *pd, uint64_t va,
 		  uint64_t len, int need, struct sw_mr **out)
@@ -84,16 +96,39 @@ int sw_mr_resolve(struct sw_dev *dev, uint32_t key, const struct sw_pd *pd, uint
 
 	if (!mr)
 		return -ENOENT;
-	if (mr->pd != pd)
-		ret = -ENOENT;
+	if (mr->mw || mr->pd != pd)
+		ret = -ENOENT; /* a window's key is no lkey */
 	else if ((unsigned int)need & ~(unsigned int)mr->access)
 		ret = -EACCES;
 	else
 		ret = sw_mr_check_range(mr, va, len, 0);
-	if (ret) {
-		sw_mr_put(mr);
-		return ret;
-	}
-	*out = mr;
-	return 0;
+	return hand_out(mr, ret, out);
+}
+
+/*
+ * Contract: see sw/mem.h. A window is checked as rxe's lookup does
+ * (bound, PD, the type 2 window's QP, access), then the range against
+ * the window itself, as IBTA asks (rxe checks it against the MR beneath:
+ * docs/compatibility.md).
+ */
+int sw_rkey_resolve(struct sw_dev *dev, uint32_t key, const struct sw_pd *pd, uint64_t qp_uid,
+		    uint64_t va, uint64_t len, int need, struct sw_mr **out)
+{
+	struct sw_mr *e;
+	int ret;
+
+	if (!(key & SW_KEY_MW))
+		return sw_mr_resolve(dev, key, pd, va, len, need, out);
+	e = sw_mr_table_lookup(&dev->mrs, key);
+	if (!e)
+		return -ENOENT;
+	if (!e->mw || !e->parent || e->pd != pd)
+		ret = -ENOENT;
+	else if (e->qp_uid && e->qp_uid != qp_uid)
+		ret = -EACCES;
+	else if ((unsigned int)need & ~(unsigned int)e->access)
+		ret = -EACCES;
+	else
+		ret = sw_mr_check_range(e, va, len, 0);
+	return hand_out(e, ret, out);
 }

@@ -62,6 +62,8 @@ void sw_mr_put(struct sw_mr *mr)
 {
 	if (atomic_fetch_sub(&mr->refcnt, 1) != 1)
 		return;
+	if (mr->parent)
+		sw_mr_put(mr->parent); /* a bound window's entry */
 	if (mr->map)
 		munmap(mr->map, mr->map_len);
 	if (mr->fd >= 0)
@@ -72,13 +74,20 @@ void sw_mr_put(struct sw_mr *mr)
 /* Contract: see sw/mem.h. */
 int sw_mem_dev_init(struct sw_dev *dev)
 {
-	return sw_mr_table_init(&dev->mrs, SW_MAX_MR);
+	int ret = sw_mr_table_init(&dev->mrs, SW_MAX_MR);
+
+	if (ret)
+		return ret;
+	pthread_mutex_init(&dev->mw_lock, NULL);
+	atomic_init(&dev->nmw, 0);
+	return 0;
 }
 
 /* Contract: see sw/mem.h. */
 void sw_mem_dev_fini(struct sw_dev *dev)
 {
 	sw_mr_table_destroy(&dev->mrs);
+	pthread_mutex_destroy(&dev->mw_lock);
 }
 
 /*
@@ -324,6 +333,11 @@ int sw_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd, void *addr, s
 			return ret;
 	}
 
+	pthread_mutex_lock(&dev->mw_lock); /* no bind takes the MR meanwhile */
+	if (atomic_load(&mr->nmw) > 0) {
+		pthread_mutex_unlock(&dev->mw_lock);
+		return -EINVAL; /* windows bound to it keep its translation */
+	}
 	sw_mr_table_block(&dev->mrs, mr);
 	if (new_pd != mr->pd) {
 		atomic_fetch_add(&new_pd->usecnt, 1);
@@ -338,6 +352,7 @@ int sw_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd, void *addr, s
 	if (flags & IBV_REREG_MR_CHANGE_ACCESS)
 		mr->access = (int)((unsigned int)access & ~(unsigned int)IBV_ACCESS_OPTIONAL_RANGE);
 	sw_mr_table_unblock(&dev->mrs, mr);
+	pthread_mutex_unlock(&dev->mw_lock);
 	return 0;
 }
 
@@ -359,24 +374,33 @@ static void mr_release(struct sw_mr *mr)
 }
 
 /*
- * Contract: the sv_ops dereg_mr slot. The key stops resolving at once,
- * the call returns once no transfer touches the memory any more, and
- * the PD is released with the MR. (Hook: memory windows bound to the MR
- * will make this -EBUSY.)
+ * Contract: the sv_ops dereg_mr slot. An MR with memory windows bound to
+ * it stays registered: -EINVAL, as rxe refuses (IBTA 10.6.7.2.6; mlx5's
+ * kernel gives EBUSY). Otherwise the key stops resolving at once, the
+ * call returns once no transfer touches the memory any more, and the PD
+ * is released with the MR. The check and the removal hold mw_lock, so
+ * no bind can take the MR in between.
  */
 int sw_dereg_mr(struct ibv_mr *ibmr)
 {
 	struct sw_mr *mr = sw_mr(ibmr);
 	struct sw_dev *dev = sw_dev_of(mr->pd->ibv.context);
 
+	pthread_mutex_lock(&dev->mw_lock);
+	if (atomic_load(&mr->nmw) > 0) {
+		pthread_mutex_unlock(&dev->mw_lock);
+		return -EINVAL;
+	}
 	sw_mr_table_remove(&dev->mrs, mr);
+	pthread_mutex_unlock(&dev->mw_lock);
 	mr_release(mr);
 	return 0;
 }
 
+/* An MR of `ctx` (windows' entries go with their windows, mem/mw.c). */
 static bool mr_of_ctx(const struct sw_mr *mr, const void *ctx)
 {
-	return mr->pd->ibv.context == ctx;
+	return !mr->mw && mr->pd->ibv.context == ctx;
 }
 
 /* Contract: see sw/mem.h. */
@@ -387,6 +411,7 @@ void sw_mem_ctx_close(struct ibv_context *ctx)
 	uint32_t cursor = 0;
 	size_t n, i;
 
+	sw_mw_ctx_close(ctx); /* windows hold their MRs */
 	do {
 		n = sw_mr_table_remove_matching(&dev->mrs, mr_of_ctx, ctx, &cursor, batch,
 						SV_ARRAY_SIZE(batch));

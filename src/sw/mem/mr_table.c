@@ -152,7 +152,7 @@ int sw_mr_table_insert(struct sw_mr_table *t, struct sw_mr *mr)
 	int ret;
 
 	pthread_rwlock_wrlock(&t->lock);
-	if (t->used >= t->max) {
+	if (t->used - t->windows >= t->max) {
 		ret = -ENOMEM;
 		goto out;
 	}
@@ -160,8 +160,8 @@ int sw_mr_table_insert(struct sw_mr_table *t, struct sw_mr *mr)
 	if (ret)
 		goto out;
 	do
-		key = sw_key_random();
-	while (find_key(t, key) >= 0);
+		key = sw_key_random() & ~SW_KEY_MW;
+	while (!key || find_key(t, key) >= 0);
 	mr->key = key;
 	mr->ibv.lkey = key;
 	mr->ibv.rkey = key;
@@ -174,25 +174,74 @@ out:
 	return ret;
 }
 
+/* Put a tombstone in slot `i` (a live entry) and uncount it. Caller holds the lock. */
+static void tomb_at(struct sw_mr_table *t, uint32_t i)
+{
+	if (t->slots[i]->mw)
+		t->windows--;
+	t->slots[i] = TOMB;
+	t->tombs++;
+	t->used--;
+}
+
+/* Take `mr` out if it is in the table. Caller holds the lock. */
+static void take_out(struct sw_mr_table *t, struct sw_mr *mr)
+{
+	long i = find_key(t, mr->key);
+
+	if (i >= 0 && t->slots[i] == mr)
+		tomb_at(t, (uint32_t)i);
+}
+
 /* Contract: see sw/mem.h. Removing an MR that is not in the table does nothing. */
 void sw_mr_table_remove(struct sw_mr_table *t, struct sw_mr *mr)
 {
-	long i;
-
 	pthread_rwlock_wrlock(&t->lock);
-	i = find_key(t, mr->key);
-	if (i >= 0 && t->slots[i] == mr) {
-		t->used--;
-		if (!t->used) {
-			/* nothing live: every chain can go */
-			memset(t->slots, 0, t->nslots * sizeof(*t->slots));
-			t->tombs = 0;
-		} else {
-			t->slots[i] = TOMB;
-			t->tombs++;
-		}
+	take_out(t, mr);
+	if (!t->used) {
+		/* nothing live: every chain can go */
+		memset(t->slots, 0, t->nslots * sizeof(*t->slots));
+		t->tombs = 0;
 	}
 	pthread_rwlock_unlock(&t->lock);
+}
+
+/* Put `e` on its chain and count it. Caller holds the lock; there is room. */
+static void put_in(struct sw_mr_table *t, struct sw_mr *e)
+{
+	if (place(t->slots, t->nslots, e) == TOMB)
+		t->tombs--;
+	t->used++;
+	if (e->mw)
+		t->windows++;
+}
+
+/* Contract: see sw/mem.h. */
+int sw_mr_table_swap(struct sw_mr_table *t, struct sw_mr *old, struct sw_mr *e)
+{
+	long i;
+	int ret;
+
+	if (!e->key)
+		return -EINVAL;
+	pthread_rwlock_wrlock(&t->lock);
+	i = find_key(t, e->key);
+	if (i >= 0 && t->slots[i] != old) {
+		pthread_rwlock_unlock(&t->lock);
+		return -EEXIST;
+	}
+	if (old)
+		take_out(t, old);
+	ret = reserve_one(t);
+	if (ret) {
+		if (old)
+			put_in(t, old); /* as it was */
+	} else {
+		e->blocked = false;
+		put_in(t, e);
+	}
+	pthread_rwlock_unlock(&t->lock);
+	return ret;
 }
 
 /* Contract: see sw/mem.h. Key 0 never resolves. */
@@ -262,9 +311,7 @@ size_t sw_mr_table_remove_matching(struct sw_mr_table *t,
 
 		if (!mr || mr == TOMB || !match(mr, arg))
 			continue;
-		t->slots[i] = TOMB;
-		t->tombs++;
-		t->used--;
+		tomb_at(t, i);
 		out[n++] = mr;
 	}
 	*cursor = i;

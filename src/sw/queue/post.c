@@ -13,6 +13,7 @@
  *   opcodes ignore the flag) beyond max_inline_data  EINVAL
  *   message longer than 2^31 bytes                   EINVAL
  *   UD without an AH, or longer than the path MTU    EINVAL
+ *   BIND_MW without a window                         EINVAL
  *   atomic without exactly one 8-byte SGE, or with
  *   a remote address not 8-byte aligned              EINVAL
  *   queue full                                       ENOMEM
@@ -45,6 +46,9 @@ bool sw_qp_opcode_ok(const struct sw_qp *qp, uint32_t op)
 	case IBV_WR_RDMA_READ:
 	case IBV_WR_ATOMIC_CMP_AND_SWP:
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+	case IBV_WR_SEND_WITH_INV:
+	case IBV_WR_LOCAL_INV:
+	case IBV_WR_BIND_MW:
 		return qp->ibv.qp_base.qp_type == IBV_QPT_RC;
 	default:
 		return false;
@@ -54,8 +58,22 @@ bool sw_qp_opcode_ok(const struct sw_qp *qp, uint32_t op)
 /* Contract: see qp_priv.h. */
 bool sw_opcode_inline_ok(uint32_t op)
 {
-	return op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM || op == IBV_WR_RDMA_WRITE ||
-	       op == IBV_WR_RDMA_WRITE_WITH_IMM;
+	return op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM || op == IBV_WR_SEND_WITH_INV ||
+	       op == IBV_WR_RDMA_WRITE || op == IBV_WR_RDMA_WRITE_WITH_IMM;
+}
+
+/* Contract: see qp_priv.h. */
+void sw_send_wqe_bind(struct sw_send_wqe *w, const struct ibv_mw *mw, uint32_t rkey,
+		      const struct ibv_mw_bind_info *info)
+{
+	struct sw_mw_bind *b = &w->wr.bind;
+
+	b->mw_rkey = mw->rkey;
+	b->new_rkey = rkey;
+	b->mr_lkey = info->mr ? info->mr->lkey : 0;
+	b->access = info->mw_access_flags;
+	b->addr = info->addr;
+	b->length = info->length;
 }
 
 /* Contract: true for the atomic opcodes. */
@@ -122,6 +140,13 @@ static void fill_wr(struct sw_send_wqe *w, const struct ibv_send_wr *wr)
 	case IBV_WR_RDMA_WRITE_WITH_IMM:
 		w->imm_data = wr->imm_data;
 		break;
+	case IBV_WR_SEND_WITH_INV:
+	case IBV_WR_LOCAL_INV:
+		w->imm_data = htobe32(wr->invalidate_rkey);
+		break;
+	case IBV_WR_BIND_MW:
+		sw_send_wqe_bind(w, wr->bind_mw.mw, wr->bind_mw.rkey, &wr->bind_mw.bind_info);
+		break;
 	default:
 		break;
 	}
@@ -179,6 +204,8 @@ static int post_one_send(struct sw_qp *qp, const struct ibv_send_wr *wr)
 		return EINVAL;
 	if (ud && !wr->wr.ud.ah)
 		return EINVAL;
+	if (wr->opcode == IBV_WR_BIND_MW && !wr->bind_mw.mw)
+		return EINVAL;
 	if (send_rules(qp, wr->opcode, total, (uint32_t)wr->num_sge, wr->sg_list,
 		       wr->wr.atomic.remote_addr))
 		return EINVAL;
@@ -197,6 +224,10 @@ static int post_one_send(struct sw_qp *qp, const struct ibv_send_wr *wr)
 			memcpy(w->data, wr->sg_list, (size_t)wr->num_sge * sizeof(struct ibv_sge));
 	}
 	fill_wr(w, wr);
+	if (sw_wr_is_local(wr->opcode)) {
+		w->num_sge = 0; /* no data: SGEs are not looked at */
+		w->length = 0;
+	}
 	if (ud) {
 		w->wr.ud.av = sw_ah(wr->wr.ud.ah)->av;
 		w->wr.ud.remote_qpn = wr->wr.ud.remote_qpn & SW_QPN_MASK;
@@ -286,4 +317,37 @@ int sw_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv_wr
 		sw_qp_flush_rq_locked(qp);
 	pthread_mutex_unlock(&qp->lock);
 	return ret;
+}
+
+/*
+ * Contract: the sv_ops bind_mw slot (ABI: 0 or a positive errno, also in
+ * errno): a type 1 bind, as rdma-core's rxe provider has it: a BIND_MW
+ * work request with the next key (ibv_inc_rkey) posted on `qp`; once it
+ * is posted the window's rkey is the new key (the application undoes
+ * that if the completion fails). A type 2 window, or ZERO_BASED, EINVAL.
+ */
+int sw_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *bind)
+{
+	struct ibv_send_wr wr, *bad;
+	int ret;
+
+	if (mw->type != IBV_MW_TYPE_1 ||
+	    (bind->bind_info.mw_access_flags & IBV_ACCESS_ZERO_BASED)) {
+		errno = EINVAL;
+		return EINVAL;
+	}
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = bind->wr_id;
+	wr.opcode = IBV_WR_BIND_MW;
+	wr.send_flags = bind->send_flags;
+	wr.bind_mw.mw = mw;
+	wr.bind_mw.rkey = ibv_inc_rkey(mw->rkey);
+	wr.bind_mw.bind_info = bind->bind_info;
+	ret = sw_post_send(qp, &wr, &bad);
+	if (ret) {
+		errno = ret;
+		return ret;
+	}
+	mw->rkey = wr.bind_mw.rkey;
+	return 0;
 }

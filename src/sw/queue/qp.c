@@ -38,7 +38,8 @@
 	(SW_UD_SEND_OPS | IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM)
 #define SW_RC_SEND_OPS                                                                             \
 	(SW_UC_SEND_OPS | IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |           \
-	 IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
+	 IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_LOCAL_INV | \
+	 IBV_QP_EX_WITH_SEND_WITH_INV)
 
 _Static_assert(offsetof(struct sw_send_wqe, data) % sizeof(uint64_t) == 0,
 	       "send WQE data must be aligned for struct ibv_sge");
@@ -200,6 +201,7 @@ static void init_ibv(struct sw_qp *qp, struct ibv_context *ctx,
  */
 int sw_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *attr, struct ibv_qp **out)
 {
+	static atomic_ullong next_uid = 1;
 	struct sw_dev *dev = sw_dev_of(ctx);
 	struct sw_qp *qp;
 	int ret;
@@ -212,6 +214,7 @@ int sw_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *attr, s
 		return -ENOMEM;
 	atomic_init(&qp->refcnt, 1);
 	pthread_mutex_init(&qp->lock, NULL);
+	qp->uid = atomic_fetch_add(&next_uid, 1);
 	init_ibv(qp, ctx, attr);
 	qp->pd = sw_pd(attr->pd);
 	qp->scq = sw_cq(attr->send_cq);

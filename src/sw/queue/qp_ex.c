@@ -15,9 +15,9 @@
  * (a positive errno) and returned by ibv_wr_complete(), which then posts
  * nothing of the session ("the entire posting will be aborted"):
  *   builder for an opcode the QP type lacks                EINVAL
- *   builder of an operation the device lacks (bind_mw,
- *   local_inv, send_inv, send_tso, atomic_write, flush),
- *   and set_xrc_srqn                                       EOPNOTSUPP
+ *   builder of an operation the device lacks (send_tso,
+ *   atomic_write, flush), and set_xrc_srqn                 EOPNOTSUPP
+ *   bind_mw without a window or bind information           EINVAL
  *   send queue full                                        ENOMEM
  *   setter without a WQE, set_ud_addr on a non-UD QP or
  *   without an AH, an SGE list beyond max_send_sge, more
@@ -174,17 +174,31 @@ static void unsupported(struct ibv_qp_ex *qpx)
 static void wr_bind_mw(struct ibv_qp_ex *qpx, struct ibv_mw *mw, uint32_t rkey,
 		       const struct ibv_mw_bind_info *info)
 {
-	unsupported(qpx);
+	struct sw_send_wqe *w = begin(qpx, IBV_WR_BIND_MW);
+
+	if (w && (!mw || !info))
+		latch(qpx_to_qp(qpx), EINVAL);
+	else if (w)
+		sw_send_wqe_bind(w, mw, rkey, info);
+}
+
+/* Contract: a WQE for `op` (LOCAL_INV, SEND_WITH_INV) naming `rkey` to invalidate. */
+static void wr_inv(struct ibv_qp_ex *qpx, uint32_t op, uint32_t rkey)
+{
+	struct sw_send_wqe *w = begin(qpx, op);
+
+	if (w)
+		w->imm_data = htobe32(rkey);
 }
 
 static void wr_local_inv(struct ibv_qp_ex *qpx, uint32_t rkey)
 {
-	unsupported(qpx);
+	wr_inv(qpx, IBV_WR_LOCAL_INV, rkey);
 }
 
 static void wr_send_inv(struct ibv_qp_ex *qpx, uint32_t rkey)
 {
-	unsupported(qpx);
+	wr_inv(qpx, IBV_WR_SEND_WITH_INV, rkey);
 }
 
 static void wr_send_tso(struct ibv_qp_ex *qpx, void *hdr, uint16_t hdr_sz, uint16_t mss)

@@ -58,6 +58,13 @@ bool sw_opcode_inline_ok(uint32_t op);
 int sw_qp_send_state(const struct sw_qp *qp);
 
 /*
+ * post.c: the BIND_MW part of send WQE `w`: window `mw` (its rkey now),
+ * the new rkey and the bind's MR, range and access.
+ */
+void sw_send_wqe_bind(struct sw_send_wqe *w, const struct ibv_mw *mw, uint32_t rkey,
+		      const struct ibv_mw_bind_info *info);
+
+/*
  * post.c: start send WQE `w`: every field zero except wr_id, opcode and
  * send_flags (`flags` without INLINE, plus SIGNALED under sq_sig_all).
  * Both post_send and the ibv_wr_* API build WQEs through it.

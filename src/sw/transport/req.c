@@ -83,6 +83,11 @@ static uint8_t msg_opcode(const struct sw_send_wqe *w, uint32_t k, uint32_t n, e
 
 	if (qpt == IBV_QPT_UD)
 		return SW_OP_UD | (imm ? SW_OP_SEND_ONLY_IMM : SW_OP_SEND_ONLY);
+	if (w->opcode == IBV_WR_SEND_WITH_INV) { /* RC only */
+		if (first)
+			return SW_OP_RC | (last ? SW_OP_SEND_ONLY_INV : SW_OP_SEND_FIRST);
+		return SW_OP_RC | (last ? SW_OP_SEND_LAST_INV : SW_OP_SEND_MIDDLE);
+	}
 	if (w->opcode == IBV_WR_SEND || w->opcode == IBV_WR_SEND_WITH_IMM) {
 		if (first && last)
 			return cls | (imm ? SW_OP_SEND_ONLY_IMM : SW_OP_SEND_ONLY);
@@ -338,6 +343,19 @@ static void req_run(struct sw_qp *qp)
 			if (qp->sq.cons == req->send_idx)
 				sw_comp_retire(qp, (enum ibv_wc_status)w->fail_status);
 			break; /* (the batch is empty then: nothing is outstanding) */
+		}
+		if (sw_wr_is_local(w->opcode)) {
+			/* after everything before it, and not while draining (req_local.c) */
+			if (qp->sq.cons != req->send_idx ||
+			    (st == IBV_QPS_SQD && (int32_t)(req->send_idx - req->started_idx) >= 0))
+				break;
+			w->first_psn = req->psn;
+			req->send_idx++;
+			req->started_idx = req->send_idx;
+			sw_comp_retire(qp, sw_req_local_op(qp, w));
+			if (qp->ibv.qp_base.state == IBV_QPS_ERR)
+				return;
+			continue;
 		}
 		if (req->send_off == 0) {
 			/* draining: nothing new starts, what a rewind took back is resent */

@@ -117,8 +117,8 @@ int sw_resp_rkey(struct sw_qp *qp, uint32_t rkey, uint64_t va, uint64_t len, int
 		return -EACCES;
 	if (!len)
 		return 0;
-	if (sw_mr_resolve(sw_dev_of(qp->ibv.qp_base.context), rkey, sw_pd_base(qp->ibv.qp_base.pd),
-			  va, len, need, mr))
+	if (sw_rkey_resolve(sw_dev_of(qp->ibv.qp_base.context), rkey,
+			    sw_pd_base(qp->ibv.qp_base.pd), qp->uid, va, len, need, mr))
 		return -EACCES;
 	return 0;
 }
@@ -144,6 +144,10 @@ void sw_resp_push_recv(struct sw_qp *qp, struct ibv_wc *wc, const struct sw_pkt 
 	if (wc->status == IBV_WC_SUCCESS && pkt->info && (pkt->info->flags & SW_F_IMMDT)) {
 		wc->wc_flags |= IBV_WC_WITH_IMM;
 		wc->imm_data = pkt->imm_be;
+	}
+	if (wc->status == IBV_WC_SUCCESS && pkt->info && (pkt->info->flags & SW_F_IETH)) {
+		wc->wc_flags |= IBV_WC_WITH_INV;
+		wc->invalidated_rkey = be32toh(pkt->imm_be);
 	}
 	qp->resp->have_wqe = false;
 	sw_qp_cq_push(qp, qp->rcq, wc, pkt->se);
@@ -186,8 +190,13 @@ static enum resp_outcome fail_send(struct sw_qp *qp, const struct sw_pkt *pkt,
  *   - the message so far fits the receive WQE, else the WQE completes
  *     with LOC_LEN_ERR and the peer gets an invalid request NAK;
  *   - the WQE's SGEs take the bytes (their lkeys, sge.c), else the WQE
- *     completes with LOC_PROT_ERR and the peer gets a remote operation NAK.
- * The last packet completes the WQE and counts the message (MSN).
+ *     completes with LOC_PROT_ERR and the peer gets a remote operation NAK;
+ *   - SEND with Invalidate (the last packet carries the IETH): the rkey
+ *     is invalidated (sw_mw_invalidate: a bound type 2 window of this
+ *     QP's PD, bound to this QP), else the WQE completes with
+ *     REM_INV_REQ_ERR, as rxe's, and the peer gets an invalid request NAK.
+ * The last packet completes the WQE (IBV_WC_WITH_INV and the invalidated
+ * rkey after an invalidation) and counts the message (MSN).
  */
 static enum resp_outcome handle_send(struct sw_qp *qp, const struct sw_pkt *pkt)
 {
@@ -216,6 +225,10 @@ static enum resp_outcome handle_send(struct sw_qp *qp, const struct sw_pkt *pkt)
 	if (ret)
 		return fail_send(qp, pkt, IBV_WC_LOC_PROT_ERR, SW_AETH_NAK_REM_OP);
 	resp->offset += pkt->paylen;
+	if ((flags & SW_F_IETH) &&
+	    sw_mw_invalidate(sw_dev_of(qp->ibv.qp_base.context), be32toh(pkt->imm_be),
+			     sw_pd_base(qp->ibv.qp_base.pd), qp->uid, true))
+		return fail_send(qp, pkt, IBV_WC_REM_INV_REQ_ERR, SW_AETH_NAK_INV_REQ);
 	if (flags & SW_F_LAST) {
 		sw_resp_complete_recv(qp, IBV_WC_SUCCESS, IBV_WC_RECV, resp->offset, pkt);
 		resp->in_send = false;

@@ -479,6 +479,11 @@ int sw_req_build(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t k, uint8_t *b
  */
 void sw_req_uc_run(struct sw_qp *qp);
 /*
+ * req_local.c: execute local operation `w` (BIND_MW or LOCAL_INV, the
+ * rules of mem/mw.c) for `qp`; the status its completion takes.
+ */
+enum ibv_wc_status sw_req_local_op(struct sw_qp *qp, const struct sw_send_wqe *w);
+/*
  * Start the retransmit timer (sw_req_timeout_ns from now) unless it runs
  * already or the QP has none (timeout 0); the caller knows something is
  * in flight.
@@ -582,9 +587,10 @@ void sw_resp_push_recv(struct sw_qp *qp, struct ibv_wc *wc, const struct sw_pkt 
  * resp.c: the target of an RDMA request: `rkey` for [va, va + len) with
  * `need` (one IBV_ACCESS_REMOTE_* bit). Checked in this order: the QP
  * grants `need` (qp_access_flags); a zero-length request needs no MR and
- * names none (0, *mr NULL); otherwise sw_mr_resolve(): the key names a
+ * names none (0, *mr NULL); otherwise sw_rkey_resolve(): the key names a
  * live MR of the QP's protection domain, the MR grants `need`, and the
- * range lies inside it. 0 with a referenced MR (or NULL) in *mr, or
+ * range lies inside it, or the same of a bound memory window (and a
+ * type 2 window is bound to this QP). 0 with a referenced MR (or NULL) in *mr, or
  * -EACCES for any failed check: RC answers all of them with one remote
  * access NAK, so a peer learns nothing about which check failed.
  */
