@@ -242,7 +242,7 @@ void sw_device_fill_attr(const struct sw_dev *dev, struct ibv_device_attr_ex *at
 	a->max_qp = SW_MAX_QP;
 	a->max_qp_wr = SW_MAX_QP_WR;
 	a->device_cap_flags = IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_SYS_IMAGE_GUID |
-			      IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SRQ_RESIZE;
+			      IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SRQ_RESIZE | IBV_DEVICE_XRC;
 	a->max_sge = SW_MAX_SGE;
 	a->max_sge_rd = SW_MAX_SGE_RD;
 	a->max_cq = SW_MAX_CQ;
