@@ -107,26 +107,26 @@ static void case_xrcd(void)
 		oa.xrcd = x3; /* a private domain: not there */
 		CHECK_ERRNO_PTR(ibv_open_qp(a.ctx, &oa), EINVAL);
 	}
-	CHECK_RET(x_close_xrcd(x1), EBUSY); /* its TGT QP */
+	CHECK_RET(ibv_close_xrcd(x1), EBUSY); /* its TGT QP */
 	if (h) {
-		CHECK_RET(x_close_xrcd(x2), EBUSY); /* the opened handle */
+		CHECK_RET(ibv_close_xrcd(x2), EBUSY); /* the opened handle */
 		CHECK_RET(ibv_destroy_qp(h), 0);
 	}
-	CHECK_RET(x_close_xrcd(x2), 0);
+	CHECK_RET(ibv_close_xrcd(x2), 0);
 	CHECK_RET(ibv_destroy_qp(tgt), 0);
 	cq = ibv_create_cq(a.ctx, 4, NULL, NULL, 0);
 	srq = cq ? x_srq(a.ctx, a.pd, x1, cq, 4) : NULL;
 	if (CHECK(srq)) {
-		CHECK_RET(x_close_xrcd(x1), EBUSY); /* its SRQ */
+		CHECK_RET(ibv_close_xrcd(x1), EBUSY); /* its SRQ */
 		CHECK_RET(ibv_destroy_cq(cq), EBUSY); /* the SRQ's CQ */
 		CHECK_RET(ibv_destroy_srq(srq), 0);
 	}
 	CHECK_RET(ibv_destroy_cq(cq), 0);
-	CHECK_RET(x_close_xrcd(x1), 0);
+	CHECK_RET(ibv_close_xrcd(x1), 0);
 	/* the last handle of the inode's domain closed: it is gone */
 	CHECK_ERRNO_PTR(x_open_xrcd(a.ctx, fd, 0), EAGAIN);
 	CHECK_ERRNO_PTR(x_open_xrcd(a.ctx, fd2, O_RDONLY), EAGAIN);
-	CHECK_RET(x_close_xrcd(x3), 0);
+	CHECK_RET(ibv_close_xrcd(x3), 0);
 	ibv_close_device(ctx2);
 	close(fd);
 	close(fd2);
@@ -408,7 +408,7 @@ static void case_foreign_srq(void)
 	CHECK_RET(ibv_destroy_qp(ini), 0);
 	CHECK_RET(ibv_destroy_qp(tgt), 0);
 	CHECK_RET(ibv_destroy_srq(fs), 0);
-	CHECK_RET(x_close_xrcd(other), 0);
+	CHECK_RET(ibv_close_xrcd(other), 0);
 }
 
 static void case_open_qp(void)

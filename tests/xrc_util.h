@@ -43,18 +43,6 @@ static inline struct ibv_xrcd *x_open_xrcd(struct ibv_context *ctx, int fd, int 
 	return ibv_open_xrcd(ctx, &a);
 }
 
-/*
- * ibv_close_xrcd as its inline wrapper does it, but EFAULT for a NULL
- * handle or context ops (gcc's -Wnull-dereference sees the wrapper
- * dereference verbs_get_ctx()'s possible NULL).
- */
-static inline int x_close_xrcd(struct ibv_xrcd *x)
-{
-	struct verbs_context *v = x ? verbs_get_ctx(x->context) : NULL;
-
-	return v ? v->close_xrcd(x) : EFAULT;
-}
-
 /* An XRC SRQ of `max_wr` one-SGE receives on `xrcd`, completing on `cq`. */
 static inline struct ibv_srq *x_srq(struct ibv_context *ctx, struct ibv_pd *pd,
 				    struct ibv_xrcd *xrcd, struct ibv_cq *cq, uint32_t max_wr)
@@ -253,7 +241,7 @@ static inline void x_side_destroy(struct x_side *s, bool close_ctx)
 	if (s->srq)
 		CHECK(ibv_destroy_srq(s->srq) == 0);
 	if (s->xrcd)
-		CHECK(x_close_xrcd(s->xrcd) == 0);
+		CHECK(ibv_close_xrcd(s->xrcd) == 0);
 	if (s->mr)
 		CHECK(ibv_dereg_mr(s->mr) == 0);
 	if (s->scq)

@@ -270,7 +270,7 @@ void sw_device_fill_attr(const struct sw_dev *dev, struct ibv_device_attr_ex *at
 	attr->phys_port_cnt_ex = 1;
 	attr->max_dm_size = SW_MAX_DM_SIZE; /* emulated in host memory (mem/dm.c) */
 	/*
-	 * Explicit ODP for RC and UD: the device never pins (mem/access.c).
+	 * Explicit ODP for RC, UD and XRC: the device never pins (mem/access.c).
 	 * A bounce device registers no addresses at all, so no ODP there.
 	 */
 	if (dev->cfg.cc_dma_bounce)
@@ -281,6 +281,9 @@ void sw_device_fill_attr(const struct sw_dev *dev, struct ibv_device_attr_ex *at
 		IBV_ODP_SUPPORT_READ | IBV_ODP_SUPPORT_ATOMIC | IBV_ODP_SUPPORT_SRQ_RECV;
 	attr->odp_caps.per_transport_caps.ud_odp_caps =
 		IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_SRQ_RECV;
+	/* XRC: INI sends and TGT answers as RC does; receives only from XRC SRQs */
+	attr->xrc_odp_caps = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_READ |
+			     IBV_ODP_SUPPORT_ATOMIC | IBV_ODP_SUPPORT_SRQ_RECV;
 }
 
 /* Link width and speed codes of the IB PortInfo attribute. */
