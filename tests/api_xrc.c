@@ -151,6 +151,10 @@ static void case_srq(void)
 	x.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_XRCD;
 	x.xrcd = b.xrcd;
 	CHECK_ERRNO_PTR(ibv_create_srq_ex(b.ctx, &x), EINVAL); /* no CQ */
+	x.comp_mask |= IBV_SRQ_INIT_ATTR_CQ;
+	x.xrcd = a.xrcd; /* another context's handle */
+	CHECK_ERRNO_PTR(ibv_create_srq_ex(b.ctx, &x), EINVAL);
+	CHECK_ERRNO_PTR(x_tgt(b.ctx, a.xrcd), EINVAL);
 	CHECK(b.srqn != 0 && b.srqn <= 0xffffff);
 	s2 = x_srq(b.ctx, b.pd, b.xrcd, b.rcq, 4);
 	if (CHECK(s2)) {
@@ -431,23 +435,24 @@ static void case_open_qp(void)
 	oa.qp_num = tgt_qpn;
 	oa.xrcd = b.xrcd;
 	oa.qp_type = IBV_QPT_XRC_RECV;
-	CHECK_ERRNO_PTR(ibv_open_qp(ctx3, &oa), EOPNOTSUPP);
+	CHECK_ERRNO_PTR(ibv_open_qp(b.ctx, &oa), EOPNOTSUPP);
 	oa.comp_mask = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD;
-	CHECK_ERRNO_PTR(ibv_open_qp(ctx3, &oa), EINVAL);
+	CHECK_ERRNO_PTR(ibv_open_qp(b.ctx, &oa), EINVAL);
 	oa.comp_mask = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE |
 		       IBV_QP_OPEN_ATTR_CONTEXT;
+	CHECK_ERRNO_PTR(ibv_open_qp(ctx3, &oa), EINVAL); /* b.xrcd is not ctx3's */
 	oa.qp_type = IBV_QPT_RC;
-	CHECK_ERRNO_PTR(ibv_open_qp(ctx3, &oa), EINVAL);
+	CHECK_ERRNO_PTR(ibv_open_qp(b.ctx, &oa), EINVAL);
 	oa.qp_type = IBV_QPT_XRC_RECV;
 	oa.qp_num = ini->qp_num; /* not a TGT QP */
-	CHECK_ERRNO_PTR(ibv_open_qp(ctx3, &oa), EINVAL);
+	CHECK_ERRNO_PTR(ibv_open_qp(b.ctx, &oa), EINVAL);
 	oa.qp_num = tgt_qpn;
 	oa.qp_context = &oa;
-	h = ibv_open_qp(ctx3, &oa);
+	h = ibv_open_qp(b.ctx, &oa);
 	if (!CHECK_MSG(h, "ibv_open_qp: %s", t_errname(errno)))
 		return;
 	CHECK(h != tgt && h->qp_num == tgt_qpn && h->qp_type == IBV_QPT_XRC_RECV &&
-	      h->qp_context == &oa && h->context == ctx3);
+	      h->qp_context == &oa && h->context == b.ctx);
 	/* the handle moves and reports the QP */
 	CHECK(t_qp_init(ini, 0) == 0 && t_qp_init(h, 0) == 0);
 	CHECK(x_tgt_rts(h, ini->qp_num, &ag, 3) == 0 && x_ini_rts(ini, tgt_qpn, &b.gid, 3) == 0);
@@ -461,10 +466,19 @@ static void case_open_qp(void)
 		CHECK(wc.wr_id == 35);
 	if (!wait_wc(b.rcq, &wc, IBV_WC_SUCCESS, "recv through the opened QP"))
 		CHECK(wc.wr_id == 33 && wc.qp_num == tgt_qpn && wc.byte_len == 200);
+	/* an error of the QP raises no event for the creator's destroyed handle */
+	CHECK(x_post_on(ini, &a, IBV_WR_SEND, 36, 0, 8, 0, 0, 0, 0) == 0);
+	CHECK(wait_wc(a.scq, &wc, IBV_WC_REM_INV_REQ_ERR, "send to SRQ 0") == 0);
+	CHECK(ibv_query_qp(h, &qa, IBV_QP_STATE, &init) == 0 && qa.qp_state == IBV_QPS_ERR);
+	{
+		struct pollfd pfd = {.fd = b.ctx->async_fd, .events = POLLIN};
+
+		CHECK_MSG(poll(&pfd, 1, 100) == 0, "an async event for a destroyed handle");
+	}
 	CHECK_RET(ibv_destroy_qp(h), 0);
 	/* gone with its last handle */
 	oa.qp_num = tgt_qpn;
-	CHECK_ERRNO_PTR(ibv_open_qp(ctx3, &oa), EINVAL);
+	CHECK_ERRNO_PTR(ibv_open_qp(b.ctx, &oa), EINVAL);
 	CHECK_RET(ibv_destroy_qp(ini), 0);
 	ibv_close_device(ctx3);
 }

@@ -345,6 +345,7 @@ struct sw_qp {
 	struct sw_xrcd *xrcd;
 	struct sw_qp *real;
 	int nopen; /* guarded by the XRC domain table's lock */
+	bool creator_gone; /* TGT: its creator's handle was destroyed: no more events */
 	bool sq_sig_all;
 	bool is_ex; /* created with send_ops_flags: ibv_qp_to_qp_ex works */
 	uint64_t send_ops_flags;

@@ -52,6 +52,8 @@ int sw_qp_event(struct sw_qp *qp, enum ibv_event_type type)
 {
 	struct ibv_async_event ev;
 
+	if (qp->creator_gone)
+		return 0; /* an XRC TGT QP's events go to its creator's handle only */
 	memset(&ev, 0, sizeof(ev));
 	ev.event_type = type;
 	ev.element.qp = &qp->ibv.qp_base;
@@ -82,8 +84,8 @@ static bool type_supported(enum ibv_qp_type t)
 
 /*
  * Contract: the objects of a create request, as rdma-core and the kernel
- * take them: an XRC TGT QP needs only an XRC domain (IBV_QP_INIT_ATTR_XRCD)
- * of this device, and its PD, CQs, SRQ and capacities are ignored; every
+ * take them: an XRC TGT QP needs only an XRC domain handle
+ * (IBV_QP_INIT_ATTR_XRCD) of this context, and its PD, CQs, SRQ and capacities are ignored; every
  * other type needs a PD and a send CQ of this context; an XRC INI QP
  * ignores the receive CQ, the SRQ and the receive capacities; the others
  * need a receive CQ, and an SRQ they name must be a basic SRQ of this
@@ -93,7 +95,7 @@ static int check_objects(struct ibv_context *ctx, const struct ibv_qp_init_attr_
 {
 	if (attr->qp_type == IBV_QPT_XRC_RECV) {
 		if (!(attr->comp_mask & IBV_QP_INIT_ATTR_XRCD) || !attr->xrcd ||
-		    sw_dev_of(attr->xrcd->context) != sw_dev_of(ctx))
+		    attr->xrcd->context != ctx)
 			return -EINVAL;
 		return 0;
 	}
@@ -344,8 +346,16 @@ int sw_destroy_qp(struct ibv_qp *ibqp)
 	struct sw_qp *real = sw_qp_real(ibqp);
 
 	if (real->xrcd && !sw_xrcd_qp_close(real)) {
-		if (qp->real)
+		if (qp->real) {
 			sw_xrcd_qp_handle_free(qp);
+		} else { /* the creator's handle: its events end with it */
+			pthread_mutex_lock(&qp->lock);
+			qp->creator_gone = true;
+			pthread_mutex_unlock(&qp->lock);
+			sv_async_forget(ibqp->context, ibqp);
+			sv_async_wait_acked(ibqp->context, ibqp, &ibqp->mutex, &ibqp->cond,
+					    &ibqp->events_completed);
+		}
 		return 0; /* another handle keeps the XRC TGT QP */
 	}
 	if (qp->real) {

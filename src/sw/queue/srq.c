@@ -51,8 +51,8 @@ static bool is_xrc(const struct ibv_srq_init_attr_ex *attr)
 /*
  * Contract: check a create request: unknown comp_mask bits or no PD ->
  * EINVAL, a type other than basic or XRC -> EOPNOTSUPP, a PD of another
- * context -> EINVAL, XRC without an XRC domain or a CQ (of this context)
- * -> EINVAL, max_wr / max_sge outside 1..limit -> EINVAL, any SRQ on a
+ * context -> EINVAL, XRC without an XRC domain handle or a CQ (both of
+ * this context) -> EINVAL, max_wr / max_sge outside 1..limit -> EINVAL, any SRQ on a
  * bounce device -> EOPNOTSUPP. 0 or -errno.
  */
 static int check_create(struct ibv_context *ctx, const struct ibv_srq_init_attr_ex *attr)
@@ -66,10 +66,9 @@ static int check_create(struct ibv_context *ctx, const struct ibv_srq_init_attr_
 		return -EOPNOTSUPP;
 	if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) || !attr->pd || attr->pd->context != ctx)
 		return -EINVAL;
-	if (is_xrc(attr) &&
-	    (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_XRCD) ||
-	     !(attr->comp_mask & IBV_SRQ_INIT_ATTR_CQ) || !attr->xrcd || !attr->cq ||
-	     attr->cq->context != ctx || sw_dev_of(attr->xrcd->context) != sw_dev_of(ctx)))
+	if (is_xrc(attr) && (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_XRCD) ||
+			     !(attr->comp_mask & IBV_SRQ_INIT_ATTR_CQ) || !attr->xrcd ||
+			     !attr->cq || attr->cq->context != ctx || attr->xrcd->context != ctx))
 		return -EINVAL;
 	if (attr->attr.max_wr < 1 || attr->attr.max_wr > SW_MAX_SRQ_WR)
 		return -EINVAL;

@@ -231,10 +231,10 @@ static struct sw_qp *tgt_lookup(struct ibv_context *ctx, uint32_t qpn, const str
 /*
  * Contract: sv_ops.open_qp: a new handle on an existing XRC TGT QP of the
  * same XRC domain, as rdma-core and the kernel give it: comp_mask beyond
- * NUM | XRCD | CONTEXT | TYPE -> EOPNOTSUPP; without XRCD, NUM or TYPE ->
- * EINVAL; a type other than XRC_RECV, or no TGT QP of that number in the
- * domain -> EINVAL. The handle holds a reference on `attr->xrcd` and
- * keeps the QP alive; every verb on it acts on the QP.
+ * NUM | XRCD | CONTEXT | TYPE -> EOPNOTSUPP; without XRCD, NUM or TYPE, or
+ * an XRC domain handle of another context -> EINVAL; a type other than
+ * XRC_RECV, or no TGT QP of that number in the domain -> EINVAL. The handle holds a reference on
+ * `attr->xrcd` and keeps the QP alive; every verb on it acts on the QP.
  */
 int sw_open_qp(struct ibv_context *ctx, struct ibv_qp_open_attr *attr, struct ibv_qp **out)
 {
@@ -246,8 +246,8 @@ int sw_open_qp(struct ibv_context *ctx, struct ibv_qp_open_attr *attr, struct ib
 		return -EINVAL;
 	if (attr->comp_mask & ~(uint32_t)(need | IBV_QP_OPEN_ATTR_CONTEXT))
 		return -EOPNOTSUPP;
-	if ((attr->comp_mask & need) != need || !attr->xrcd ||
-	    sw_dev_of(attr->xrcd->context) != sw_dev_of(ctx) || attr->qp_type != IBV_QPT_XRC_RECV)
+	if ((attr->comp_mask & need) != need || !attr->xrcd || attr->xrcd->context != ctx ||
+	    attr->qp_type != IBV_QPT_XRC_RECV)
 		return -EINVAL;
 	real = tgt_lookup(ctx, attr->qp_num, sw_xrcd(attr->xrcd));
 	if (!real)
