@@ -32,7 +32,7 @@ static void case_caps(void)
 			    IBV_ODP_SUPPORT_SRQ_RECV;
 	struct ibv_device_attr_ex ax;
 
-	t_case("ODP capabilities: explicit ODP for RC and UD, no implicit ODP");
+	t_case("ODP capabilities: explicit ODP for RC, UD and XRC, no implicit ODP");
 	memset(&ax, 0, sizeof(ax));
 	if (!CHECK_RET(ibv_query_device_ex(ctx, NULL, &ax), 0))
 		return;
@@ -41,7 +41,9 @@ static void case_caps(void)
 	CHECK(ax.odp_caps.per_transport_caps.ud_odp_caps & IBV_ODP_SUPPORT_SEND);
 	CHECK(ax.odp_caps.per_transport_caps.ud_odp_caps & IBV_ODP_SUPPORT_RECV);
 	CHECK_EQ_INT(ax.odp_caps.per_transport_caps.uc_odp_caps, 0);
-	CHECK_EQ_INT(ax.xrc_odp_caps, 0);
+	CHECK_EQ_INT(ax.xrc_odp_caps, IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_WRITE |
+					      IBV_ODP_SUPPORT_READ | IBV_ODP_SUPPORT_ATOMIC |
+					      IBV_ODP_SUPPORT_SRQ_RECV);
 }
 
 static int one_ok(struct ibv_cq *cq)

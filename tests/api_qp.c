@@ -3,7 +3,7 @@
  * api_qp: ibv_create_qp, ibv_create_qp_ex, ibv_query_qp, ibv_destroy_qp
  * and the small QP verbs, through the public API.
  *
- * Creation: RC, UC and UD only (XRC, RAW_PACKET, DRIVER: EOPNOTSUPP);
+ * Creation: RC, UC, UD and XRC (tests/api_xrc.c) only (RAW_PACKET, DRIVER: EOPNOTSUPP);
  * comp_mask beyond PD | CREATE_FLAGS | SEND_OPS_FLAGS, nonzero
  * create_flags and send operations the type lacks: EOPNOTSUPP; no PD, no
  * CQs, capacities beyond the device's: EINVAL. Granted capacities are
@@ -185,14 +185,10 @@ static struct ibv_qp_init_attr_ex good_ex(void)
 
 static void test_create_errors(void)
 {
-	static const enum ibv_qp_type types[] = {IBV_QPT_RAW_PACKET, IBV_QPT_XRC_SEND,
-						 IBV_QPT_XRC_RECV, IBV_QPT_DRIVER};
-	static const uint32_t masks[] = {IBV_QP_INIT_ATTR_XRCD,
-					 IBV_QP_INIT_ATTR_MAX_TSO_HEADER,
-					 IBV_QP_INIT_ATTR_IND_TABLE,
-					 IBV_QP_INIT_ATTR_RX_HASH,
-					 1u << 7,
-					 1u << 31};
+	static const enum ibv_qp_type types[] = {IBV_QPT_RAW_PACKET, IBV_QPT_DRIVER};
+	static const uint32_t masks[] = {IBV_QP_INIT_ATTR_MAX_TSO_HEADER,
+					 IBV_QP_INIT_ATTR_IND_TABLE, IBV_QP_INIT_ATTR_RX_HASH,
+					 1u << 7, 1u << 31};
 	static const uint64_t rc_ops[] = {IBV_QP_EX_WITH_TSO, IBV_QP_EX_WITH_FLUSH,
 					  IBV_QP_EX_WITH_ATOMIC_WRITE, 1ull << 40};
 	static const uint64_t ud_ops[] = {IBV_QP_EX_WITH_RDMA_WRITE,

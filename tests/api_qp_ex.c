@@ -353,7 +353,7 @@ static void test_errors_rc(void)
 		{b_tso, EOPNOTSUPP, "send_tso"},
 		{b_atomic_write, EOPNOTSUPP, "atomic_write"},
 		{b_flush, EOPNOTSUPP, "flush"},
-		{b_xrc, EOPNOTSUPP, "set_xrc_srqn"},
+		{b_xrc, EINVAL, "set_xrc_srqn on RC"},
 		{b_orphan_setter, EINVAL, "setter without a request"},
 		{b_inline_long, EINVAL, "inline beyond max_inline_data"},
 		{b_inline_list_long, EINVAL, "inline list beyond max_inline_data"},

@@ -14,7 +14,6 @@
  */
 #include "harness.h"
 
-#include <fcntl.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -78,18 +77,11 @@ static void check_vctx(struct ibv_context *ctx)
 
 static void check_ctx_verbs(struct ibv_context *ctx)
 {
-	struct ibv_xrcd_init_attr xrcd_attr;
 	struct ibv_wq_init_attr wq_attr;
 	struct ibv_rwq_ind_table_init_attr tbl_attr;
 	struct ibv_counters_init_attr cnt_attr;
 	struct ibv_flow_action_esp_attr esp_attr;
 	struct ibv_values_ex values;
-
-	memset(&xrcd_attr, 0, sizeof(xrcd_attr));
-	xrcd_attr.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS;
-	xrcd_attr.fd = -1;
-	xrcd_attr.oflags = O_CREAT;
-	CHECK_ERRNO_PTR(ibv_open_xrcd(ctx, &xrcd_attr), EOPNOTSUPP);
 
 	memset(&wq_attr, 0, sizeof(wq_attr));
 	wq_attr.wq_type = IBV_WQT_RQ;

@@ -372,25 +372,27 @@ static inline int h_probe_at(struct h_env *h, struct ibv_qp *qp, uint32_t psn, c
 /* ---- victims ---- */
 
 /*
- * Bring RC `qp` from RESET to RTS towards `dest` at pe->gid, expecting
- * `rq_psn`, sending from `sq_psn`, retransmit timeout code `timeout`; 0 or an errno.
+ * Bring `qp` (RC, UC or XRC) from RESET to RTS towards `dest` at pe->gid,
+ * with the masks its type requires, expecting `rq_psn`, sending from
+ * `sq_psn`, retransmit timeout code `timeout`; 0 or an errno.
  */
 static inline int h_connect(const struct q_env *pe, struct ibv_qp *qp, uint32_t dest,
 			    uint32_t rq_psn, uint32_t sq_psn, uint8_t timeout)
 {
 	struct ibv_qp_attr a = q_attr(pe, IBV_QPS_INIT, dest);
+	enum ibv_qp_type t = qp->qp_type;
 	int st = IBV_QP_STATE, ret;
 
-	ret = ibv_modify_qp(qp, &a, st | q_required(IBV_QPT_RC, IBV_QPS_RESET, IBV_QPS_INIT));
+	ret = ibv_modify_qp(qp, &a, st | q_required(t, IBV_QPS_RESET, IBV_QPS_INIT));
 	a = q_attr(pe, IBV_QPS_RTR, dest);
 	a.rq_psn = rq_psn;
 	if (!ret)
-		ret = ibv_modify_qp(qp, &a, st | q_required(IBV_QPT_RC, IBV_QPS_INIT, IBV_QPS_RTR));
+		ret = ibv_modify_qp(qp, &a, st | q_required(t, IBV_QPS_INIT, IBV_QPS_RTR));
 	a = q_attr(pe, IBV_QPS_RTS, dest);
 	a.sq_psn = sq_psn;
 	a.timeout = timeout;
 	if (!ret)
-		ret = ibv_modify_qp(qp, &a, st | q_required(IBV_QPT_RC, IBV_QPS_RTR, IBV_QPS_RTS));
+		ret = ibv_modify_qp(qp, &a, st | q_required(t, IBV_QPS_RTR, IBV_QPS_RTS));
 	return ret;
 }
 

@@ -82,21 +82,29 @@ static inline int q_state(struct ibv_qp *qp)
 	return (int)a.qp_state;
 }
 
-/* The required mask of a transition, without IBV_QP_STATE. */
+/*
+ * The required mask of a transition, without IBV_QP_STATE. XRC INI sends
+ * as RC and is connected as UC; XRC TGT is connected as RC and needs
+ * only SQ_PSN and TIMEOUT for RTS.
+ */
 static inline int q_required(enum ibv_qp_type type, enum ibv_qp_state from, enum ibv_qp_state to)
 {
+	bool ini = type == IBV_QPT_XRC_SEND, tgt = type == IBV_QPT_XRC_RECV;
 	bool rc = type == IBV_QPT_RC, uc = type == IBV_QPT_UC;
 	int path = IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
 
 	if (from == IBV_QPS_RESET && to == IBV_QPS_INIT)
 		return IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-		       (rc || uc ? IBV_QP_ACCESS_FLAGS : IBV_QP_QKEY);
+		       (rc || uc || ini || tgt ? IBV_QP_ACCESS_FLAGS : IBV_QP_QKEY);
 	if (from == IBV_QPS_INIT && to == IBV_QPS_RTR)
-		return rc ? path | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER : uc ? path : 0;
+		return rc || tgt ? path | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER :
+		       uc || ini ? path :
+				   0;
 	if (from == IBV_QPS_RTR && to == IBV_QPS_RTS)
-		return rc ? IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_RETRY_CNT |
-				       IBV_QP_RNR_RETRY | IBV_QP_TIMEOUT :
-			    IBV_QP_SQ_PSN;
+		return rc || ini ? IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_RETRY_CNT |
+					   IBV_QP_RNR_RETRY | IBV_QP_TIMEOUT :
+		       tgt ? IBV_QP_SQ_PSN | IBV_QP_TIMEOUT :
+			     IBV_QP_SQ_PSN;
 	return 0;
 }
 

@@ -201,6 +201,41 @@ pingpong() {
 	ok "$name: $(grep -E 'iters in' "$tmp/client.out")"
 }
 
+# xsrq SIZE TESTS ARGS...: an ibv_xsrq_pingpong run (one client) and its
+# checks. The tool prints no figures and checks no data; both sides must
+# say "success", and each side's XRC TGT QP (SOFTVERBS_STATS=1) must have
+# completed TESTS receives on its XRC SRQ's CQ without an error, flush or
+# NAK, its XRC INI QP must have sent at least TESTS * SIZE bytes, and
+# nothing may have been dropped as malformed.
+xsrq() {
+	size=$1 tests=$2
+	shift 2
+	name="ibv_xsrq_pingpong -s $size -n $tests${*:+ $*}${SOFTVERBS_SHM:+ (SOFTVERBS_SHM=$SOFTVERBS_SHM)}"
+	if ! pair ibv_xsrq_pingpong -g 0 -s "$size" -n "$tests" "$@"; then
+		not_ok "$name"
+		show_pair
+		return
+	fi
+	bad=''
+	for side in server client; do
+		grep -q '^success' "$tmp/$side.out" || bad="$bad; $side: no 'success'"
+		loader_clean "$tmp/$side.err" || bad="$bad; $side: loader complaint"
+		grep -Eq "XRC_TGT: naks .*completions ok $tests errors 0 flushed 0$" "$tmp/$side.err" ||
+			bad="$bad; $side: the TGT QP did not complete $tests receives cleanly"
+		grep -Eq 'XRC_TGT: naks rx seq 0 rnr 0 err 0, tx seq 0 rnr 0 err 0; drops malformed 0 ' \
+			"$tmp/$side.err" || bad="$bad; $side: the TGT QP NAKed or dropped"
+		sent=$(sed -n 's/.*XRC_INI: tx [0-9]* pkts \([0-9]*\) bytes.*/\1/p' "$tmp/$side.err")
+		[ -n "$sent" ] && [ "$sent" -ge $((size * tests)) ] ||
+			bad="$bad; $side: the INI QP sent ${sent:-no} bytes"
+	done
+	if [ -n "$bad" ]; then
+		not_ok "$name: ${bad#; }"
+		show_pair
+		return
+	fi
+	ok "$name"
+}
+
 # rows FILE: the result rows of a perftest table (lines of numbers only)
 rows() {
 	# Past the sixth column (a latency table's stdev and percentiles)
@@ -319,7 +354,7 @@ perf_lat() {
 }
 
 case $what in
-ibv_rc_pingpong | ibv_uc_pingpong | ibv_ud_pingpong | ibv_srq_pingpong)
+ibv_rc_pingpong | ibv_uc_pingpong | ibv_ud_pingpong | ibv_srq_pingpong | ibv_xsrq_pingpong)
 	pkg=ibverbs-utils
 	need "$what"
 	;;
@@ -344,6 +379,16 @@ ibv_uc_pingpong)
 		pingpong ibv_uc_pingpong 4096 200 -c
 		pingpong ibv_uc_pingpong 1 200 -c -e
 		pingpong ibv_uc_pingpong 65536 50 -c -m 4096
+	done
+	;;
+ibv_xsrq_pingpong)
+	# XRC: over the same-host link and over UDP, whatever SV_TEST_SHM says
+	for shm in 1 0; do
+		export SOFTVERBS_SHM=$shm
+		xsrq 4096 200
+		xsrq 1 200 -e
+		xsrq 65536 50 -m 4096
+		xsrq 65536 20 -m 1024 -e
 	done
 	;;
 ibv_ud_pingpong)

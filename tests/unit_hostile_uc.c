@@ -31,23 +31,11 @@ static struct ibv_qp *uc_victim(void)
 {
 	struct ibv_qp *qp = q_create(&h->e, IBV_QPT_UC);
 	struct q_env pe = h->e;
-	struct ibv_qp_attr a;
-	int st = IBV_QP_STATE, ret;
 
 	if (!qp)
 		return NULL;
 	pe.gid = h->gid;
-	a = q_attr(&pe, IBV_QPS_INIT, H_PEER_QPN);
-	ret = ibv_modify_qp(qp, &a, st | q_required(IBV_QPT_UC, IBV_QPS_RESET, IBV_QPS_INIT));
-	a = q_attr(&pe, IBV_QPS_RTR, H_PEER_QPN);
-	a.rq_psn = PSN0;
-	if (!ret)
-		ret = ibv_modify_qp(qp, &a, st | q_required(IBV_QPT_UC, IBV_QPS_INIT, IBV_QPS_RTR));
-	a = q_attr(&pe, IBV_QPS_RTS, H_PEER_QPN);
-	a.sq_psn = 0x10;
-	if (!ret)
-		ret = ibv_modify_qp(qp, &a, st | q_required(IBV_QPT_UC, IBV_QPS_RTR, IBV_QPS_RTS));
-	if (!ret)
+	if (!h_connect(&pe, qp, H_PEER_QPN, PSN0, 0x10, 14))
 		return qp;
 	ibv_destroy_qp(qp);
 	return NULL;

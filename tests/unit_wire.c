@@ -70,9 +70,10 @@ static uint32_t ref_crc32(const uint8_t *p, size_t len)
 
 /* The opcodes the device must accept. */
 static const uint8_t valid_ops[] = {
-	0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0a, 0x0b, 0x0c,
-	0x0d, 0x0e, 0x0f, 0x10, 0x11, 0x12, 0x13, 0x14, 0x16, 0x17, 0x20, 0x21, 0x22,
-	0x23, 0x24, 0x25, 0x26, 0x27, 0x28, 0x29, 0x2a, 0x2b, 0x64, 0x65,
+	0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0a, 0x0b, 0x0c, 0x0d, 0x0e,
+	0x0f, 0x10, 0x11, 0x12, 0x13, 0x14, 0x16, 0x17, 0x20, 0x21, 0x22, 0x23, 0x24, 0x25, 0x26,
+	0x27, 0x28, 0x29, 0x2a, 0x2b, 0x64, 0x65, 0xa0, 0xa1, 0xa2, 0xa3, 0xa4, 0xa5, 0xa6, 0xa7,
+	0xa8, 0xa9, 0xaa, 0xab, 0xac, 0xad, 0xae, 0xaf, 0xb0, 0xb1, 0xb2, 0xb3, 0xb4, 0xb6, 0xb7,
 };
 
 /* Contract: true if `op` is in valid_ops. */
@@ -106,6 +107,7 @@ static void rnd_fields(struct sw_pkt *p, uint8_t opcode)
 	p->dqpn = (uint32_t)rnd();
 	p->ack_req = rnd() & 1;
 	p->psn = (uint32_t)rnd();
+	p->xrc_srqn = (uint32_t)rnd();
 	p->qkey = (uint32_t)rnd();
 	p->sqpn = (uint32_t)rnd();
 	p->va = rnd();
@@ -149,7 +151,7 @@ static void test_opcodes(void)
 	t_case("opcode table");
 	for (op = 0; op < 256; op++) {
 		const struct sw_opinfo *info = sw_opinfo((uint8_t)op);
-		uint32_t f, hl, n;
+		uint32_t f, hl, n, cls = op & SW_OP_CLASS_MASK, o = op & ~SW_OP_CLASS_MASK;
 
 		if (!CHECK_MSG(!info == !op_valid((uint8_t)op), "opcode 0x%02x: valid %d, info %p",
 			       op, op_valid((uint8_t)op), (const void *)info) ||
@@ -157,12 +159,14 @@ static void test_opcodes(void)
 			continue;
 		f = info->flags;
 		CHECK_MSG(info->name && !strncmp(info->name,
-						 op < 0x20 ? "RC_" :
-						 op < 0x40 ? "UC_" :
-							     "UD_",
-						 3),
+						 cls == SW_OP_RC ? "RC_" :
+						 cls == SW_OP_UC ? "UC_" :
+						 cls == SW_OP_UD ? "UD_" :
+								   "XRC_",
+						 cls == SW_OP_XRC ? 4 : 3),
 			  "opcode 0x%02x: name %s", op, info->name);
 		hl = SW_BTH_LEN;
+		hl += f & SW_F_XRCETH ? SW_XRCETH_LEN : 0;
 		hl += f & SW_F_DETH ? SW_DETH_LEN : 0;
 		hl += f & SW_F_RETH ? SW_RETH_LEN : 0;
 		hl += f & SW_F_ATMETH ? SW_ATMETH_LEN : 0;
@@ -175,19 +179,20 @@ static void test_opcodes(void)
 		CHECK_MSG(!(f & SW_F_REQ) != !(f & SW_F_RESP), "%s: REQ xor RESP", info->name);
 		n = !!(f & SW_F_SEND) + !!(f & SW_F_WRITE) + !!(f & SW_F_READ) +
 		    !!(f & SW_F_ATOMIC);
-		CHECK_MSG(n == (op == SW_OP_ACK ? 0u : 1u), "%s: %u operation kinds", info->name,
-			  n);
+		CHECK_MSG(n == (o == SW_OP_ACK ? 0u : 1u), "%s: %u operation kinds", info->name, n);
 		n = (f & SW_F_ONLY) == SW_F_ONLY || (f & SW_F_ONLY) == SW_F_FIRST ||
 		    (f & SW_F_ONLY) == SW_F_LAST;
 		CHECK_MSG(n ^ !!(f & SW_F_MIDDLE), "%s: exactly one of first/middle/last/only",
 			  info->name);
 		/* payload: everything but READ request, atomics, ACKs */
-		CHECK_MSG(!(f & SW_F_PAYLOAD) == (op == 0x0c || op == 0x11 || op == 0x12 ||
-						  op == 0x13 || op == 0x14),
+		CHECK_MSG(!(f & SW_F_PAYLOAD) ==
+				  (o == 0x0c || o == 0x11 || o == 0x12 || o == 0x13 || o == 0x14),
 			  "%s: payload flag", info->name);
 		CHECK_MSG(!(f & SW_F_IMMDT) || !(f & SW_F_IETH), "%s: ImmDt and IETH", info->name);
-		CHECK_MSG(!(f & SW_F_DETH) == (op < 0x60), "%s: DETH iff UD", info->name);
-		CHECK_MSG(!(f & SW_F_AETH) == !((f & SW_F_RESP) && op != SW_OP_READ_RESP_MIDDLE),
+		CHECK_MSG(!(f & SW_F_DETH) == (cls != SW_OP_UD), "%s: DETH iff UD", info->name);
+		CHECK_MSG(!(f & SW_F_XRCETH) == !(cls == SW_OP_XRC && (f & SW_F_REQ)),
+			  "%s: XRCETH iff an XRC request", info->name);
+		CHECK_MSG(!(f & SW_F_AETH) == !((f & SW_F_RESP) && o != SW_OP_READ_RESP_MIDDLE),
 			  "%s: AETH on every response but READ_RESP_MIDDLE", info->name);
 	}
 	CHECK(!strcmp(sw_opinfo(0x00)->name, "RC_SEND_FIRST"));
@@ -199,6 +204,11 @@ static void test_opcodes(void)
 	CHECK(!strcmp(sw_opinfo(0x24)->name, "UC_SEND_ONLY"));
 	CHECK(sw_opinfo(0x2b)->hdr_len == 32 && sw_opinfo(0x23)->hdr_len == 16);
 	CHECK(sw_opinfo(0x15) == NULL && sw_opinfo(0x2c) == NULL && sw_opinfo(0x81) == NULL);
+	/* XRC: the XRCETH after the BTH of every request, before RETH / AtomicETH / ImmDt */
+	CHECK(!strcmp(sw_opinfo(0xa4)->name, "XRC_SEND_ONLY") && sw_opinfo(0xa4)->hdr_len == 16);
+	CHECK(sw_opinfo(0xab)->hdr_len == 36 && sw_opinfo(0xb3)->hdr_len == 44);
+	CHECK(sw_opinfo(0xb1)->hdr_len == 16 && sw_opinfo(0xb2)->hdr_len == 24);
+	CHECK(sw_opinfo(0xb5) == NULL && sw_opinfo(0xb8) == NULL);
 }
 
 /* ---- CRC-32 ---- */
@@ -397,6 +407,8 @@ static int same_fields(const struct sw_pkt *p, const struct sw_pkt *q)
 	      q->padcnt == p->padcnt && q->pkey == p->pkey && q->dqpn == (p->dqpn & SW_QPN_MASK) &&
 	      q->ack_req == p->ack_req && q->psn == (p->psn & SW_PSN_MASK) &&
 	      q->paylen == p->paylen && q->info == sw_opinfo(p->opcode);
+	if (f & SW_F_XRCETH)
+		ok &= q->xrc_srqn == (p->xrc_srqn & SW_QPN_MASK);
 	if (f & SW_F_DETH)
 		ok &= q->qkey == p->qkey && q->sqpn == (p->sqpn & SW_QPN_MASK);
 	if (f & SW_F_RETH)
@@ -823,6 +835,12 @@ static int write_pcap(const char *path, int npkts)
 		paylen = i < 50 ? (uint32_t)(i % 9) : rnd_below(MAX_PAY + 1);
 		rnd_ctx(&c);
 		c.dport = ROCE_PORT;
+		/*
+		 * a source port in 0xC000-0xFFFF, where RoCE v2 senders take
+		 * theirs: below it tshark may hand the datagram to the
+		 * dissector of a well-known port (496: auto_rp) instead
+		 */
+		c.sport |= 0xc000;
 		rnd_fields(&p, op);
 		len = build(roce, &p, paylen, &c);
 		/* FECN/BECN/reserved after the ICRC: masked, both tools must agree */

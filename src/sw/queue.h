@@ -138,6 +138,8 @@ struct sw_recv_wqe {
 	struct ibv_sge sge[]; /* num_sge entries */
 };
 
+struct sw_xrcd;
+
 struct sw_srq {
 	struct ibv_srq ibv;
 	pthread_mutex_t lock;
@@ -147,6 +149,10 @@ struct sw_srq {
 	uint32_t srq_num;
 	atomic_int usecnt; /* QPs attached */
 	struct sw_pd *pd; /* protection domain proper; holds a reference */
+	/* XRC SRQs only (NULL otherwise): */
+	struct sw_xrcd *xrcd; /* the handle it was created on; holds a reference */
+	struct sw_cq *cq; /* where its receives complete; holds a reference */
+	struct sw_srq *xnext; /* the domain's list of XRC SRQs */
 };
 
 static inline struct sw_srq *sw_srq(struct ibv_srq *srq)
@@ -177,6 +183,60 @@ int sw_query_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr);
 int sw_destroy_srq(struct ibv_srq *srq);
 int sw_get_srq_num(struct ibv_srq *srq, uint32_t *srq_num);
 int sw_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
+
+/* ---- XRC domains (queue/xrcd.c) ---- */
+
+/*
+ * An XRC domain. ibv_open_xrcd() hands out a handle (struct sw_xrcd) per
+ * call; handles of one device that name the same inode share the domain
+ * (an fd of -1 makes a private one). `lock` guards the list of the
+ * domain's XRC SRQs: creating and destroying one writes, the responder
+ * reads while it uses an SRQ it found there.
+ */
+struct sw_xrcd_dom {
+	struct sw_dev *dev;
+	bool has_inode;
+	dev_t ino_dev;
+	ino_t ino;
+	int nopen; /* handles on it, under the table's lock */
+	pthread_rwlock_t lock;
+	struct sw_srq *srqs;
+	struct sw_xrcd_dom *next; /* the process's table of domains */
+};
+
+struct sw_xrcd {
+	struct ibv_xrcd ibv;
+	struct sw_xrcd_dom *dom;
+	atomic_int usecnt; /* XRC SRQs and TGT QPs created on this handle */
+};
+
+static inline struct sw_xrcd *sw_xrcd(struct ibv_xrcd *x)
+{
+	return (struct sw_xrcd *)x;
+}
+
+/* The sv_ops slots: open (0, -EBADF, -EAGAIN, -EINVAL, -EOPNOTSUPP, -ENOMEM), close (-EBUSY). */
+int sw_open_xrcd(struct ibv_context *ctx, struct ibv_xrcd_init_attr *attr, struct ibv_xrcd **out);
+int sw_close_xrcd(struct ibv_xrcd *x);
+
+/* Add (on create) or take out (on destroy) an XRC SRQ of the domain of srq->xrcd. */
+void sw_xrcd_srq_add(struct sw_srq *srq);
+void sw_xrcd_srq_remove(struct sw_srq *srq);
+
+/*
+ * The XRC SRQ numbered `srqn` in `dom`, or NULL. The caller holds
+ * dom->lock for reading for as long as it uses the SRQ.
+ */
+struct sw_srq *sw_xrcd_srq_find(struct sw_xrcd_dom *dom, uint32_t srqn);
+
+struct sw_qp;
+/*
+ * One handle of XRC TGT QP `real` (the creator's or an ibv_open_qp()
+ * one) goes away; true when it was the last, and the QP itself goes.
+ */
+bool sw_xrcd_qp_close(struct sw_qp *real);
+/* Free ibv_open_qp() handle `h` (its reference on the QP and its XRC domain handle go). */
+void sw_xrcd_qp_handle_free(struct sw_qp *h);
 
 /* ---- queue pairs ---- */
 
@@ -211,7 +271,7 @@ struct sw_send_wqe {
 	uint32_t npkts; /* packets (PSNs) the message takes */
 	uint16_t state; /* transport-private; 0 when posted */
 	uint16_t fail_status; /* transport-private */
-	uint32_t rsvd; /* keeps data[] 8-byte aligned for struct ibv_sge */
+	uint32_t xrc_srqn; /* XRC INI: the remote XRC SRQ (also keeps data[] 8-byte aligned) */
 	uint8_t data[]; /* struct ibv_sge[num_sge], or inline bytes */
 };
 
@@ -273,9 +333,20 @@ struct sw_qp {
 	struct ibv_qp_ex ibv; /* ibv_qp is its prefix */
 	pthread_mutex_t lock;
 	atomic_int refcnt; /* 1 while it exists + transport lookups */
-	struct sw_pd *pd; /* as given (may be a parent domain) */
-	struct sw_cq *scq, *rcq;
+	struct sw_pd *pd; /* as given (may be a parent domain); NULL for XRC TGT */
+	struct sw_cq *scq, *rcq; /* NULL where the type has none (XRC: rcq; TGT: both) */
 	struct sw_srq *srq;
+	/*
+	 * XRC TGT: the XRC domain handle it was created on (holds a reference),
+	 * and the handles that share it (queue/xrcd.c): `nopen` counts the
+	 * creator's and every ibv_open_qp() handle; the QP goes with the last.
+	 * An ibv_open_qp() handle is a struct sw_qp of its own whose `real` is
+	 * the QP; every verb on it acts on `real`.
+	 */
+	struct sw_xrcd *xrcd;
+	struct sw_qp *real;
+	int nopen; /* guarded by the XRC domain table's lock */
+	bool creator_gone; /* TGT: its creator's handle was destroyed: no more events */
 	bool sq_sig_all;
 	bool is_ex; /* created with send_ops_flags: ibv_qp_to_qp_ex works */
 	uint64_t send_ops_flags;
@@ -390,6 +461,16 @@ int sw_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *bind);
 static inline bool sw_wr_is_local(uint32_t op)
 {
 	return op == IBV_WR_BIND_MW || op == IBV_WR_LOCAL_INV;
+}
+
+int sw_open_qp(struct ibv_context *ctx, struct ibv_qp_open_attr *attr, struct ibv_qp **qp);
+
+/* The QP a verb acts on: itself, or for an ibv_open_qp() handle the TGT QP it opened. */
+static inline struct sw_qp *sw_qp_real(struct ibv_qp *qp)
+{
+	struct sw_qp *q = (struct sw_qp *)qp;
+
+	return q->real ? q->real : q;
 }
 
 #endif

@@ -5,7 +5,7 @@
  * validation, header building and the ICRC.
  *
  * A packet as the UDP payload (extension headers in IBA order):
- *   BTH [DETH] [RETH] [AtomicETH] [AETH] [AtomicAckETH] [ImmDt | IETH]
+ *   BTH [XRCETH] [DETH] [RETH] [AtomicETH] [AETH] [AtomicAckETH] [ImmDt | IETH]
  *   payload, 0-3 pad bytes, ICRC (4 bytes, least significant byte first)
  * All header fields are big-endian. The length of a valid packet is a
  * multiple of 4.
@@ -24,6 +24,7 @@
 
 enum {
 	SW_BTH_LEN = 12,
+	SW_XRCETH_LEN = 4,
 	SW_DETH_LEN = 8,
 	SW_RETH_LEN = 16,
 	SW_ATMETH_LEN = 28,
@@ -45,6 +46,7 @@ enum sw_opcode {
 	SW_OP_RC = 0x00,
 	SW_OP_UC = 0x20,
 	SW_OP_UD = 0x60,
+	SW_OP_XRC = 0xa0,
 
 	SW_OP_SEND_FIRST = 0x00,
 	SW_OP_SEND_MIDDLE = 0x01,
@@ -91,6 +93,7 @@ enum sw_op_flag {
 	SW_F_WRITE = 1 << 14,
 	SW_F_READ = 1 << 15,
 	SW_F_ATOMIC = 1 << 16,
+	SW_F_XRCETH = 1 << 17, /* XRC requests: the XRCETH follows the BTH */
 };
 
 struct sw_opinfo {
@@ -142,6 +145,8 @@ struct sw_pkt {
 	uint32_t dqpn;
 	bool ack_req;
 	uint32_t psn;
+	/* XRCETH: reserved byte (ignored), then the XRC SRQ number */
+	uint32_t xrc_srqn;
 	/* DETH */
 	uint32_t qkey;
 	uint32_t sqpn;

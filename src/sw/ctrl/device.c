@@ -242,7 +242,7 @@ void sw_device_fill_attr(const struct sw_dev *dev, struct ibv_device_attr_ex *at
 	a->max_qp = SW_MAX_QP;
 	a->max_qp_wr = SW_MAX_QP_WR;
 	a->device_cap_flags = IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_SYS_IMAGE_GUID |
-			      IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SRQ_RESIZE |
+			      IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SRQ_RESIZE | IBV_DEVICE_XRC |
 			      IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B;
 	a->max_sge = SW_MAX_SGE;
 	a->max_sge_rd = SW_MAX_SGE_RD;
@@ -272,7 +272,7 @@ void sw_device_fill_attr(const struct sw_dev *dev, struct ibv_device_attr_ex *at
 	attr->phys_port_cnt_ex = 1;
 	attr->max_dm_size = SW_MAX_DM_SIZE; /* emulated in host memory (mem/dm.c) */
 	/*
-	 * Explicit ODP for RC and UD: the device never pins (mem/access.c).
+	 * Explicit ODP for RC, UD and XRC: the device never pins (mem/access.c).
 	 * A bounce device registers no addresses at all, so no ODP there.
 	 */
 	if (dev->cfg.cc_dma_bounce)
@@ -283,6 +283,9 @@ void sw_device_fill_attr(const struct sw_dev *dev, struct ibv_device_attr_ex *at
 		IBV_ODP_SUPPORT_READ | IBV_ODP_SUPPORT_ATOMIC | IBV_ODP_SUPPORT_SRQ_RECV;
 	attr->odp_caps.per_transport_caps.ud_odp_caps =
 		IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_SRQ_RECV;
+	/* XRC: INI sends and TGT answers as RC does; receives only from XRC SRQs */
+	attr->xrc_odp_caps = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_READ |
+			     IBV_ODP_SUPPORT_ATOMIC | IBV_ODP_SUPPORT_SRQ_RECV;
 }
 
 /* Link width and speed codes of the IB PortInfo attribute. */

@@ -23,7 +23,10 @@
  * flushed at once with IBV_WC_WR_FLUSH_ERR; before RTS they fail with
  * EINVAL. Receives may be posted from INIT on (RESET gives EINVAL, as
  * rxe; mlx5 accepts them); in ERR they are flushed at once. A QP with an
- * SRQ takes no receives of its own (EINVAL).
+ * SRQ takes no receives of its own (EINVAL), nor do XRC QPs (INI has no
+ * receive side, TGT takes its receives from XRC SRQs); an XRC TGT QP
+ * takes no sends (EINVAL). An XRC INI send carries
+ * wr->qp_type.xrc.remote_srqn (24 bits) to the XRCETH.
  *
  * Inline data is copied into the WQE, and so are the SGE lists, so the
  * application may reuse its buffers and lists as soon as the call returns.
@@ -36,20 +39,25 @@
 /* Contract: see qp_priv.h. */
 bool sw_qp_opcode_ok(const struct sw_qp *qp, uint32_t op)
 {
+	enum ibv_qp_type t = qp->ibv.qp_base.qp_type;
+
+	if (t == IBV_QPT_XRC_RECV)
+		return false; /* no send queue */
 	switch (op) {
 	case IBV_WR_SEND:
 	case IBV_WR_SEND_WITH_IMM:
 		return true;
 	case IBV_WR_RDMA_WRITE:
 	case IBV_WR_RDMA_WRITE_WITH_IMM:
-		return qp->ibv.qp_base.qp_type != IBV_QPT_UD;
+		return t != IBV_QPT_UD;
 	case IBV_WR_RDMA_READ:
 	case IBV_WR_ATOMIC_CMP_AND_SWP:
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		return t == IBV_QPT_RC || t == IBV_QPT_XRC_SEND;
 	case IBV_WR_SEND_WITH_INV:
 	case IBV_WR_LOCAL_INV:
 	case IBV_WR_BIND_MW:
-		return qp->ibv.qp_base.qp_type == IBV_QPT_RC;
+		return t == IBV_QPT_RC;
 	default:
 		return false;
 	}
@@ -228,6 +236,8 @@ static int post_one_send(struct sw_qp *qp, const struct ibv_send_wr *wr)
 		w->num_sge = 0; /* no data: SGEs are not looked at */
 		w->length = 0;
 	}
+	if (qp->ibv.qp_base.qp_type == IBV_QPT_XRC_SEND)
+		w->xrc_srqn = wr->qp_type.xrc.remote_srqn & SW_QPN_MASK;
 	if (ud) {
 		w->wr.ud.av = sw_ah(wr->wr.ud.ah)->av;
 		w->wr.ud.remote_qpn = wr->wr.ud.remote_qpn & SW_QPN_MASK;
@@ -240,7 +250,7 @@ static int post_one_send(struct sw_qp *qp, const struct ibv_send_wr *wr)
 /* Contract: sv_ops.post_send (ABI: 0 or a positive errno, *bad on failure). */
 int sw_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
 {
-	struct sw_qp *qp = sw_qp(ibqp);
+	struct sw_qp *qp = sw_qp_real(ibqp);
 	uint32_t start;
 	int ret = 0, st;
 
@@ -295,12 +305,14 @@ static int post_one_recv(struct sw_qp *qp, const struct ibv_recv_wr *wr)
 /* Contract: sv_ops.post_recv (ABI: 0 or a positive errno, *bad on failure). */
 int sw_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
 {
-	struct sw_qp *qp = sw_qp(ibqp);
+	struct sw_qp *qp = sw_qp_real(ibqp);
 	uint32_t start;
 	int ret = 0;
 
 	pthread_mutex_lock(&qp->lock);
-	if (qp->srq || sw_qp_state(qp) == IBV_QPS_RESET) {
+	if (qp->srq || sw_qp_state(qp) == IBV_QPS_RESET ||
+	    qp->ibv.qp_base.qp_type == IBV_QPT_XRC_SEND ||
+	    qp->ibv.qp_base.qp_type == IBV_QPT_XRC_RECV) {
 		pthread_mutex_unlock(&qp->lock);
 		*bad = wr;
 		return EINVAL;

@@ -31,7 +31,8 @@
 #include "sw/queue/qp_priv.h"
 
 #define SW_QP_COMP_MASK                                                                            \
-	(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)
+	(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD | IBV_QP_INIT_ATTR_CREATE_FLAGS |             \
+	 IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)
 
 #define SW_UD_SEND_OPS ((uint64_t)IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM)
 #define SW_UC_SEND_OPS                                                                             \
@@ -52,29 +53,83 @@ int sw_qp_event(struct sw_qp *qp, enum ibv_event_type type)
 {
 	struct ibv_async_event ev;
 
+	if (qp->creator_gone)
+		return 0; /* an XRC TGT QP's events go to its creator's handle only */
 	memset(&ev, 0, sizeof(ev));
 	ev.event_type = type;
 	ev.element.qp = &qp->ibv.qp_base;
 	return sv_async_post(qp->ibv.qp_base.context, &ev);
 }
 
-/* Contract: the send operations a QP of `type` may be created with. */
+/* Contract: the send operations a QP of `type` may be created with (XRC TGT: none). */
 static uint64_t supported_send_ops(enum ibv_qp_type type)
 {
-	return type == IBV_QPT_UD ? SW_UD_SEND_OPS :
-	       type == IBV_QPT_UC ? SW_UC_SEND_OPS :
-				    SW_RC_SEND_OPS;
+	switch (type) {
+	case IBV_QPT_UD:
+		return SW_UD_SEND_OPS;
+	case IBV_QPT_UC:
+		return SW_UC_SEND_OPS;
+	case IBV_QPT_XRC_RECV:
+		return 0;
+	default:
+		return SW_RC_SEND_OPS;
+	}
+}
+
+/* Contract: true for the QP types the device creates. */
+static bool type_supported(enum ibv_qp_type t)
+{
+	return t == IBV_QPT_RC || t == IBV_QPT_UC || t == IBV_QPT_UD || t == IBV_QPT_XRC_SEND ||
+	       t == IBV_QPT_XRC_RECV;
+}
+
+/*
+ * Contract: the objects of a create request, as rdma-core and the kernel
+ * take them: an XRC TGT QP needs only an XRC domain handle
+ * (IBV_QP_INIT_ATTR_XRCD) of this context, and its PD, CQs, SRQ and capacities are ignored; every
+ * other type needs a PD and a send CQ of this context; an XRC INI QP
+ * ignores the receive CQ, the SRQ and the receive capacities; the others
+ * need a receive CQ, and an SRQ they name must be a basic SRQ of this
+ * context. 0 or -EINVAL.
+ */
+static int check_objects(struct ibv_context *ctx, const struct ibv_qp_init_attr_ex *attr)
+{
+	if (attr->qp_type == IBV_QPT_XRC_RECV) {
+		if (!(attr->comp_mask & IBV_QP_INIT_ATTR_XRCD) || !attr->xrcd ||
+		    attr->xrcd->context != ctx)
+			return -EINVAL;
+		return 0;
+	}
+	if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || !attr->pd || attr->pd->context != ctx)
+		return -EINVAL;
+	if (!attr->send_cq || attr->send_cq->context != ctx)
+		return -EINVAL;
+	if (attr->qp_type == IBV_QPT_XRC_SEND)
+		return 0;
+	if (!attr->recv_cq || attr->recv_cq->context != ctx)
+		return -EINVAL;
+	if (attr->srq && (attr->srq->context != ctx || sw_srq(attr->srq)->xrcd))
+		return -EINVAL;
+	return 0;
+}
+
+/* Contract: true when the QP of a create request has a receive queue of its own. */
+static bool own_rq(const struct ibv_qp_init_attr_ex *attr)
+{
+	return !attr->srq && attr->qp_type != IBV_QPT_XRC_SEND && attr->qp_type != IBV_QPT_XRC_RECV;
 }
 
 /*
  * Contract: check a create request in rdma-core's order: unsupported
  * comp_mask bits, create flags, QP types and send operations ->
- * EOPNOTSUPP; no PD, no CQs, objects of another context or capacities
- * beyond the device's -> EINVAL. 0 or -errno.
+ * EOPNOTSUPP; missing objects or objects of another context
+ * (check_objects) or capacities beyond the device's -> EINVAL. 0 or
+ * -errno.
  */
 static int check_create(struct ibv_context *ctx, const struct ibv_qp_init_attr_ex *attr)
 {
 	const struct ibv_qp_cap *cap;
+	int ret;
 
 	if (!attr)
 		return -EINVAL;
@@ -82,24 +137,19 @@ static int check_create(struct ibv_context *ctx, const struct ibv_qp_init_attr_e
 		return -EOPNOTSUPP;
 	if ((attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && attr->create_flags)
 		return -EOPNOTSUPP;
-	if (attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UC &&
-	    attr->qp_type != IBV_QPT_UD)
+	if (!type_supported(attr->qp_type))
 		return -EOPNOTSUPP;
 	if ((attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) &&
 	    (attr->send_ops_flags & ~supported_send_ops(attr->qp_type)))
 		return -EOPNOTSUPP;
-	if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || !attr->pd || attr->pd->context != ctx)
-		return -EINVAL;
-	if (!attr->send_cq || !attr->recv_cq || attr->send_cq->context != ctx ||
-	    attr->recv_cq->context != ctx)
-		return -EINVAL;
-	if (attr->srq && attr->srq->context != ctx)
-		return -EINVAL;
+	ret = check_objects(ctx, attr);
+	if (ret || attr->qp_type == IBV_QPT_XRC_RECV)
+		return ret;
 	cap = &attr->cap;
 	if (cap->max_send_wr > SW_MAX_QP_WR || cap->max_send_sge > SW_MAX_SGE ||
 	    cap->max_inline_data > SW_MAX_INLINE)
 		return -EINVAL;
-	if (!attr->srq && (cap->max_recv_wr > SW_MAX_QP_WR || cap->max_recv_sge > SW_MAX_SGE))
+	if (own_rq(attr) && (cap->max_recv_wr > SW_MAX_QP_WR || cap->max_recv_sge > SW_MAX_SGE))
 		return -EINVAL;
 	return 0;
 }
@@ -122,9 +172,19 @@ static uint32_t send_data_area(const struct ibv_qp_cap *cap)
 static int alloc_rings(struct sw_qp *qp, struct ibv_context *ctx,
 		       const struct ibv_qp_init_attr_ex *attr)
 {
+	struct ibv_qp_cap xrc_cap;
 	const struct ibv_qp_cap *want = &attr->cap;
-	uint32_t area = send_data_area(want);
+	uint32_t area;
 	int ret;
+
+	if (!own_rq(attr) && !attr->srq) {
+		/* XRC: INI has no receive side, TGT no queue at all */
+		xrc_cap = attr->qp_type == IBV_QPT_XRC_SEND ? attr->cap : (struct ibv_qp_cap){0};
+		xrc_cap.max_recv_wr = 0;
+		xrc_cap.max_recv_sge = 0;
+		want = &xrc_cap;
+	}
+	area = send_data_area(want);
 
 	ret = sw_ring_alloc(&qp->sq, ctx, qp->pd, want->max_send_wr ? want->max_send_wr : 1,
 			    (uint32_t)sizeof(struct sw_send_wqe) + area);
@@ -162,14 +222,23 @@ static void report_caps(const struct sw_qp *qp, struct ibv_qp_cap *cap)
 	}
 }
 
-/* Contract: add (+1) or drop (-1) the QP's references on its PD, CQs and SRQ. */
+/*
+ * Contract: add (+1) or drop (-1) the QP's references on its PD, CQs and
+ * SRQ, or on its XRC domain handle (TGT).
+ */
 static void qp_refs(struct sw_qp *qp, int delta)
 {
-	atomic_fetch_add(&sw_pd_base(&qp->pd->ibv)->usecnt, delta);
-	if (qp->pd->is_parent)
-		atomic_fetch_add(&qp->pd->usecnt, delta);
-	atomic_fetch_add(&qp->scq->usecnt, delta);
-	atomic_fetch_add(&qp->rcq->usecnt, delta);
+	if (qp->xrcd)
+		atomic_fetch_add(&qp->xrcd->usecnt, delta);
+	if (qp->pd) {
+		atomic_fetch_add(&sw_pd_base(&qp->pd->ibv)->usecnt, delta);
+		if (qp->pd->is_parent)
+			atomic_fetch_add(&qp->pd->usecnt, delta);
+	}
+	if (qp->scq)
+		atomic_fetch_add(&qp->scq->usecnt, delta);
+	if (qp->rcq)
+		atomic_fetch_add(&qp->rcq->usecnt, delta);
 	if (qp->srq)
 		atomic_fetch_add(&qp->srq->usecnt, delta);
 }
@@ -180,12 +249,14 @@ static void init_ibv(struct sw_qp *qp, struct ibv_context *ctx,
 {
 	struct ibv_qp *ibqp = &qp->ibv.qp_base;
 
+	bool tgt = attr->qp_type == IBV_QPT_XRC_RECV, ini = attr->qp_type == IBV_QPT_XRC_SEND;
+
 	ibqp->context = ctx;
 	ibqp->qp_context = attr->qp_context;
-	ibqp->pd = attr->pd;
-	ibqp->send_cq = attr->send_cq;
-	ibqp->recv_cq = attr->recv_cq;
-	ibqp->srq = attr->srq;
+	ibqp->pd = tgt ? NULL : attr->pd;
+	ibqp->send_cq = tgt ? NULL : attr->send_cq;
+	ibqp->recv_cq = tgt || ini ? NULL : attr->recv_cq;
+	ibqp->srq = tgt || ini ? NULL : attr->srq;
 	ibqp->state = IBV_QPS_RESET;
 	ibqp->qp_type = attr->qp_type;
 	ibqp->events_completed = 0;
@@ -216,10 +287,14 @@ int sw_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *attr, s
 	pthread_mutex_init(&qp->lock, NULL);
 	qp->uid = atomic_fetch_add(&next_uid, 1);
 	init_ibv(qp, ctx, attr);
-	qp->pd = sw_pd(attr->pd);
-	qp->scq = sw_cq(attr->send_cq);
-	qp->rcq = sw_cq(attr->recv_cq);
-	qp->srq = attr->srq ? sw_srq(attr->srq) : NULL;
+	qp->pd = qp->ibv.qp_base.pd ? sw_pd(qp->ibv.qp_base.pd) : NULL;
+	qp->scq = qp->ibv.qp_base.send_cq ? sw_cq(qp->ibv.qp_base.send_cq) : NULL;
+	qp->rcq = qp->ibv.qp_base.recv_cq ? sw_cq(qp->ibv.qp_base.recv_cq) : NULL;
+	qp->srq = qp->ibv.qp_base.srq ? sw_srq(qp->ibv.qp_base.srq) : NULL;
+	if (attr->qp_type == IBV_QPT_XRC_RECV) {
+		qp->xrcd = sw_xrcd(attr->xrcd);
+		qp->nopen = 1;
+	}
 	qp->sq_sig_all = attr->sq_sig_all != 0;
 	ret = alloc_rings(qp, ctx, attr);
 	if (ret)
@@ -256,11 +331,12 @@ err_free:
 }
 
 /*
- * Contract: sv_ops.destroy_qp. The QPN stops resolving first, then the
- * transport lets go (under qp->lock, so a packet handler still holding a
- * reference finds no transport state), its unread completions leave its
- * CQs (as with mlx5: no wr_id of a destroyed QP is polled afterwards;
- * libfabric's rxm reposts what it polls to the endpoint it freed), the
+ * Contract: sv_ops.destroy_qp. An XRC TGT QP has handles (its creator's
+ * and ibv_open_qp()'s): destroying one that is not the last frees only
+ * that handle (an opened one) and leaves the QP as it is. Otherwise the QPN stops resolving first,
+ * then the transport lets go (under qp->lock, so a packet handler still holding a reference finds
+ * no transport state), its unread completions leave its CQs (as with mlx5: no wr_id of a destroyed
+ * QP is polled afterwards; libfabric's rxm reposts what it polls to the endpoint it freed), the
  * references on PD, CQs and SRQ drop, the QP's unread async events are
  * dropped and the call waits until every event of it that
  * ibv_get_async_event() delivered has been acknowledged, as rdma-core
@@ -270,7 +346,26 @@ err_free:
 int sw_destroy_qp(struct ibv_qp *ibqp)
 {
 	struct sw_qp *qp = sw_qp(ibqp);
+	struct sw_qp *real = sw_qp_real(ibqp);
 
+	if (real->xrcd && !sw_xrcd_qp_close(real)) {
+		if (qp->real) {
+			sw_xrcd_qp_handle_free(qp);
+		} else { /* the creator's handle: its events end with it */
+			pthread_mutex_lock(&qp->lock);
+			qp->creator_gone = true;
+			pthread_mutex_unlock(&qp->lock);
+			sv_async_forget(ibqp->context, ibqp);
+			sv_async_wait_acked(ibqp->context, ibqp, &ibqp->mutex, &ibqp->cond,
+					    &ibqp->events_completed);
+		}
+		return 0; /* another handle keeps the XRC TGT QP */
+	}
+	if (qp->real) {
+		sw_xrcd_qp_handle_free(qp); /* real keeps its own reference */
+		qp = real;
+		ibqp = &real->ibv.qp_base;
+	}
 	sw_qp_table_remove(sw_dev_of(ibqp->context), qp);
 	pthread_mutex_lock(&qp->lock);
 	sw_transport_qp_fini(qp);
@@ -295,7 +390,7 @@ int sw_destroy_qp(struct ibv_qp *ibqp)
 int sw_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask,
 		struct ibv_qp_init_attr *init)
 {
-	struct sw_qp *qp = sw_qp(ibqp);
+	struct sw_qp *qp = sw_qp_real(ibqp);
 	const struct sw_qp_attr *a = &qp->attr;
 
 	if (!attr || !init)
@@ -330,9 +425,9 @@ int sw_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask,
 	attr->alt_timeout = a->alt_timeout;
 
 	init->qp_context = ibqp->qp_context;
-	init->send_cq = ibqp->send_cq;
-	init->recv_cq = ibqp->recv_cq;
-	init->srq = ibqp->srq;
+	init->send_cq = qp->ibv.qp_base.send_cq;
+	init->recv_cq = qp->ibv.qp_base.recv_cq;
+	init->srq = qp->ibv.qp_base.srq;
 	init->cap = attr->cap;
 	init->qp_type = ibqp->qp_type;
 	init->sq_sig_all = qp->sq_sig_all;

@@ -16,11 +16,12 @@
  * nothing of the session ("the entire posting will be aborted"):
  *   builder for an opcode the QP type lacks                EINVAL
  *   builder of an operation the device lacks (send_tso,
- *   atomic_write, flush), and set_xrc_srqn                 EOPNOTSUPP
+ *   atomic_write, flush)                                   EOPNOTSUPP
  *   bind_mw without a window or bind information           EINVAL
  *   send queue full                                        ENOMEM
  *   setter without a WQE, set_ud_addr on a non-UD QP or
- *   without an AH, an SGE list beyond max_send_sge, more
+ *   without an AH, set_xrc_srqn on a QP other than XRC
+ *   INI, an SGE list beyond max_send_sge, more
  *   than 2^31 bytes, inline data beyond max_inline_data
  *   or on an opcode other than SEND / RDMA WRITE           EINVAL
  *   on completion of each WQE: UD without set_ud_addr, a
@@ -218,9 +219,19 @@ static void wr_flush(struct ibv_qp_ex *qpx, uint32_t rkey, uint64_t addr, size_t
 	unsupported(qpx);
 }
 
+/* Contract: the remote XRC SRQ of the WQE being built; EINVAL on a QP that is not XRC INI. */
 static void wr_set_xrc_srqn(struct ibv_qp_ex *qpx, uint32_t srqn)
 {
-	latch(qpx_to_qp(qpx), EOPNOTSUPP);
+	struct sw_qp *qp = qpx_to_qp(qpx);
+	struct sw_send_wqe *w = cur(qp);
+
+	if (!w)
+		return;
+	if (qp->ibv.qp_base.qp_type != IBV_QPT_XRC_SEND) {
+		latch(qp, EINVAL);
+		return;
+	}
+	w->xrc_srqn = srqn & SW_QPN_MASK;
 }
 
 static void wr_set_ud_addr(struct ibv_qp_ex *qpx, struct ibv_ah *ah, uint32_t remote_qpn,

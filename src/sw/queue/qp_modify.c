@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * qp_modify.c - ibv_modify_qp: the IBTA QP state machine for RC, UC and UD.
+ * qp_modify.c - ibv_modify_qp: the IBTA QP state machine for RC, UC, UD and XRC.
  *
  * A request names a current state (the QP's, or IBV_QP_CUR_STATE, which
  * must then equal it and is allowed only where the table lists it) and
@@ -35,6 +35,15 @@
  *                 UD opt PKEY_INDEX QKEY
  *   SQE->RTS      UD opt CUR_STATE QKEY; UC opt CUR_STATE ACCESS_FLAGS
  *                 (only the device enters SQE, and it never does for UC)
+ *
+ * XRC (the kernel's columns): INI (IBV_QPT_XRC_SEND) and TGT
+ * (IBV_QPT_XRC_RECV) take RC's RESET->INIT and INIT->INIT bits; INIT->RTR:
+ * INI as UC (req AV PATH_MTU DEST_QPN RQ_PSN), TGT as RC; RTR->RTS: INI
+ * as RC's required set with UC's optional one, TGT req SQ_PSN TIMEOUT
+ * with RC's optional set; RTS->RTS and SQD->RTS: INI as UC, TGT as RC;
+ * SQD->SQD: PORT AV TIMEOUT ALT_PATH ACCESS_FLAGS PKEY_INDEX
+ * PATH_MIG_STATE, plus RETRY_CNT RNR_RETRY MAX_QP_RD_ATOMIC for INI and
+ * MAX_DEST_RD_ATOMIC MIN_RNR_TIMER for TGT; no SQE->RTS.
  *
  * Value checks: port_num 1; pkey_index 0 (one P_Key); path_mtu 256..4096
  * (the port's max_mtu); dest_qp_num < 2^24; timeout and min_rnr_timer <=
@@ -86,6 +95,8 @@ enum {
 	T_RC,
 	T_UD,
 	T_UC,
+	T_XRC_INI,
+	T_XRC_TGT,
 	T_NTYPES
 };
 
@@ -96,20 +107,26 @@ struct trans {
 };
 
 /* clang-format off */
-/* Per type, in the order RC, UD, UC. */
-#define ALL { true, true, true }
-#define UD_UC { false, true, true }
+/* Per type, in the order RC, UD, UC, XRC INI, XRC TGT. */
+#define ALL { true, true, true, true, true }
+#define UD_UC { false, true, true, false, false }
 
 /* The attribute sets that more than one transition names, each written once. */
 #define RC_INIT (M(PKEY_INDEX) | M(PORT) | M(ACCESS_FLAGS))
-#define INIT_ATTRS { RC_INIT, M(PKEY_INDEX) | M(PORT) | M(QKEY), RC_INIT }
+#define INIT_ATTRS { RC_INIT, M(PKEY_INDEX) | M(PORT) | M(QKEY), RC_INIT, RC_INIT, RC_INIT }
 #define RC_RTS_OPT (M(CUR_STATE) | M(ACCESS_FLAGS) | M(ALT_PATH) | M(PATH_MIG_STATE) | \
 		    M(MIN_RNR_TIMER))
 #define UC_RTS_OPT (M(CUR_STATE) | M(ACCESS_FLAGS) | M(ALT_PATH) | M(PATH_MIG_STATE))
 #define UD_RTS_OPT (M(CUR_STATE) | M(QKEY))
 #define UD_PKEY_QKEY (M(PKEY_INDEX) | M(QKEY))
 #define RTR_REQ (M(AV) | M(PATH_MTU) | M(DEST_QPN) | M(RQ_PSN))
+#define RC_RTR_REQ (RTR_REQ | M(MAX_DEST_RD_ATOMIC) | M(MIN_RNR_TIMER))
 #define RTR_OPT (M(ALT_PATH) | M(ACCESS_FLAGS) | M(PKEY_INDEX))
+#define RC_RTS_REQ (M(SQ_PSN) | M(MAX_QP_RD_ATOMIC) | M(RETRY_CNT) | M(RNR_RETRY) | M(TIMEOUT))
+#define SQD_PATH (M(PORT) | M(AV) | M(TIMEOUT) | M(ALT_PATH) | M(ACCESS_FLAGS) | \
+		  M(PKEY_INDEX) | M(PATH_MIG_STATE))
+#define SQD_SEND (M(RETRY_CNT) | M(RNR_RETRY) | M(MAX_QP_RD_ATOMIC))
+#define SQD_RECV (M(MAX_DEST_RD_ATOMIC) | M(MIN_RNR_TIMER))
 
 /* Every state may go to RESET and to ERR, with no attributes. */
 #define TO_RESET_OR_ERR \
@@ -117,7 +134,8 @@ struct trans {
 	[IBV_QPS_ERR] = { .valid = ALL }
 
 /* RTS->RTS and SQD->RTS: the same rule. */
-#define BACK_TO_RTS { .valid = ALL, .opt = { RC_RTS_OPT, UD_RTS_OPT, UC_RTS_OPT } }
+#define BACK_TO_RTS { .valid = ALL, \
+	.opt = { RC_RTS_OPT, UD_RTS_OPT, UC_RTS_OPT, UC_RTS_OPT, RC_RTS_OPT } }
 
 /* [current][next] */
 static const struct trans table[IBV_QPS_ERR + 1][IBV_QPS_ERR + 1] = {
@@ -130,18 +148,16 @@ static const struct trans table[IBV_QPS_ERR + 1][IBV_QPS_ERR + 1] = {
 		[IBV_QPS_INIT] = { .valid = ALL, .opt = INIT_ATTRS },
 		[IBV_QPS_RTR] = {
 			.valid = ALL,
-			.req = { RTR_REQ | M(MAX_DEST_RD_ATOMIC) | M(MIN_RNR_TIMER), 0, RTR_REQ },
-			.opt = { RTR_OPT, UD_PKEY_QKEY, RTR_OPT },
+			.req = { RC_RTR_REQ, 0, RTR_REQ, RTR_REQ, RC_RTR_REQ },
+			.opt = { RTR_OPT, UD_PKEY_QKEY, RTR_OPT, RTR_OPT, RTR_OPT },
 		},
 	},
 	[IBV_QPS_RTR] = {
 		TO_RESET_OR_ERR,
 		[IBV_QPS_RTS] = {
 			.valid = ALL,
-			.req = { M(SQ_PSN) | M(MAX_QP_RD_ATOMIC) | M(RETRY_CNT) | M(RNR_RETRY) |
-					 M(TIMEOUT),
-				 M(SQ_PSN), M(SQ_PSN) },
-			.opt = { RC_RTS_OPT, UD_RTS_OPT, UC_RTS_OPT },
+			.req = { RC_RTS_REQ, M(SQ_PSN), M(SQ_PSN), RC_RTS_REQ, M(SQ_PSN) | M(TIMEOUT) },
+			.opt = { RC_RTS_OPT, UD_RTS_OPT, UC_RTS_OPT, UC_RTS_OPT, RC_RTS_OPT },
 		},
 	},
 	[IBV_QPS_RTS] = {
@@ -150,6 +166,7 @@ static const struct trans table[IBV_QPS_ERR + 1][IBV_QPS_ERR + 1] = {
 		[IBV_QPS_SQD] = {
 			.valid = ALL,
 			.opt = { M(EN_SQD_ASYNC_NOTIFY), M(EN_SQD_ASYNC_NOTIFY),
+				 M(EN_SQD_ASYNC_NOTIFY), M(EN_SQD_ASYNC_NOTIFY),
 				 M(EN_SQD_ASYNC_NOTIFY) },
 		},
 	},
@@ -158,25 +175,41 @@ static const struct trans table[IBV_QPS_ERR + 1][IBV_QPS_ERR + 1] = {
 		[IBV_QPS_RTS] = BACK_TO_RTS,
 		[IBV_QPS_SQD] = {
 			.valid = ALL,
-			.opt = { M(PORT) | M(AV) | M(TIMEOUT) | M(RETRY_CNT) | M(RNR_RETRY) |
-					 M(MAX_QP_RD_ATOMIC) | M(MAX_DEST_RD_ATOMIC) | M(ALT_PATH) |
-					 M(ACCESS_FLAGS) | M(PKEY_INDEX) | M(MIN_RNR_TIMER) |
-					 M(PATH_MIG_STATE),
+			.opt = { SQD_PATH | SQD_SEND | SQD_RECV,
 				 UD_PKEY_QKEY,
 				 M(AV) | M(ALT_PATH) | M(ACCESS_FLAGS) | M(PKEY_INDEX) |
-					 M(PATH_MIG_STATE) },
+					 M(PATH_MIG_STATE),
+				 SQD_PATH | SQD_SEND,
+				 SQD_PATH | SQD_RECV },
 		},
 	},
 	[IBV_QPS_SQE] = {
 		TO_RESET_OR_ERR,
 		[IBV_QPS_RTS] = { .valid = UD_UC,
-				  .opt = { 0, UD_RTS_OPT, M(CUR_STATE) | M(ACCESS_FLAGS) } },
+				  .opt = { 0, UD_RTS_OPT, M(CUR_STATE) | M(ACCESS_FLAGS), 0, 0 } },
 	},
 	[IBV_QPS_ERR] = {
 		TO_RESET_OR_ERR,
 	},
 };
 /* clang-format on */
+
+/* Contract: the table's column of QP type `qpt`. */
+static int type_column(enum ibv_qp_type qpt)
+{
+	switch (qpt) {
+	case IBV_QPT_UD:
+		return T_UD;
+	case IBV_QPT_UC:
+		return T_UC;
+	case IBV_QPT_XRC_SEND:
+		return T_XRC_INI;
+	case IBV_QPT_XRC_RECV:
+		return T_XRC_TGT;
+	default:
+		return T_RC;
+	}
+}
 
 /* Values checked and resolved, applied only when the whole request passes. */
 struct modify_req {
@@ -191,8 +224,7 @@ struct modify_req {
 static int check_transition(const struct sw_qp *qp, const struct ibv_qp_attr *attr, int mask,
 			    struct modify_req *r)
 {
-	enum ibv_qp_type qpt = qp->ibv.qp_base.qp_type;
-	int t = qpt == IBV_QPT_UD ? T_UD : qpt == IBV_QPT_UC ? T_UC : T_RC;
+	int t = type_column(qp->ibv.qp_base.qp_type);
 	uint32_t m = (uint32_t)mask & ~(uint32_t)IBV_QP_STATE;
 	const struct trans *tr;
 
@@ -372,7 +404,7 @@ static void change_state(struct sw_qp *qp, const struct ibv_qp_attr *attr, int m
  */
 int sw_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 {
-	struct sw_qp *qp = sw_qp(ibqp);
+	struct sw_qp *qp = sw_qp_real(ibqp);
 	struct modify_req r;
 	int ret;
 

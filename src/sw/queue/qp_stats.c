@@ -34,7 +34,20 @@ int sw_qp_cq_push(struct sw_qp *qp, struct sw_cq *cq, const struct ibv_wc *wc, b
 
 static const char *type_str(enum ibv_qp_type t)
 {
-	return t == IBV_QPT_RC ? "RC" : t == IBV_QPT_UC ? "UC" : t == IBV_QPT_UD ? "UD" : "other";
+	switch (t) {
+	case IBV_QPT_RC:
+		return "RC";
+	case IBV_QPT_UC:
+		return "UC";
+	case IBV_QPT_UD:
+		return "UD";
+	case IBV_QPT_XRC_SEND:
+		return "XRC_INI";
+	case IBV_QPT_XRC_RECV:
+		return "XRC_TGT";
+	default:
+		return "other";
+	}
 }
 
 static unsigned long long rd(atomic_ullong *c)

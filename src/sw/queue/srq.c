@@ -5,8 +5,12 @@
  * An SRQ is a ring of receive WQEs (struct sw_recv_wqe with room for
  * max_sge SGEs), guarded by srq->lock. post_srq_recv produces; the
  * responder consumes through sw_srq_take(), called from the QP's
- * sw_qp_take_recv(). Only basic SRQs exist: XRC and tag matching give
- * EOPNOTSUPP. A bounce (CC) device refuses SRQs altogether, as mlx5 and
+ * sw_qp_take_recv(), or for an XRC SRQ from the responder of an XRC TGT
+ * QP that found it by number in its domain (queue/xrcd.c). Basic and XRC
+ * SRQs exist; tag matching gives EOPNOTSUPP. An XRC SRQ needs an XRC
+ * domain handle and a CQ (IBV_SRQ_INIT_ATTR_XRCD and _CQ, else EINVAL, as
+ * rdma-core), holds a reference on both, and its receives complete on
+ * that CQ. A bounce (CC) device refuses SRQs altogether, as mlx5 and
  * the kernel together do (docs/cc-and-tph.md).
  *
  * Granted sizes: max_wr rounds up to a power of two (the ring's size),
@@ -38,21 +42,33 @@ static uint32_t srq_num_new(void)
 	return n;
 }
 
+/* Contract: true for a create request of an XRC SRQ. */
+static bool is_xrc(const struct ibv_srq_init_attr_ex *attr)
+{
+	return (attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) && attr->srq_type == IBV_SRQT_XRC;
+}
+
 /*
  * Contract: check a create request: unknown comp_mask bits or no PD ->
- * EINVAL, a type other than basic -> EOPNOTSUPP, a PD of another context
- * -> EINVAL, max_wr / max_sge outside 1..limit -> EINVAL, any SRQ on a
+ * EINVAL, a type other than basic or XRC -> EOPNOTSUPP, a PD of another
+ * context -> EINVAL, XRC without an XRC domain handle or a CQ (both of
+ * this context) -> EINVAL, max_wr / max_sge outside 1..limit -> EINVAL, any SRQ on a
  * bounce device -> EOPNOTSUPP. 0 or -errno.
  */
 static int check_create(struct ibv_context *ctx, const struct ibv_srq_init_attr_ex *attr)
 {
 	if (!attr || (attr->comp_mask & ~(uint32_t)SW_SRQ_COMP_MASK))
 		return -EINVAL;
-	if ((attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) && attr->srq_type != IBV_SRQT_BASIC)
+	if ((attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) && attr->srq_type != IBV_SRQT_BASIC &&
+	    attr->srq_type != IBV_SRQT_XRC)
 		return -EOPNOTSUPP;
 	if ((attr->comp_mask & IBV_SRQ_INIT_ATTR_TM) && !(attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE))
 		return -EOPNOTSUPP;
 	if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) || !attr->pd || attr->pd->context != ctx)
+		return -EINVAL;
+	if (is_xrc(attr) && (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_XRCD) ||
+			     !(attr->comp_mask & IBV_SRQ_INIT_ATTR_CQ) || !attr->xrcd ||
+			     !attr->cq || attr->cq->context != ctx || attr->xrcd->context != ctx))
 		return -EINVAL;
 	if (attr->attr.max_wr < 1 || attr->attr.max_wr > SW_MAX_SRQ_WR)
 		return -EINVAL;
@@ -101,6 +117,13 @@ int sw_create_srq_ex(struct ibv_context *ctx, struct ibv_srq_init_attr_ex *attr,
 	pthread_mutex_init(&srq->ibv.mutex, NULL);
 	pthread_cond_init(&srq->ibv.cond, NULL);
 	atomic_fetch_add(&base->usecnt, 1);
+	if (is_xrc(attr)) {
+		srq->xrcd = sw_xrcd(attr->xrcd);
+		srq->cq = sw_cq(attr->cq);
+		atomic_fetch_add(&srq->xrcd->usecnt, 1);
+		atomic_fetch_add(&srq->cq->usecnt, 1);
+		sw_xrcd_srq_add(srq);
+	}
 	attr->attr.max_wr = srq->max_wr;
 	attr->attr.max_sge = srq->max_sge;
 	*out = &srq->ibv;
@@ -112,13 +135,22 @@ err_free:
 	return ret;
 }
 
-/* Contract: sv_ops.destroy_srq. -EBUSY while a QP uses the SRQ. */
+/*
+ * Contract: sv_ops.destroy_srq. -EBUSY while a QP uses the SRQ. An XRC
+ * SRQ leaves its domain first (waiting for a responder that uses it),
+ * then lets go of its CQ and XRC domain handle.
+ */
 int sw_destroy_srq(struct ibv_srq *ibsrq)
 {
 	struct sw_srq *srq = sw_srq(ibsrq);
 
 	if (atomic_load(&srq->usecnt) > 0)
 		return -EBUSY;
+	if (srq->xrcd) {
+		sw_xrcd_srq_remove(srq);
+		atomic_fetch_sub(&srq->cq->usecnt, 1);
+		atomic_fetch_sub(&srq->xrcd->usecnt, 1);
+	}
 	sv_async_forget(ibsrq->context, ibsrq);
 	sv_async_wait_acked(ibsrq->context, ibsrq, &ibsrq->mutex, &ibsrq->cond,
 			    &ibsrq->events_completed);

@@ -342,6 +342,24 @@ static void transport_reset(struct sw_qp *qp)
 }
 
 /*
+ * An XRC TGT QP's flushed receive WQE completes on the CQ of the XRC SRQ
+ * it came from, if that SRQ is still in the domain (else the WQE went
+ * with its SRQ). Takes the domain's lock for reading, which the
+ * responder may hold already (reader locks nest).
+ */
+static void push_xrc_flush(struct sw_qp *qp, const struct ibv_wc *wc)
+{
+	struct sw_xrcd_dom *dom = qp->xrcd->dom;
+	struct sw_srq *srq;
+
+	pthread_rwlock_rdlock(&dom->lock);
+	srq = sw_xrcd_srq_find(dom, qp->resp->xsrqn);
+	if (srq)
+		sw_qp_cq_push(qp, srq->cq, wc, false);
+	pthread_rwlock_unlock(&dom->lock);
+}
+
+/*
  * A receive WQE the responder took for a SEND still in progress left the
  * RQ already: flush it here, before the queue layer flushes the ring, so
  * completions stay in posting order.
@@ -356,7 +374,10 @@ static void flush_taken_recv(struct sw_qp *qp)
 	sw_wc_init(&wc, qp, resp->wqe->wr_id, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV);
 	resp->have_wqe = false;
 	resp->in_send = false;
-	sw_qp_cq_push(qp, qp->rcq, &wc, false);
+	if (qp->ibv.qp_base.qp_type == IBV_QPT_XRC_RECV)
+		push_xrc_flush(qp, &wc);
+	else
+		sw_qp_cq_push(qp, qp->rcq, &wc, false);
 }
 
 /* Contract: see sw/transport.h (qp->lock held). */

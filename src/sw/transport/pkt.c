@@ -10,7 +10,7 @@
  *   5-7    DestQP
  *   8      AckReq:1 reserved:7
  *   9-11   PSN
- * Extension headers: DETH Q_Key(4) reserved(1) SrcQP(3); RETH VA(8)
+ * Extension headers: XRCETH reserved(1) XRCSRQ(3); DETH Q_Key(4) reserved(1) SrcQP(3); RETH VA(8)
  * R_Key(4) DMALen(4); AtomicETH VA(8) R_Key(4) SwapAdd(8) Compare(8);
  * AETH Syndrome(1) MSN(3); AtomicAckETH OrigRemDt(8); ImmDt(4); IETH(4).
  *
@@ -132,6 +132,10 @@ int sw_pkt_parse(struct sw_pkt *p, const uint8_t *buf, size_t len, const struct 
 
 	/* extension headers, in IBA order */
 	h = buf + SW_BTH_LEN;
+	if (flags & SW_F_XRCETH) {
+		p->xrc_srqn = get_be24(h + 1);
+		h += SW_XRCETH_LEN;
+	}
 	if (flags & SW_F_DETH) {
 		p->qkey = get_be32(h);
 		p->sqpn = get_be24(h + 5);
@@ -218,6 +222,11 @@ size_t sw_pkt_write_hdrs(uint8_t *buf, const struct sw_pkt *p)
 	put_be24(buf + 9, p->psn);
 
 	h = buf + SW_BTH_LEN;
+	if (flags & SW_F_XRCETH) {
+		h[0] = 0;
+		put_be24(h + 1, p->xrc_srqn);
+		h += SW_XRCETH_LEN;
+	}
 	if (flags & SW_F_DETH) {
 		put_be32(h, p->qkey);
 		h[4] = 0;

@@ -145,7 +145,8 @@ uint64_t sw_probe_due_ns(const struct sw_qp *qp)
 	const struct sw_req *req = qp->req;
 	uint64_t pto, rto;
 
-	if (req->rnr_until_ns || !sw_req_in_flight(req) || qp->ibv.qp_base.qp_type != IBV_QPT_RC)
+	if (req->rnr_until_ns || !sw_req_in_flight(req) ||
+	    (qp->ibv.qp_base.qp_type != IBV_QPT_RC && qp->ibv.qp_base.qp_type != IBV_QPT_XRC_SEND))
 		return 0;
 	pto = sw_probe_pto_ns(qp);
 	if (!pto)

@@ -136,15 +136,27 @@ static void touch(struct rx_batch *b, struct sw_qp *qp)
 	b->touched[b->ntouched++] = qp;
 }
 
-static bool qp_type_accepts(const struct sw_qp *qp, uint8_t opcode)
+/*
+ * Does a QP of this type take the packet? Each type takes its own group;
+ * an XRC INI QP takes only responses (it has no receive side), an XRC TGT
+ * QP only requests (it sends nothing of its own).
+ */
+static bool qp_type_accepts(const struct sw_qp *qp, const struct sw_pkt *pkt)
 {
-	uint8_t cls = opcode & SW_OP_CLASS_MASK;
+	uint8_t cls = pkt->opcode & SW_OP_CLASS_MASK;
 
-	if (qp->ibv.qp_base.qp_type == IBV_QPT_UD)
+	switch (qp->ibv.qp_base.qp_type) {
+	case IBV_QPT_UD:
 		return cls == SW_OP_UD;
-	if (qp->ibv.qp_base.qp_type == IBV_QPT_UC)
+	case IBV_QPT_UC:
 		return cls == SW_OP_UC;
-	return cls == SW_OP_RC;
+	case IBV_QPT_XRC_SEND:
+		return cls == SW_OP_XRC && (pkt->info->flags & SW_F_RESP);
+	case IBV_QPT_XRC_RECV:
+		return cls == SW_OP_XRC && (pkt->info->flags & SW_F_REQ);
+	default:
+		return cls == SW_OP_RC;
+	}
 }
 
 /*
@@ -219,11 +231,14 @@ static void rx_one(struct sw_engine *eng, struct rx_batch *b, struct rx_slot *s,
 		atomic_fetch_add_explicit(&eng->cnt.drops_no_qp, 1, memory_order_relaxed);
 		return;
 	}
-	if (!qp_type_accepts(qp, pkt.opcode)) {
+	if (!qp_type_accepts(qp, &pkt)) {
 		SW_COUNT(eng, qp, drops_malformed);
 		sw_qp_put(qp);
 		return;
 	}
+	if ((pkt.opcode & SW_OP_CLASS_MASK) == SW_OP_XRC)
+		pkt.opcode &=
+			(uint8_t)~SW_OP_CLASS_MASK; /* RC's operation; info keeps the XRCETH */
 	pthread_mutex_lock(&qp->lock);
 	if (!from_peer(qp, &s->src)) { /* not this QP's packet: counted as no QP */
 		atomic_fetch_add_explicit(&eng->cnt.drops_no_qp, 1, memory_order_relaxed);

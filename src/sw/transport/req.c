@@ -121,7 +121,7 @@ int sw_req_build(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t k, uint8_t *b
 		 const struct sw_av *av, bool ack_req)
 {
 	enum ibv_qp_type qpt = qp->ibv.qp_base.qp_type;
-	bool ud = qpt == IBV_QPT_UD, rc = qpt == IBV_QPT_RC;
+	bool ud = qpt == IBV_QPT_UD, rc = qpt == IBV_QPT_RC || qpt == IBV_QPT_XRC_SEND;
 	uint32_t mtu = qp->attr.mtu ? qp->attr.mtu : 1024;
 	struct sw_pkt p = {0};
 	struct sw_icrc_ctx ic;
@@ -170,6 +170,10 @@ int sw_req_build(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t k, uint8_t *b
 			p.sqpn = qp->qpn;
 		}
 		break;
+	}
+	if (qpt == IBV_QPT_XRC_SEND) { /* RC's opcode in the XRC group, and the XRCETH */
+		p.opcode |= SW_OP_XRC;
+		p.xrc_srqn = w->xrc_srqn;
 	}
 	if (rc && (ack_req || ++qp->req->since_ackreq >= ack_every(qp->req)))
 		p.ack_req = true;

@@ -48,6 +48,8 @@ static void send_resp(struct sw_qp *qp, struct sw_pkt *p, const uint8_t *payload
 	size_t hl, n;
 
 	sw_place_fence(); /* nothing acknowledged or read back before it landed */
+	if (qp->ibv.qp_base.qp_type == IBV_QPT_XRC_RECV)
+		p->opcode |= SW_OP_XRC; /* RC's response in the XRC group, no XRCETH */
 	p->pkey = SW_DEFAULT_PKEY;
 	p->dqpn = qp->attr.dest_qp_num;
 	p->padcnt = sw_pad_for(len);
@@ -117,8 +119,9 @@ int sw_resp_rkey(struct sw_qp *qp, uint32_t rkey, uint64_t va, uint64_t len, int
 		return -EACCES;
 	if (!len)
 		return 0;
-	if (sw_rkey_resolve(sw_dev_of(qp->ibv.qp_base.context), rkey,
-			    sw_pd_base(qp->ibv.qp_base.pd), qp->uid, va, len, need, mr))
+	if (!sw_qp_mem_pd(qp) ||
+	    sw_rkey_resolve(sw_dev_of(qp->ibv.qp_base.context), rkey, sw_qp_mem_pd(qp), qp->uid, va,
+			    len, need, mr))
 		return -EACCES;
 	return 0;
 }
@@ -150,7 +153,20 @@ void sw_resp_push_recv(struct sw_qp *qp, struct ibv_wc *wc, const struct sw_pkt 
 		wc->invalidated_rkey = be32toh(pkt->imm_be);
 	}
 	qp->resp->have_wqe = false;
-	sw_qp_cq_push(qp, qp->rcq, wc, pkt->se);
+	sw_qp_cq_push(qp, qp->resp->xsrq ? qp->resp->xsrq->cq : qp->rcq, wc, pkt->se);
+}
+
+/*
+ * Take the next receive WQE into resp->wqe: from the QP's RQ or SRQ, or
+ * for an XRC TGT QP from the XRC SRQ the packet names. 0 or -EAGAIN.
+ */
+static int take_recv(struct sw_qp *qp)
+{
+	struct sw_resp *resp = qp->resp;
+
+	if (resp->xsrq)
+		return sw_srq_take(resp->xsrq, resp->wqe);
+	return sw_qp_take_recv(qp, resp->wqe);
 }
 
 /* Contract: see transport_priv.h (qp->lock held). */
@@ -207,7 +223,7 @@ static enum resp_outcome handle_send(struct sw_qp *qp, const struct sw_pkt *pkt)
 	if (flags & SW_F_FIRST) {
 		if (resp->in_send || resp->in_write)
 			return fatal_nak(qp, SW_AETH_NAK_INV_REQ, pkt->psn);
-		if (sw_qp_take_recv(qp, resp->wqe))
+		if (take_recv(qp))
 			return send_rnr_nak(qp, pkt->psn);
 		resp->have_wqe = true;
 		resp->in_send = true;
@@ -315,7 +331,7 @@ static enum resp_outcome handle_write(struct sw_qp *qp, const struct sw_pkt *pkt
 		return fatal_nak(qp, SW_AETH_NAK_INV_REQ, pkt->psn);
 	}
 	if ((flags & SW_F_LAST) && (flags & SW_F_IMMDT) && !resp->have_wqe) {
-		if (sw_qp_take_recv(qp, resp->wqe)) {
+		if (take_recv(qp)) {
 			sw_resp_put_mr(mr);
 			if (flags & SW_F_FIRST)
 				resp->in_write = false; /* the retry starts over */
@@ -554,6 +570,14 @@ static enum resp_outcome handle_expected(struct sw_qp *qp, const struct sw_pkt *
 {
 	uint32_t flags = pkt->info->flags;
 
+	if (qp->ibv.qp_base.qp_type == IBV_QPT_XRC_RECV) {
+		/* the XRC SRQ: in the QP's domain, and the same for a whole message */
+		if (!qp->resp->xsrq ||
+		    (!(flags & SW_F_FIRST) && qp->resp->xsrq->srq_num != qp->resp->xsrqn))
+			return fatal_nak(qp, SW_AETH_NAK_INV_REQ, pkt->psn);
+		qp->resp->xsrqn = qp->resp->xsrq->srq_num;
+	}
+
 	if (flags & SW_F_SEND)
 		return handle_send(qp, pkt);
 	if (flags & SW_F_WRITE)
@@ -561,6 +585,29 @@ static enum resp_outcome handle_expected(struct sw_qp *qp, const struct sw_pkt *
 	if (flags & SW_F_READ)
 		return handle_read(qp, pkt);
 	return handle_atomic(qp, pkt);
+}
+
+static void resp_rc(struct sw_qp *qp, const struct sw_pkt *pkt);
+
+/*
+ * An XRC request at a TGT QP: RC's rules, with the XRC SRQ its XRCETH
+ * names looked up in the QP's domain and held (the domain's lock, read)
+ * while the packet is handled: receive WQEs come from it, its CQ takes
+ * their completions, and its PD is the one rkeys and SGEs are checked
+ * against. A request that names no SRQ of the domain is an invalid
+ * request (handle_expected), as is a later packet of a message that
+ * names another SRQ than the first.
+ */
+static void resp_xrc(struct sw_qp *qp, const struct sw_pkt *pkt)
+{
+	struct sw_xrcd_dom *dom = qp->xrcd->dom;
+
+	pthread_rwlock_rdlock(&dom->lock);
+	qp->resp->xsrq = sw_xrcd_srq_find(dom, pkt->xrc_srqn);
+	resp_rc(qp, pkt);
+	if (qp->resp) /* still there unless the QP ended */
+		qp->resp->xsrq = NULL;
+	pthread_rwlock_unlock(&dom->lock);
 }
 
 /*
@@ -572,7 +619,6 @@ void sw_resp_handle(struct sw_qp *qp, const struct sw_pkt *pkt, const union sw_s
 {
 	struct sw_resp *resp = qp->resp;
 	enum ibv_qp_state st = qp->ibv.qp_base.state;
-	int32_t d;
 
 	if (!resp ||
 	    (st != IBV_QPS_RTR && st != IBV_QPS_RTS && st != IBV_QPS_SQD && st != IBV_QPS_SQE)) {
@@ -587,6 +633,22 @@ void sw_resp_handle(struct sw_qp *qp, const struct sw_pkt *pkt, const union sw_s
 		sw_resp_uc(qp, pkt);
 		return;
 	}
+	if (qp->ibv.qp_base.qp_type == IBV_QPT_XRC_RECV) {
+		resp_xrc(qp, pkt);
+		return;
+	}
+	resp_rc(qp, pkt);
+}
+
+/*
+ * An RC request, or an XRC one (resp_xrc): steps 3 to 5 at the top of
+ * this file.
+ */
+static void resp_rc(struct sw_qp *qp, const struct sw_pkt *pkt)
+{
+	struct sw_resp *resp = qp->resp;
+	int32_t d;
+
 	d = sw_psn_diff(pkt->psn, resp->epsn);
 	if (d < 0) {
 		handle_duplicate(qp, pkt);

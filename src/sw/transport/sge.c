@@ -4,8 +4,8 @@
  *
  * Every SGE is checked against the MR its lkey names before a byte
  * moves: the key must resolve, the MR must belong to the QP's protection
- * domain, the range must lie inside it and, for writes, the MR must allow
- * local writes. Writes go through the placement layer (TPH hints); the
+ * domain (an XRC TGT QP's: its XRC SRQ's, sw_qp_mem_pd), the range must lie inside it and, for
+ * writes, the MR must allow local writes. Writes go through the placement layer (TPH hints); the
  * _rx variant lets a CPU_ID placement run behind (sw_place_mr).
  */
 #include <string.h>
@@ -20,10 +20,11 @@
 static int sge_resolve(struct sw_qp *qp, const struct ibv_sge *sge, uint32_t off, uint32_t len,
 		       int need, struct sw_mr **out, uint8_t **host)
 {
+	struct sw_pd *pd = sw_qp_mem_pd(qp);
 	uint64_t va = sge->addr + off;
 
-	if (sw_mr_resolve(sw_dev_of(qp->ibv.qp_base.context), sge->lkey,
-			  sw_pd_base(qp->ibv.qp_base.pd), va, len, need, out))
+	if (!pd ||
+	    sw_mr_resolve(sw_dev_of(qp->ibv.qp_base.context), sge->lkey, pd, va, len, need, out))
 		return -EACCES;
 	*host = sw_mr_host(*out, va);
 	return 0;

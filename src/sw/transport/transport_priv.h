@@ -562,7 +562,27 @@ struct sw_resp {
 	/* READ/atomic resources, max_dest_rd_atomic entries */
 	struct sw_rd_res *res;
 	uint32_t nres, res_next;
+	/*
+	 * XRC TGT: the XRC SRQ the packet being handled names, found in the
+	 * QP's domain (NULL: none there); valid only while the responder
+	 * holds the domain's lock, i.e. inside sw_resp_handle(). xsrqn: the
+	 * SRQ of the message in progress (its later packets must name it).
+	 */
+	struct sw_srq *xsrq;
+	uint32_t xsrqn;
 };
+
+/*
+ * The protection domain proper the QP's memory accesses check MRs
+ * against: the QP's, or for an XRC TGT QP that of the XRC SRQ of the
+ * packet being handled (NULL when there is none). qp->lock held.
+ */
+static inline struct sw_pd *sw_qp_mem_pd(const struct sw_qp *qp)
+{
+	if (qp->ibv.qp_base.qp_type == IBV_QPT_XRC_RECV)
+		return qp->resp && qp->resp->xsrq ? qp->resp->xsrq->pd : NULL;
+	return sw_pd_base(qp->ibv.qp_base.pd);
+}
 
 /*
  * engine.c: the transport found an error that ends the QP (qp->lock
