@@ -249,11 +249,6 @@ static void b_tso(struct xqp *q)
 	ibv_wr_send_tso(q->x, buf, 16, 100);
 }
 
-static void b_atomic_write(struct xqp *q)
-{
-	ibv_wr_atomic_write(q->x, mr->rkey, (uintptr_t)&buf[300], buf);
-}
-
 static void b_flush(struct xqp *q)
 {
 	ibv_wr_flush(q->x, mr->rkey, (uintptr_t)&buf[300], 8, IBV_FLUSH_GLOBAL, IBV_FLUSH_RANGE);
@@ -364,7 +359,6 @@ static void test_errors_rc(void)
 		{b_bind_mw, EOPNOTSUPP, "bind_mw"},
 		{b_send_inv, EOPNOTSUPP, "send_inv"},
 		{b_tso, EOPNOTSUPP, "send_tso"},
-		{b_atomic_write, EOPNOTSUPP, "atomic_write"},
 		{b_flush, EOPNOTSUPP, "flush"},
 		{b_xrc, EOPNOTSUPP, "set_xrc_srqn"},
 		{b_orphan_setter, EINVAL, "setter without a request"},

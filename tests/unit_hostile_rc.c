@@ -5,7 +5,10 @@
  * out of bounds or wrapping 2^64, lengths over the MR, over the largest
  * message, against the RETH length and over the path MTU, misaligned
  * atomics and atomics without atomic access, opcodes out of sequence,
- * and PSNs outside the window (far ahead, far behind, across 2^24).
+ * and PSNs outside the window (far ahead, far behind, across 2^24);
+ * RDMA ATOMIC WRITE (IBTA 1.5) with RETH lengths and payloads other than
+ * 8 bytes, misaligned, without REMOTE_WRITE, beyond its MR, inside a
+ * WRITE, and an honest one done once though sent twice.
  *
  * Every case checks what IBTA requires of the responder: the NAK
  * syndrome read off the wire (remote access error, invalid request,
@@ -271,7 +274,7 @@ static void lengths_and_sequence(void)
 		FATAL_END(SW_AETH_NAK_INV_REQ, PSN0);
 	}
 	static const uint8_t unsupported[] = {
-		0x15, 0x18, 0x19, 0x1a, 0x1b, 0x1c, 0x1d, 0x1e, 0x1f,
+		0x15, 0x18, 0x19, 0x1a, 0x1b, 0x1c, 0x1e, 0x1f,
 	};
 	for (size_t i = 0; i < Q_ARRAY(unsupported); i++) {
 		static char names[Q_ARRAY(unsupported)][64]; /* t_case() keeps the pointer */
@@ -334,6 +337,73 @@ static void expect_atomic_ack(uint32_t psn, uint64_t orig)
 	CHECK(p.opcode == SW_OP_ATOMIC_ACK && p.psn == psn && p.syndrome == H_ACK);
 	CHECK_MSG(p.orig == orig, "atomic orig %#llx, want %#llx", (unsigned long long)p.orig,
 		  (unsigned long long)orig);
+}
+
+/* An ATOMIC WRITE at PSN0 to a fresh victim draws NAK `syn` (fatal_at). */
+static void aw_case(const char *name, uint64_t va, uint32_t rkey, uint32_t dma_len, uint32_t len,
+		    uint8_t syn)
+{
+	t_case(name);
+	FATAL_BEGIN();
+	h_reth_op(h, v, SW_OP_ATOMIC_WRITE, PSN0, va, rkey, dma_len, data, len);
+	FATAL_END(syn, PSN0);
+}
+
+static void atomic_writes(void)
+{
+	uint32_t k = all.mr->rkey;
+	uint64_t word;
+
+	aw_case("ATOMIC WRITE: RETH length 4: invalid request", h_va(&all, 8), k, 4, 8,
+		SW_AETH_NAK_INV_REQ);
+	aw_case("ATOMIC WRITE: RETH length 16 and 16 bytes: invalid request", h_va(&all, 8), k, 16,
+		16, SW_AETH_NAK_INV_REQ);
+	aw_case("ATOMIC WRITE: 4 payload bytes: invalid request", h_va(&all, 8), k, 8, 4,
+		SW_AETH_NAK_INV_REQ);
+	aw_case("ATOMIC WRITE: no payload: invalid request", h_va(&all, 8), k, 8, 0,
+		SW_AETH_NAK_INV_REQ);
+	aw_case("ATOMIC WRITE: misaligned: invalid request", h_va(&all, 12), k, 8, 8,
+		SW_AETH_NAK_INV_REQ);
+	aw_case("ATOMIC WRITE: read-only MR: remote access error", h_va(&ro, 8), ro.mr->rkey, 8, 8,
+		SW_AETH_NAK_REM_ACCESS);
+	aw_case("ATOMIC WRITE: past the MR's end: remote access error", h_va(&all, ARENA_LEN), k, 8,
+		8, SW_AETH_NAK_REM_ACCESS);
+	aw_case("ATOMIC WRITE: key of another PD: remote access error", h_va(&other, 8),
+		other.mr->rkey, 8, 8, SW_AETH_NAK_REM_ACCESS);
+	aw_case("ATOMIC WRITE: va reaches 2^64: remote access error", UINT64_MAX - 7, k, 8, 8,
+		SW_AETH_NAK_REM_ACCESS);
+	{
+		t_case("ATOMIC WRITE inside a multi-packet WRITE: invalid request");
+		FATAL_BEGIN();
+		struct sw_pkt p = h_req(v, SW_OP_WRITE_FIRST, PSN0);
+
+		p.ack_req = false;
+		p.va = h_va(&all, 0);
+		p.rkey = k;
+		p.dma_len = 2 * H_MTU;
+		h_send(h, &p, data, H_MTU);
+		/* the WRITE's first packet lands: the shadow follows */
+		memcpy(all.shadow + H_SLACK, data, H_MTU);
+		h_reth_op(h, v, SW_OP_ATOMIC_WRITE, PSN0 + 1, h_va(&all, 8), k, 8, data, 8);
+		FATAL_END(SW_AETH_NAK_INV_REQ, PSN0 + 1);
+	}
+	{
+		struct ibv_qp *v = victim();
+
+		t_case("ATOMIC WRITE: lands, ACKed; sent again (a duplicate): ACKed, not redone");
+		h_reth_op(h, v, SW_OP_ATOMIC_WRITE, PSN0, h_va(&all, 1024), k, 8, data + 100, 8);
+		H_EXPECT_ACK(h, H_ACK, PSN0);
+		memcpy(all.shadow + H_SLACK + 1024, data + 100, 8);
+		CHECK(arenas_intact(v));
+		h_reth_op(h, v, SW_OP_ATOMIC_WRITE, PSN0, h_va(&all, 1024), k, 8, data + 200, 8);
+		H_EXPECT_ACK(h, H_ACK, PSN0);
+		memcpy(&word, all.buf + 1024, 8);
+		CHECK(memcmp(&word, data + 100, 8) == 0);
+		CHECK(arenas_intact(v));
+		CHECK_EQ_INT(q_state(v), IBV_QPS_RTS);
+		H_EXPECT_EVENT(h, v, 0);
+		CHECK_RET(ibv_destroy_qp(v), 0);
+	}
 }
 
 static void psns(void)
@@ -461,6 +531,8 @@ int main(void)
 	lengths_and_sequence();
 	h_honest_tick(&honest);
 	psns();
+	h_honest_tick(&honest);
+	atomic_writes();
 	h_honest_tick(&honest);
 
 	t_case("an honest QP pair on the same device carried on");

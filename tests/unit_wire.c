@@ -71,8 +71,8 @@ static uint32_t ref_crc32(const uint8_t *p, size_t len)
 /* The opcodes the device must accept. */
 static const uint8_t valid_ops[] = {
 	0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0a, 0x0b, 0x0c,
-	0x0d, 0x0e, 0x0f, 0x10, 0x11, 0x12, 0x13, 0x14, 0x16, 0x17, 0x20, 0x21, 0x22,
-	0x23, 0x24, 0x25, 0x26, 0x27, 0x28, 0x29, 0x2a, 0x2b, 0x64, 0x65,
+	0x0d, 0x0e, 0x0f, 0x10, 0x11, 0x12, 0x13, 0x14, 0x16, 0x17, 0x1d, 0x20, 0x21,
+	0x22, 0x23, 0x24, 0x25, 0x26, 0x27, 0x28, 0x29, 0x2a, 0x2b, 0x64, 0x65,
 };
 
 /* Contract: true if `op` is in valid_ops. */
@@ -111,6 +111,7 @@ static void rnd_fields(struct sw_pkt *p, uint8_t opcode)
 	p->va = rnd();
 	p->rkey = (uint32_t)rnd();
 	p->dma_len = (uint32_t)rnd();
+	p->feth = (uint32_t)rnd();
 	p->swap_add = rnd();
 	p->compare = rnd();
 	p->imm_be = (uint32_t)rnd();
@@ -164,6 +165,7 @@ static void test_opcodes(void)
 			  "opcode 0x%02x: name %s", op, info->name);
 		hl = SW_BTH_LEN;
 		hl += f & SW_F_DETH ? SW_DETH_LEN : 0;
+		hl += f & SW_F_FETH ? SW_FETH_LEN : 0;
 		hl += f & SW_F_RETH ? SW_RETH_LEN : 0;
 		hl += f & SW_F_ATMETH ? SW_ATMETH_LEN : 0;
 		hl += f & SW_F_IMMDT ? SW_IMMDT_LEN : 0;
@@ -174,7 +176,7 @@ static void test_opcodes(void)
 			  "%s: hdr_len %u, flags say %u", info->name, info->hdr_len, hl);
 		CHECK_MSG(!(f & SW_F_REQ) != !(f & SW_F_RESP), "%s: REQ xor RESP", info->name);
 		n = !!(f & SW_F_SEND) + !!(f & SW_F_WRITE) + !!(f & SW_F_READ) +
-		    !!(f & SW_F_ATOMIC);
+		    !!(f & SW_F_ATOMIC) + !!(f & SW_F_FLUSH) + !!(f & SW_F_ATOMIC_WRITE);
 		CHECK_MSG(n == (op == SW_OP_ACK ? 0u : 1u), "%s: %u operation kinds", info->name,
 			  n);
 		n = (f & SW_F_ONLY) == SW_F_ONLY || (f & SW_F_ONLY) == SW_F_FIRST ||
@@ -183,7 +185,7 @@ static void test_opcodes(void)
 			  info->name);
 		/* payload: everything but READ request, atomics, ACKs */
 		CHECK_MSG(!(f & SW_F_PAYLOAD) == (op == 0x0c || op == 0x11 || op == 0x12 ||
-						  op == 0x13 || op == 0x14),
+						  op == 0x13 || op == 0x14 || op == 0x1c),
 			  "%s: payload flag", info->name);
 		CHECK_MSG(!(f & SW_F_IMMDT) || !(f & SW_F_IETH), "%s: ImmDt and IETH", info->name);
 		CHECK_MSG(!(f & SW_F_DETH) == (op < 0x60), "%s: DETH iff UD", info->name);
@@ -195,6 +197,7 @@ static void test_opcodes(void)
 	CHECK(sw_opinfo(0x0b)->hdr_len == 32);
 	CHECK(sw_opinfo(0x12)->hdr_len == 24);
 	CHECK(sw_opinfo(0x13)->hdr_len == 40);
+	CHECK(sw_opinfo(0x1d)->hdr_len == 28 && (sw_opinfo(0x1d)->flags & SW_F_PAYLOAD));
 	CHECK(sw_opinfo(0x65)->hdr_len == 24);
 	CHECK(!strcmp(sw_opinfo(0x24)->name, "UC_SEND_ONLY"));
 	CHECK(sw_opinfo(0x2b)->hdr_len == 32 && sw_opinfo(0x23)->hdr_len == 16);
@@ -399,6 +402,8 @@ static int same_fields(const struct sw_pkt *p, const struct sw_pkt *q)
 	      q->paylen == p->paylen && q->info == sw_opinfo(p->opcode);
 	if (f & SW_F_DETH)
 		ok &= q->qkey == p->qkey && q->sqpn == (p->sqpn & SW_QPN_MASK);
+	if (f & SW_F_FETH)
+		ok &= q->feth == p->feth;
 	if (f & SW_F_RETH)
 		ok &= q->va == p->va && q->rkey == p->rkey && q->dma_len == p->dma_len;
 	if (f & SW_F_ATMETH)

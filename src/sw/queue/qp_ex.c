@@ -16,7 +16,7 @@
  * nothing of the session ("the entire posting will be aborted"):
  *   builder for an opcode the QP type lacks                EINVAL
  *   builder of an operation the device lacks (bind_mw,
- *   local_inv, send_inv, send_tso, atomic_write, flush),
+ *   local_inv, send_inv, send_tso, flush),
  *   and set_xrc_srqn                                       EOPNOTSUPP
  *   send queue full                                        ENOMEM
  *   setter without a WQE, set_ud_addr on a non-UD QP or
@@ -192,10 +192,21 @@ static void wr_send_tso(struct ibv_qp_ex *qpx, void *hdr, uint16_t hdr_sz, uint1
 	unsupported(qpx);
 }
 
+/*
+ * Contract: an RDMA ATOMIC WRITE of the 8 bytes at `atomic_wr` (copied
+ * now, in memory order) to `addr`; RC only (EINVAL latched otherwise).
+ */
 static void wr_atomic_write(struct ibv_qp_ex *qpx, uint32_t rkey, uint64_t addr,
 			    const void *atomic_wr)
 {
-	unsupported(qpx);
+	struct sw_send_wqe *w = begin(qpx, IBV_WR_ATOMIC_WRITE);
+
+	if (!w)
+		return;
+	w->wr.atomic.remote_addr = addr;
+	w->wr.atomic.rkey = rkey;
+	memcpy(&w->wr.atomic.swap, atomic_wr, sizeof(w->wr.atomic.swap));
+	w->length = sizeof(w->wr.atomic.swap);
 }
 
 static void wr_flush(struct ibv_qp_ex *qpx, uint32_t rkey, uint64_t addr, size_t len, uint8_t type,

@@ -31,6 +31,10 @@ enum ibv_wc_opcode sw_send_wc_opcode(uint32_t op)
 		return IBV_WC_COMP_SWAP;
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
 		return IBV_WC_FETCH_ADD;
+	case IBV_WR_ATOMIC_WRITE:
+		return IBV_WC_ATOMIC_WRITE;
+	case IBV_WR_FLUSH:
+		return IBV_WC_FLUSH;
 	default:
 		return IBV_WC_SEND;
 	}

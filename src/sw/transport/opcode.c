@@ -9,7 +9,11 @@
  * resynchronisation this device does not implement. UC has the SEND and
  * RDMA WRITE rows of RC (the same headers) in its own group, 0x20.
  *
- * Header lengths follow from the flags: BTH, then in IBA order DETH, RETH,
+ * RC also has the two IBTA 1.5 memory-placement requests: RDMA FLUSH
+ * (0x1c: FETH and RETH, no payload) and RDMA ATOMIC WRITE (0x1d: RETH
+ * and exactly 8 payload bytes, which the responder checks).
+ *
+ * Header lengths follow from the flags: BTH, then in IBA order DETH, FETH, RETH,
  * AtomicETH, AETH, AtomicAckETH, ImmDt, IETH. The table is checked
  * against that sum by tests/unit_wire.c.
  */
@@ -76,6 +80,11 @@ static const struct sw_opinfo sw_optab[256] = {
 	[SW_OP_RC | SW_OP_FETCH_ADD] = {
 		"RC_FETCH_ADD",
 		RQ | SW_F_ATOMIC | SW_F_ONLY | SW_F_ATMETH, L_BTH + SW_ATMETH_LEN },
+
+	/* ---- RC requests: IBTA 1.5 FLUSH and ATOMIC WRITE ---- */
+	[SW_OP_RC | SW_OP_ATOMIC_WRITE] = {
+		"RC_ATOMIC_WRITE",
+		RQ | PL | SW_F_ATOMIC_WRITE | SW_F_ONLY | SW_F_RETH, L_BTH + SW_RETH_LEN },
 
 	/* ---- RC responses ---- */
 	[SW_OP_RC | SW_OP_READ_RESP_FIRST] = {

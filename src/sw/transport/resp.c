@@ -17,7 +17,8 @@
  *      is dropped and draws one sequence NAK per gap;
  *   4. opcode: an RC opcode the device does not support (p->info NULL:
  *      RESYNC, the reserved ones) is an invalid request;
- *   5. per operation, each handler's list: opcode sequence, lengths,
+ *   5. per operation (SEND, WRITE, READ, atomics, ATOMIC WRITE, FLUSH),
+ *      each handler's list: opcode sequence, lengths,
  *      alignment, then the rkey (sw_resp_rkey), last the receive WQE.
  * An invalid request or remote access error NAKs the requester and moves
  * this QP to the error state, as IBTA class C and J errors do
@@ -478,6 +479,40 @@ static enum resp_outcome handle_atomic(struct sw_qp *qp, const struct sw_pkt *pk
 	return RESP_DONE;
 }
 
+/* ---- RC: ATOMIC WRITE (IBTA 1.5) ---- */
+
+/*
+ * An RDMA ATOMIC WRITE: 8 bytes stored at once. Checked in this order:
+ * no SEND or WRITE in progress, else invalid request; the RETH length and
+ * the payload exactly 8 bytes, else invalid request; the address 8-byte
+ * aligned, else invalid request (before the key, as for the other
+ * atomics); the QP and the rkey grant REMOTE_WRITE over the 8 bytes,
+ * else remote access error. The value is stored with one aligned 64-bit
+ * store after every earlier WRITE has landed, persisted as the MR's DMA
+ * handle asks, and the message is acknowledged like a WRITE. A duplicate
+ * is only acknowledged (handle_duplicate): the store is never made twice.
+ */
+static enum resp_outcome handle_atomic_write(struct sw_qp *qp, const struct sw_pkt *pkt)
+{
+	struct sw_resp *resp = qp->resp;
+	struct sw_mr *mr;
+	uint64_t value;
+
+	if (resp->in_send || resp->in_write)
+		return fatal_nak(qp, SW_AETH_NAK_INV_REQ, pkt->psn);
+	if (pkt->dma_len != sizeof(value) || pkt->paylen != sizeof(value))
+		return fatal_nak(qp, SW_AETH_NAK_INV_REQ, pkt->psn);
+	if (pkt->va & (sizeof(value) - 1))
+		return fatal_nak(qp, SW_AETH_NAK_INV_REQ, pkt->psn);
+	if (sw_resp_rkey(qp, pkt->rkey, pkt->va, sizeof(value), IBV_ACCESS_REMOTE_WRITE, &mr))
+		return fatal_nak(qp, SW_AETH_NAK_REM_ACCESS, pkt->psn);
+	memcpy(&value, pkt->payload, sizeof(value));
+	sw_place_store64(hint_of(mr), (uint64_t *)(void *)sw_mr_host(mr, pkt->va), value);
+	sw_mr_put(mr);
+	resp->msn = sw_psn_add(resp->msn, 1);
+	return RESP_DONE;
+}
+
 /* ---- duplicates ---- */
 
 /*
@@ -547,6 +582,8 @@ static enum resp_outcome handle_expected(struct sw_qp *qp, const struct sw_pkt *
 		return handle_write(qp, pkt);
 	if (flags & SW_F_READ)
 		return handle_read(qp, pkt);
+	if (flags & SW_F_ATOMIC_WRITE)
+		return handle_atomic_write(qp, pkt);
 	return handle_atomic(qp, pkt);
 }
 
