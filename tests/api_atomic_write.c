@@ -43,20 +43,6 @@ static int post_aw(struct t_ep *a, const struct t_addr *b, uint64_t wr_id, size_
 	return ibv_post_send(a->qp, &wr, &bad);
 }
 
-/* Contract: the next completion on `cq` has `status` and (on success) `op`; true if so. */
-static bool expect_wc(struct ibv_cq *cq, uint64_t wr_id, enum ibv_wc_status status,
-		      enum ibv_wc_opcode op)
-{
-	struct ibv_wc wc;
-
-	if (!CHECK_EQ_INT(t_poll(cq, &wc, 1, 10000), 1))
-		return false;
-	return CHECK_MSG(wc.wr_id == wr_id && wc.status == status &&
-				 (status != IBV_WC_SUCCESS || wc.opcode == op),
-			 "wr %llu: %s, opcode %d; want %s, %d", (unsigned long long)wc.wr_id,
-			 ibv_wc_status_str(wc.status), wc.opcode, ibv_wc_status_str(status), op);
-}
-
 /* ---- two processes ---- */
 
 static void target(int sock, void *arg)
@@ -105,9 +91,9 @@ static void initiator(int sock, void *arg)
 		memcpy(e.buf + 8 * i, &v, 8);
 		CHECK(post_aw(&e, &peer, 10 + i, 8 * i, 8 * (i % 8), 8) == 0);
 	}
-	expect_wc(e.cq, 1, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE);
+	tp_expect_wc(e.cq, 1, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE);
 	for (uint64_t i = 0; i < NAW; i++)
-		expect_wc(e.cq, 10 + i, IBV_WC_SUCCESS, IBV_WC_ATOMIC_WRITE);
+		tp_expect_wc(e.cq, 10 + i, IBV_WC_SUCCESS, IBV_WC_ATOMIC_WRITE);
 	CHECK(t_xfer(sock, &cmd, 1, true) == 0);
 	CHECK(t_xfer(sock, &cmd, 1, false) == 0 && cmd == 'o');
 out:
@@ -131,12 +117,6 @@ static int pair(struct t_ep *a, struct t_ep *b, int b_mr, int b_qp)
 	if (!CHECK(ibv_modify_qp(b->qp, &at, IBV_QP_ACCESS_FLAGS) == 0))
 		return -1;
 	return t_connect(a, b, IBV_MTU_1024);
-}
-
-static void unpair(struct t_ep *a, struct t_ep *b)
-{
-	t_ep_destroy(a, true);
-	t_ep_destroy(b, true);
 }
 
 static void case_caps(void)
@@ -170,7 +150,7 @@ static void case_post(void)
 	memset(b.buf, 0xee, 64);
 	memcpy(a.buf, &v, 8);
 	CHECK_RET(post_aw(&a, &ba, 1, 0, 16, 8), 0);
-	if (expect_wc(a.cq, 1, IBV_WC_SUCCESS, IBV_WC_ATOMIC_WRITE)) {
+	if (tp_expect_wc(a.cq, 1, IBV_WC_SUCCESS, IBV_WC_ATOMIC_WRITE)) {
 		memcpy(&got, b.buf + 16, 8);
 		CHECK_EQ_INT(got, v);
 		CHECK(b.buf[15] == 0xee && b.buf[24] == 0xee);
@@ -189,7 +169,7 @@ static void case_post(void)
 	wr.wr.rdma.remote_addr = ba.addr + 32;
 	wr.wr.rdma.rkey = ba.rkey;
 	CHECK_RET(ibv_post_send(a.qp, &wr, &bad), 0);
-	if (expect_wc(a.cq, 2, IBV_WC_SUCCESS, IBV_WC_ATOMIC_WRITE)) {
+	if (tp_expect_wc(a.cq, 2, IBV_WC_SUCCESS, IBV_WC_ATOMIC_WRITE)) {
 		memcpy(&got, b.buf + 32, 8);
 		CHECK_EQ_INT(got, v);
 	}
@@ -198,7 +178,7 @@ static void case_post(void)
 	CHECK_RET(post_aw(&a, &ba, 3, 0, 40, 16), EINVAL);
 	CHECK_EQ_INT(ibv_poll_cq(a.cq, 1, (struct ibv_wc[1]){0}), 0);
 out:
-	unpair(&a, &b);
+	tp_unpair(&a, &b);
 }
 
 static void case_wr_api(void)
@@ -240,14 +220,14 @@ static void case_wr_api(void)
 	ibv_wr_atomic_write(qx, b.mr->rkey, (uintptr_t)b.buf + 48, &v);
 	v = 0; /* copied at the call */
 	CHECK_RET(ibv_wr_complete(qx), 0);
-	if (expect_wc(a.cq, 5, IBV_WC_SUCCESS, IBV_WC_ATOMIC_WRITE)) {
+	if (tp_expect_wc(a.cq, 5, IBV_WC_SUCCESS, IBV_WC_ATOMIC_WRITE)) {
 		memcpy(&got, b.buf + 48, 8);
 		CHECK_EQ_INT(got, magic ^ 0x5555);
 	}
 out:
 	if (q)
 		CHECK(ibv_destroy_qp(q) == 0);
-	unpair(&a, &b);
+	tp_unpair(&a, &b);
 }
 
 static void case_refused(void)
@@ -312,12 +292,12 @@ static void one_error(int b_mr, int b_qp, uint64_t dst, enum ibv_wc_status statu
 	memset(b.buf, 0xee, 64);
 	memcpy(a.buf, &v, 8);
 	CHECK_RET(post_aw(&a, &ba, 9, 0, dst, 8), 0);
-	expect_wc(a.cq, 9, status, IBV_WC_ATOMIC_WRITE);
+	tp_expect_wc(a.cq, 9, status, IBV_WC_ATOMIC_WRITE);
 	for (int i = 0; i < 64; i++)
 		if (!CHECK_MSG(b.buf[i] == 0xee, "byte %d of the target changed", i))
 			break;
 out:
-	unpair(&a, &b);
+	tp_unpair(&a, &b);
 }
 
 static void case_errors(void)
@@ -331,24 +311,18 @@ static void case_errors(void)
 	one_error(ACC, IBV_ACCESS_REMOTE_WRITE, LEN, IBV_WC_REM_ACCESS_ERR);
 }
 
+static void in_process(void)
+{
+	case_caps();
+	case_post();
+	case_wr_api();
+	case_refused();
+	case_errors();
+}
+
 int main(void)
 {
-	static const bool modes[] = {true, false};
-
 	t_start("api_atomic_write");
-	for (size_t m = 0; m < SV_ARRAY_N(modes); m++) {
-		t_case(modes[m] ? "two processes, same-host link: WRITE then ATOMIC WRITEs land" :
-				  "two processes, UDP: WRITE then ATOMIC WRITEs land");
-		CHECK_MSG(tp_run(modes[m], target, initiator, NULL), "a process failed");
-	}
-	for (size_t m = 0; m < SV_ARRAY_N(modes); m++) {
-		setenv("SOFTVERBS_SHM", modes[m] ? "1" : "0", 1);
-		printf("# SOFTVERBS_SHM=%d\n", modes[m]);
-		case_caps();
-		case_post();
-		case_wr_api();
-		case_refused();
-		case_errors();
-	}
+	tp_both_modes("WRITE then ATOMIC WRITEs land", target, initiator, in_process);
 	return t_finish();
 }

@@ -193,9 +193,9 @@ static void test_create_errors(void)
 					 IBV_QP_INIT_ATTR_RX_HASH,
 					 1u << 7,
 					 1u << 31};
-	static const uint64_t rc_ops[] = {IBV_QP_EX_WITH_LOCAL_INV,	IBV_QP_EX_WITH_BIND_MW,
+	static const uint64_t rc_ops[] = {IBV_QP_EX_WITH_LOCAL_INV, IBV_QP_EX_WITH_BIND_MW,
 					  IBV_QP_EX_WITH_SEND_WITH_INV, IBV_QP_EX_WITH_TSO,
-					  IBV_QP_EX_WITH_FLUSH,		1ull << 40};
+					  1ull << 40};
 	static const uint64_t ud_ops[] = {
 		IBV_QP_EX_WITH_RDMA_WRITE, IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM,
 		IBV_QP_EX_WITH_RDMA_READ, IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP,

@@ -251,7 +251,7 @@ static void b_tso(struct xqp *q)
 
 static void b_flush(struct xqp *q)
 {
-	ibv_wr_flush(q->x, mr->rkey, (uintptr_t)&buf[300], 8, IBV_FLUSH_GLOBAL, IBV_FLUSH_RANGE);
+	ibv_wr_flush(q->x, mr->rkey, (uintptr_t)&buf[300], 8, 4, IBV_FLUSH_RANGE);
 }
 
 static void b_xrc(struct xqp *q)
@@ -359,7 +359,7 @@ static void test_errors_rc(void)
 		{b_bind_mw, EOPNOTSUPP, "bind_mw"},
 		{b_send_inv, EOPNOTSUPP, "send_inv"},
 		{b_tso, EOPNOTSUPP, "send_tso"},
-		{b_flush, EOPNOTSUPP, "flush"},
+		{b_flush, EINVAL, "flush of an undefined placement type"},
 		{b_xrc, EOPNOTSUPP, "set_xrc_srqn"},
 		{b_orphan_setter, EINVAL, "setter without a request"},
 		{b_inline_long, EINVAL, "inline beyond max_inline_data"},

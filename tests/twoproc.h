@@ -14,11 +14,12 @@
 #ifndef SV_TESTS_TWOPROC_H
 #define SV_TESTS_TWOPROC_H
 
+#include "harness.h" /* first: it defines _GNU_SOURCE */
+
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 
-#include "harness.h"
 #include "traffic.h"
 
 /* One side: `sock` to the other, `arg` as given to tp_run(). */
@@ -87,6 +88,50 @@ static inline int tp_connect(int sock, struct t_ep *e, uint32_t psn, struct t_ad
 	    !CHECK(t_xfer(sock, peer, sizeof(*peer), false) == 0))
 		return -1;
 	return t_connect_to(e, peer, psn, IBV_MTU_1024);
+}
+
+/* Contract: the next completion on `cq` is `wr_id` with `status` (and `op` on success). */
+static inline bool tp_expect_wc(struct ibv_cq *cq, uint64_t wr_id, enum ibv_wc_status status,
+				enum ibv_wc_opcode op)
+{
+	struct ibv_wc wc;
+
+	if (!CHECK_EQ_INT(t_poll(cq, &wc, 1, 10000), 1))
+		return false;
+	return CHECK_MSG(wc.wr_id == wr_id && wc.status == status &&
+				 (status != IBV_WC_SUCCESS || wc.opcode == op),
+			 "wr %llu: %s, opcode %d; want %s, %d", (unsigned long long)wc.wr_id,
+			 ibv_wc_status_str(wc.status), wc.opcode, ibv_wc_status_str(status), op);
+}
+
+/* Contract: destroy two endpoints of this process, each with its own device. */
+static inline void tp_unpair(struct t_ep *a, struct t_ep *b)
+{
+	t_ep_destroy(a, true);
+	t_ep_destroy(b, true);
+}
+
+/*
+ * Contract: the whole test: `what` between two processes over the link
+ * and over UDP (one case each), then `in_process` once with
+ * SOFTVERBS_SHM=1 and once with 0. Call from main() after t_start().
+ */
+static inline void tp_both_modes(const char *what, tp_side target, tp_side initiator,
+				 void (*in_process)(void))
+{
+	static char names[2][160]; /* t_case() keeps the pointer */
+
+	for (int m = 0; m < 2; m++) {
+		snprintf(names[m], sizeof(names[m]), "two processes, %s: %s",
+			 m ? "UDP" : "same-host link", what);
+		t_case(names[m]);
+		CHECK_MSG(tp_run(!m, target, initiator, NULL), "a process failed");
+	}
+	for (int m = 0; m < 2; m++) {
+		setenv("SOFTVERBS_SHM", m ? "0" : "1", 1);
+		printf("# SOFTVERBS_SHM=%d\n", !m);
+		in_process();
+	}
 }
 
 #endif

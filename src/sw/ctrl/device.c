@@ -264,8 +264,9 @@ void sw_device_fill_attr(const struct sw_dev *dev, struct ibv_device_attr_ex *at
 	attr->comp_mask = 0;
 	attr->completion_timestamp_mask = SW_COMPLETION_TS_MASK;
 	attr->hca_core_clock = SW_HCA_CORE_CLOCK_KHZ;
-	/* IBTA 1.5 RDMA ATOMIC WRITE (RC) */
-	attr->device_cap_flags_ex = a->device_cap_flags | IBV_DEVICE_ATOMIC_WRITE;
+	/* IBTA 1.5 RDMA ATOMIC WRITE and FLUSH (RC), as rxe */
+	attr->device_cap_flags_ex = a->device_cap_flags | IBV_DEVICE_ATOMIC_WRITE |
+				    IBV_DEVICE_FLUSH_GLOBAL | IBV_DEVICE_FLUSH_PERSISTENT;
 	if (dev->cfg.cc_dma_bounce)
 		attr->device_cap_flags_ex |= IBV_DEVICE_CC_DMA_BOUNCE;
 	attr->phys_port_cnt_ex = 1;
@@ -280,7 +281,7 @@ void sw_device_fill_attr(const struct sw_dev *dev, struct ibv_device_attr_ex *at
 	attr->odp_caps.per_transport_caps.rc_odp_caps =
 		IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_WRITE |
 		IBV_ODP_SUPPORT_READ | IBV_ODP_SUPPORT_ATOMIC | IBV_ODP_SUPPORT_SRQ_RECV |
-		IBV_ODP_SUPPORT_ATOMIC_WRITE;
+		IBV_ODP_SUPPORT_ATOMIC_WRITE | IBV_ODP_SUPPORT_FLUSH;
 	attr->odp_caps.per_transport_caps.ud_odp_caps =
 		IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_SRQ_RECV;
 }

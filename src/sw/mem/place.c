@@ -183,6 +183,15 @@ void sw_place_store64(const struct sw_place_hint *hint, uint64_t *target, uint64
 }
 
 /* Contract: see place.h. */
+void sw_place_flush(const struct sw_place_hint *hint, void *dst, size_t len, bool persistent)
+{
+	sw_place_fence();
+	atomic_thread_fence(memory_order_seq_cst);
+	if (persistent)
+		place_persist(hint, dst, len);
+}
+
+/* Contract: see place.h. */
 int sw_place(const struct sw_place_hint *hint, void *dst, const void *src, size_t len)
 {
 	int ret;

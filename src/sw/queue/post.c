@@ -51,6 +51,7 @@ bool sw_qp_opcode_ok(const struct sw_qp *qp, uint32_t op)
 	case IBV_WR_ATOMIC_CMP_AND_SWP:
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
 	case IBV_WR_ATOMIC_WRITE:
+	case IBV_WR_FLUSH:
 		return qp->ibv.qp_base.qp_type == IBV_QPT_RC;
 	default:
 		return false;

@@ -16,13 +16,15 @@
  * nothing of the session ("the entire posting will be aborted"):
  *   builder for an opcode the QP type lacks                EINVAL
  *   builder of an operation the device lacks (bind_mw,
- *   local_inv, send_inv, send_tso, flush),
+ *   local_inv, send_inv, send_tso),
  *   and set_xrc_srqn                                       EOPNOTSUPP
  *   send queue full                                        ENOMEM
  *   setter without a WQE, set_ud_addr on a non-UD QP or
  *   without an AH, an SGE list beyond max_send_sge, more
  *   than 2^31 bytes, inline data beyond max_inline_data
  *   or on an opcode other than SEND / RDMA WRITE           EINVAL
+ *   flush with a type or level the verbs do not define,
+ *   or longer than 2^31                                    EINVAL
  *   on completion of each WQE: UD without set_ud_addr, a
  *   UD message beyond the path MTU, an atomic without
  *   exactly one 8-byte SGE or with a misaligned address    EINVAL
@@ -209,10 +211,30 @@ static void wr_atomic_write(struct ibv_qp_ex *qpx, uint32_t rkey, uint64_t addr,
 	w->length = sizeof(w->wr.atomic.swap);
 }
 
+/*
+ * Contract: an RDMA FLUSH of [addr, addr + len) under `rkey` (level
+ * IBV_FLUSH_RANGE) or of the whole MR `rkey` names (IBV_FLUSH_MR), with
+ * placement `type` (IBV_FLUSH_GLOBAL and/or IBV_FLUSH_PERSISTENT). RC
+ * only; a type outside those bits or none, another level, or a length
+ * beyond 2^31: EINVAL latched. The length and FETH ride in the WQE's
+ * atomic fields; the WQE carries no payload.
+ */
 static void wr_flush(struct ibv_qp_ex *qpx, uint32_t rkey, uint64_t addr, size_t len, uint8_t type,
 		     uint8_t level)
 {
-	unsupported(qpx);
+	struct sw_send_wqe *w = begin(qpx, IBV_WR_FLUSH);
+
+	if (!w)
+		return;
+	if (!type || (type & ~(IBV_FLUSH_GLOBAL | IBV_FLUSH_PERSISTENT)) ||
+	    (level != IBV_FLUSH_RANGE && level != IBV_FLUSH_MR) || len > SW_MAX_MSG_SZ) {
+		latch(qpx_to_qp(qpx), EINVAL);
+		return;
+	}
+	w->wr.atomic.remote_addr = addr;
+	w->wr.atomic.rkey = rkey;
+	w->wr.atomic.compare_add = len;
+	w->wr.atomic.swap = (uint64_t)type | (uint64_t)level << SW_FETH_SEL_SHIFT;
 }
 
 static void wr_set_xrc_srqn(struct ibv_qp_ex *qpx, uint32_t srqn)

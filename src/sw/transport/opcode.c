@@ -82,6 +82,10 @@ static const struct sw_opinfo sw_optab[256] = {
 		RQ | SW_F_ATOMIC | SW_F_ONLY | SW_F_ATMETH, L_BTH + SW_ATMETH_LEN },
 
 	/* ---- RC requests: IBTA 1.5 FLUSH and ATOMIC WRITE ---- */
+	[SW_OP_RC | SW_OP_FLUSH] = {
+		"RC_FLUSH",
+		RQ | SW_F_FLUSH | SW_F_ONLY | SW_F_FETH | SW_F_RETH,
+		L_BTH + SW_FETH_LEN + SW_RETH_LEN },
 	[SW_OP_RC | SW_OP_ATOMIC_WRITE] = {
 		"RC_ATOMIC_WRITE",
 		RQ | PL | SW_F_ATOMIC_WRITE | SW_F_ONLY | SW_F_RETH, L_BTH + SW_RETH_LEN },

@@ -146,6 +146,15 @@ int sw_req_build(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t k, uint8_t *b
 		p.compare = w->wr.atomic.compare_add;
 		p.ack_req = true;
 		break;
+	case IBV_WR_FLUSH:
+		/* FETH and RETH; the range's length rides in compare_add */
+		p.opcode = SW_OP_FLUSH;
+		p.va = w->wr.atomic.remote_addr;
+		p.rkey = w->wr.atomic.rkey;
+		p.dma_len = (uint32_t)w->wr.atomic.compare_add;
+		p.feth = (uint32_t)w->wr.atomic.swap;
+		p.ack_req = true;
+		break;
 	case IBV_WR_ATOMIC_WRITE:
 		/* one packet: RETH and the 8 bytes, from the SGEs or the WQE itself */
 		p.opcode = SW_OP_ATOMIC_WRITE;

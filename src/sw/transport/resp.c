@@ -513,6 +513,95 @@ static enum resp_outcome handle_atomic_write(struct sw_qp *qp, const struct sw_p
 	return RESP_DONE;
 }
 
+/* ---- RC: FLUSH (IBTA 1.5) ---- */
+
+/* The MR access a FETH placement type needs (0: a type the device does not know). */
+static int flush_access(uint32_t plt)
+{
+	int need = 0;
+
+	if (!plt || (plt & ~(uint32_t)(SW_FETH_PLT_GLOBAL | SW_FETH_PLT_PERSISTENT)))
+		return 0;
+	if (plt & SW_FETH_PLT_GLOBAL)
+		need |= IBV_ACCESS_FLUSH_GLOBAL;
+	if (plt & SW_FETH_PLT_PERSISTENT)
+		need |= IBV_ACCESS_FLUSH_PERSISTENT;
+	return need;
+}
+
+/*
+ * The target of a FLUSH at the MR level: the whole MR `rkey` names, as
+ * [*va, *va + *len). -EACCES if the key names no MR.
+ */
+static int flush_whole_mr(struct sw_qp *qp, uint32_t rkey, uint64_t *va, uint64_t *len)
+{
+	struct sw_mr *mr = sw_mr_table_lookup(&sw_dev_of(qp->ibv.qp_base.context)->mrs, rkey);
+
+	if (!mr)
+		return -EACCES;
+	*va = mr->iova;
+	*len = mr->length;
+	sw_mr_put(mr);
+	return 0;
+}
+
+/*
+ * An RDMA FLUSH. Checked in this order: no SEND or WRITE in progress and
+ * the QP accepts READ-class requests (max_dest_rd_atomic resources), else
+ * invalid request; the FETH: a placement type of global and/or
+ * persistent only, a selectivity level of range or MR, else invalid
+ * request; at the range level the RETH length at most 2^31, else invalid
+ * request; the QP grants every FLUSH access the type needs, and the rkey
+ * grants it over the range (the RETH's, or the whole MR at the MR
+ * level) without reaching 2^64, else remote access error. Then every
+ * placement before it lands and becomes globally visible, a persistent
+ * FLUSH of an MR whose DMA handle is of type PM writes the range's cache
+ * lines back, and the answer, an empty READ response, goes out only
+ * after that. It is remembered like a READ of 0 bytes, so a duplicate
+ * gets the same answer.
+ */
+static enum resp_outcome handle_flush(struct sw_qp *qp, const struct sw_pkt *pkt)
+{
+	struct sw_resp *resp = qp->resp;
+	uint32_t plt = pkt->feth & SW_FETH_PLT_MASK;
+	uint32_t sel = (pkt->feth & SW_FETH_SEL_MASK) >> SW_FETH_SEL_SHIFT;
+	int need = flush_access(plt);
+	uint64_t va = pkt->va, len = pkt->dma_len;
+	struct sw_rd_res *res;
+	struct sw_mr *mr = NULL;
+
+	if (resp->in_send || resp->in_write || !resp->nres || !need ||
+	    (sel != SW_FETH_SEL_RANGE && sel != SW_FETH_SEL_MR))
+		return fatal_nak(qp, SW_AETH_NAK_INV_REQ, pkt->psn);
+	if (sel == SW_FETH_SEL_RANGE && len > SW_MAX_MSG_SZ)
+		return fatal_nak(qp, SW_AETH_NAK_INV_REQ, pkt->psn);
+	if (((int)qp->attr.access & need) != need ||
+	    (sel == SW_FETH_SEL_MR && flush_whole_mr(qp, pkt->rkey, &va, &len)) ||
+	    sw_resp_rkey(qp, pkt->rkey, va, len, need, &mr) || range_wraps(va, len)) {
+		sw_resp_put_mr(mr);
+		return fatal_nak(qp, SW_AETH_NAK_REM_ACCESS, pkt->psn);
+	}
+	if (mr) {
+		sw_place_flush(hint_of(mr), sw_mr_host(mr, va), len, plt & SW_FETH_PLT_PERSISTENT);
+		sw_mr_put(mr);
+	} else {
+		sw_place_flush(NULL, NULL, 0, false); /* an empty range: still ordered */
+	}
+	res = res_alloc(resp);
+	res->psn = pkt->psn;
+	res->npkts = 1;
+	resp->msn = sw_psn_add(resp->msn, 1);
+	{
+		/* what send_read_resp() sends for 0 bytes */
+		struct sw_pkt p = {.opcode = SW_OP_READ_RESP_ONLY, .psn = pkt->psn};
+
+		p.syndrome = SW_AETH_ACK_NO_CREDIT;
+		p.msn = resp->msn;
+		send_resp(qp, &p, NULL, 0);
+	}
+	return RESP_DONE;
+}
+
 /* ---- duplicates ---- */
 
 /*
@@ -532,7 +621,7 @@ static void handle_duplicate(struct sw_qp *qp, const struct sw_pkt *pkt)
 	SW_COUNT(sw_engine_of(qp), qp, duplicates);
 	if (!pkt->info)
 		return;
-	if (flags & (SW_F_READ | SW_F_ATOMIC)) {
+	if (flags & (SW_F_READ | SW_F_ATOMIC | SW_F_FLUSH)) {
 		for (uint32_t i = 0; i < resp->nres; i++) {
 			struct sw_rd_res *r = &resp->res[i];
 			int32_t d = sw_psn_diff(pkt->psn, r->psn);
@@ -542,8 +631,8 @@ static void handle_duplicate(struct sw_qp *qp, const struct sw_pkt *pkt)
 			if (r->atomic) {
 				if (d == 0 && (flags & SW_F_ATOMIC))
 					send_atomic_ack(qp, r->psn, r->orig);
-			} else if (flags & SW_F_READ) {
-				resend_read_resp(qp, r, (uint32_t)d);
+			} else if (flags & (SW_F_READ | SW_F_FLUSH)) {
+				resend_read_resp(qp, r, (uint32_t)d); /* a FLUSH's: empty */
 			}
 			return;
 		}
@@ -584,6 +673,8 @@ static enum resp_outcome handle_expected(struct sw_qp *qp, const struct sw_pkt *
 		return handle_read(qp, pkt);
 	if (flags & SW_F_ATOMIC_WRITE)
 		return handle_atomic_write(qp, pkt);
+	if (flags & SW_F_FLUSH)
+		return handle_flush(qp, pkt);
 	return handle_atomic(qp, pkt);
 }
 
@@ -635,7 +726,7 @@ void sw_resp_handle(struct sw_qp *qp, const struct sw_pkt *pkt, const union sw_s
 	case RESP_EPSN_SET:
 		break;
 	}
-	if (pkt->info->flags & (SW_F_READ | SW_F_ATOMIC)) {
+	if (pkt->info->flags & (SW_F_READ | SW_F_ATOMIC | SW_F_FLUSH)) {
 		/* the response is the acknowledgement, of everything before it too */
 		resp->unacked = 0;
 		resp->ack_pending = false;

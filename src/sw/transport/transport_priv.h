@@ -447,13 +447,14 @@ enum {
 };
 
 /*
- * RDMA READ and the atomics: the work requests max_rd_atomic counts and
- * a fence waits for, which complete only with their response's data.
+ * RDMA READ, the atomics and RDMA FLUSH: the work requests max_rd_atomic
+ * counts and a fence waits for, which complete only with their response
+ * (a FLUSH's is an empty READ response).
  */
 static inline bool sw_wr_is_rd_atomic(uint32_t opcode)
 {
 	return opcode == IBV_WR_RDMA_READ || opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
-	       opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
+	       opcode == IBV_WR_ATOMIC_FETCH_AND_ADD || opcode == IBV_WR_FLUSH;
 }
 
 /* Send what the window, fences and RNR back-off allow. */
