@@ -138,6 +138,7 @@ static void target(int sock, void *arg)
 				 IBV_QP_ACCESS_FLAGS) == 0) ||
 	    pmem_open(&pm, e.pd, ACC | FG | FP) || tp_connect(sock, &e, 0x200, &peer))
 		goto out;
+	memset(&pa, 0, sizeof(pa)); /* padding too: it crosses a socket */
 	pa.addr = (uintptr_t)pm.buf;
 	pa.rkey = pm.mr->rkey;
 	if (!CHECK(t_xfer(sock, &pa, sizeof(pa), true) == 0) ||

@@ -270,6 +270,9 @@ void sw_device_fill_attr(const struct sw_dev *dev, struct ibv_device_attr_ex *at
 	if (dev->cfg.cc_dma_bounce)
 		attr->device_cap_flags_ex |= IBV_DEVICE_CC_DMA_BOUNCE;
 	attr->phys_port_cnt_ex = 1;
+	/* CQ moderation (queue/cq_mod.c): any uint16_t count, periods as mlx5 */
+	attr->cq_mod_caps.max_cq_count = UINT16_MAX;
+	attr->cq_mod_caps.max_cq_period = 4095;
 	attr->max_dm_size = SW_MAX_DM_SIZE; /* emulated in host memory (mem/dm.c) */
 	/*
 	 * Explicit ODP for RC and UD: the device never pins (mem/access.c).

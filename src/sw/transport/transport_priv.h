@@ -163,6 +163,8 @@ struct sw_engine {
 	atomic_uint sweeps; /* receive passes the progress thread has finished */
 	bool busy_poll; /* SOFTVERBS_BUSY_POLL: spin instead of sleeping */
 	uint64_t spin_ns; /* SOFTVERBS_SPIN_US: keep polling this long after work */
+	pthread_mutex_t cqmod_lock; /* guards the list of moderated CQs (before any cq->lock) */
+	struct sw_cq *cqmod; /* moderated CQs, through sw_cq.mod_next */
 	pthread_mutex_t active_lock; /* guards the active list */
 	struct sw_qp **active; /* QPs with timers or deferred work */
 	uint32_t nactive, cap_active;
