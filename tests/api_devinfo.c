@@ -195,9 +195,11 @@ static void case_verbose(void)
 	ok &= CHECK(atoi(value_of(r.out, "max_srq", v, sizeof(v))) > 0);
 	ok &= CHECK(value_of(r.out, "max_mr_size", v, sizeof(v))[0] != '\0');
 	ok &= CHECK(value_of(r.out, "atomic_cap", v, sizeof(v))[0] != '\0');
-	/* bit 41, wrapped or not, is named */
+	/* bit 41, wrapped or not, is named; so are 38-40 (FLUSH_GLOBAL, _PERSISTENT, ATOMIC_WRITE)
+	 */
 	ok &= CHECK(
-		!strncmp(value_of(r.out, "device_cap_flags_ex", v, sizeof(v)), "0x00000200", 10));
+		!strncmp(value_of(r.out, "device_cap_flags_ex", v, sizeof(v)), "0x000003c0", 10));
+	ok &= CHECK(strstr(r.out, " FLUSH_PERSISTENT") != NULL && strstr(r.out, " ATOMIC_WRITE"));
 	ok &= CHECK(strstr(r.out, " CC_DMA_BOUNCE") != NULL);
 	ok &= CHECK(strstr(r.out, "bit41") == NULL);
 	ok &= CHECK(value_of(r.out, "phys_state", v, sizeof(v))[0] != '\0');

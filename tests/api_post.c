@@ -89,8 +89,7 @@ static void post_bad(struct ibv_qp *qp, const struct ibv_send_wr *bad_wr, int wa
 static void test_send_args(void)
 {
 	/* BIND_MW without a window; LOCAL_INV and SEND_WITH_INV are RC's (api_mw) */
-	static const int bad_ops[] = {IBV_WR_BIND_MW,	   IBV_WR_TSO,	 IBV_WR_DRIVER1,
-				      IBV_WR_ATOMIC_WRITE, IBV_WR_FLUSH, 99};
+	static const int bad_ops[] = {IBV_WR_BIND_MW, IBV_WR_TSO, IBV_WR_DRIVER1, IBV_WR_FLUSH, 99};
 	struct ibv_qp_init_attr init;
 	struct ibv_qp_attr qattr;
 	struct ibv_sge sge[40];

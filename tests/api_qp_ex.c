@@ -238,14 +238,9 @@ static void b_tso(struct xqp *q)
 	ibv_wr_send_tso(q->x, buf, 16, 100);
 }
 
-static void b_atomic_write(struct xqp *q)
-{
-	ibv_wr_atomic_write(q->x, mr->rkey, (uintptr_t)&buf[300], buf);
-}
-
 static void b_flush(struct xqp *q)
 {
-	ibv_wr_flush(q->x, mr->rkey, (uintptr_t)&buf[300], 8, IBV_FLUSH_GLOBAL, IBV_FLUSH_RANGE);
+	ibv_wr_flush(q->x, mr->rkey, (uintptr_t)&buf[300], 8, 4, IBV_FLUSH_RANGE);
 }
 
 static void b_xrc(struct xqp *q)
@@ -351,8 +346,7 @@ static void test_errors_rc(void)
 	} cases[] = {
 		{b_bind_mw, EINVAL, "bind_mw without a window or bind info"},
 		{b_tso, EOPNOTSUPP, "send_tso"},
-		{b_atomic_write, EOPNOTSUPP, "atomic_write"},
-		{b_flush, EOPNOTSUPP, "flush"},
+		{b_flush, EINVAL, "flush of an undefined placement type"},
 		{b_xrc, EINVAL, "set_xrc_srqn on RC"},
 		{b_orphan_setter, EINVAL, "setter without a request"},
 		{b_inline_long, EINVAL, "inline beyond max_inline_data"},

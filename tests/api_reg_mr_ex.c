@@ -307,7 +307,11 @@ static void test_fd_access(void)
 	if (check_mr(mr, pd, mem, page, "address path: an optional bit"))
 		dereg(mr);
 	a = va_attr(mem, page, LW | IBV_ACCESS_FLUSH_GLOBAL);
-	CHECK_EX_FAILS(pd, &a, EOPNOTSUPP);
+	mr = reg_ex(pd, &a);
+	if (check_mr(mr, pd, mem, page, "address path: FLUSH_GLOBAL"))
+		dereg(mr);
+	a = va_attr(mem, page, LW | IBV_ACCESS_FLUSH_PERSISTENT);
+	CHECK_EX_FAILS(pd, &a, EINVAL); /* no PM DMA handle: not persistent memory */
 }
 
 static void test_dmah(void)

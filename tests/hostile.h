@@ -321,16 +321,24 @@ static inline struct sw_pkt h_req(struct ibv_qp *qp, uint8_t opcode, uint32_t ps
 	return p;
 }
 
-/* An RDMA WRITE ONLY of `len` bytes of `data` at `va` with `rkey`, RETH length `dma_len`. */
-static inline void h_write(struct h_env *h, struct ibv_qp *qp, uint32_t psn, uint64_t va,
-			   uint32_t rkey, uint32_t dma_len, const void *data, uint32_t len)
+/* A request `op` with a RETH (`va`, `rkey`, `dma_len`) and `len` bytes of `data`. */
+static inline void h_reth_op(struct h_env *h, struct ibv_qp *qp, uint8_t op, uint32_t psn,
+			     uint64_t va, uint32_t rkey, uint32_t dma_len, const void *data,
+			     uint32_t len)
 {
-	struct sw_pkt p = h_req(qp, SW_OP_WRITE_ONLY, psn);
+	struct sw_pkt p = h_req(qp, op, psn);
 
 	p.va = va;
 	p.rkey = rkey;
 	p.dma_len = dma_len;
 	h_send(h, &p, data, len);
+}
+
+/* An RDMA WRITE ONLY of `len` bytes of `data` at `va` with `rkey`, RETH length `dma_len`. */
+static inline void h_write(struct h_env *h, struct ibv_qp *qp, uint32_t psn, uint64_t va,
+			   uint32_t rkey, uint32_t dma_len, const void *data, uint32_t len)
+{
+	h_reth_op(h, qp, SW_OP_WRITE_ONLY, psn, va, rkey, dma_len, data, len);
 }
 
 static inline void h_read(struct h_env *h, struct ibv_qp *qp, uint32_t psn, uint64_t va,

@@ -5,7 +5,15 @@
  * out of bounds or wrapping 2^64, lengths over the MR, over the largest
  * message, against the RETH length and over the path MTU, misaligned
  * atomics and atomics without atomic access, opcodes out of sequence,
- * and PSNs outside the window (far ahead, far behind, across 2^24).
+ * and PSNs outside the window (far ahead, far behind, across 2^24);
+ * RDMA ATOMIC WRITE (IBTA 1.5) with RETH lengths and payloads other than
+ * 8 bytes, misaligned, without REMOTE_WRITE, beyond its MR, inside a
+ * WRITE, and an honest one done once though sent twice; RDMA FLUSH with
+ * undefined placement types and levels, over 2^31, without the FLUSH
+ * access of the QP or MR, beyond the MR and with an unknown key, and
+ * honest ones (an empty READ response; a persistent FLUSH of an MR of a
+ * PM DMA handle writes back every line of its range once, a duplicate
+ * is answered again without flushing).
  *
  * Every case checks what IBTA requires of the responder: the NAK
  * syndrome read off the wire (remote access error, invalid request,
@@ -20,6 +28,8 @@
 
 #include "qp_util.h"
 #include "hostile.h"
+
+#include "sw/mem/place.h"
 
 enum {
 	ARENA_LEN = 4 * 4096 - 2 * H_SLACK, /* the arena's RW pages exactly */
@@ -261,7 +271,7 @@ static void lengths_and_sequence(void)
 		FATAL_END(SW_AETH_NAK_INV_REQ, PSN0);
 	}
 	static const uint8_t unsupported[] = {
-		0x15, 0x18, 0x19, 0x1a, 0x1b, 0x1c, 0x1d, 0x1e, 0x1f,
+		0x15, 0x18, 0x19, 0x1a, 0x1b, 0x1e, 0x1f,
 	};
 	for (size_t i = 0; i < Q_ARRAY(unsupported); i++) {
 		static char names[Q_ARRAY(unsupported)][64]; /* t_case() keeps the pointer */
@@ -324,6 +334,228 @@ static void expect_atomic_ack(uint32_t psn, uint64_t orig)
 	CHECK(p.opcode == SW_OP_ATOMIC_ACK && p.psn == psn && p.syndrome == H_ACK);
 	CHECK_MSG(p.orig == orig, "atomic orig %#llx, want %#llx", (unsigned long long)p.orig,
 		  (unsigned long long)orig);
+}
+
+/* An ATOMIC WRITE at PSN0 to a fresh victim draws NAK `syn` (fatal_at). */
+static void aw_case(const char *name, uint64_t va, uint32_t rkey, uint32_t dma_len, uint32_t len,
+		    uint8_t syn)
+{
+	t_case(name);
+	FATAL_BEGIN();
+	h_reth_op(h, v, SW_OP_ATOMIC_WRITE, PSN0, va, rkey, dma_len, data, len);
+	FATAL_END(syn, PSN0);
+}
+
+static void atomic_writes(void)
+{
+	uint32_t k = all.mr->rkey;
+	uint64_t word;
+
+	aw_case("ATOMIC WRITE: RETH length 4: invalid request", h_va(&all, 8), k, 4, 8,
+		SW_AETH_NAK_INV_REQ);
+	aw_case("ATOMIC WRITE: RETH length 16 and 16 bytes: invalid request", h_va(&all, 8), k, 16,
+		16, SW_AETH_NAK_INV_REQ);
+	aw_case("ATOMIC WRITE: 4 payload bytes: invalid request", h_va(&all, 8), k, 8, 4,
+		SW_AETH_NAK_INV_REQ);
+	aw_case("ATOMIC WRITE: no payload: invalid request", h_va(&all, 8), k, 8, 0,
+		SW_AETH_NAK_INV_REQ);
+	aw_case("ATOMIC WRITE: misaligned: invalid request", h_va(&all, 12), k, 8, 8,
+		SW_AETH_NAK_INV_REQ);
+	aw_case("ATOMIC WRITE: read-only MR: remote access error", h_va(&ro, 8), ro.mr->rkey, 8, 8,
+		SW_AETH_NAK_REM_ACCESS);
+	aw_case("ATOMIC WRITE: past the MR's end: remote access error", h_va(&all, ARENA_LEN), k, 8,
+		8, SW_AETH_NAK_REM_ACCESS);
+	aw_case("ATOMIC WRITE: key of another PD: remote access error", h_va(&other, 8),
+		other.mr->rkey, 8, 8, SW_AETH_NAK_REM_ACCESS);
+	aw_case("ATOMIC WRITE: va reaches 2^64: remote access error", UINT64_MAX - 7, k, 8, 8,
+		SW_AETH_NAK_REM_ACCESS);
+	{
+		t_case("ATOMIC WRITE inside a multi-packet WRITE: invalid request");
+		FATAL_BEGIN();
+		struct sw_pkt p = h_req(v, SW_OP_WRITE_FIRST, PSN0);
+
+		p.ack_req = false;
+		p.va = h_va(&all, 0);
+		p.rkey = k;
+		p.dma_len = 2 * H_MTU;
+		h_send(h, &p, data, H_MTU);
+		/* the WRITE's first packet lands: the shadow follows */
+		memcpy(all.shadow + H_SLACK, data, H_MTU);
+		h_reth_op(h, v, SW_OP_ATOMIC_WRITE, PSN0 + 1, h_va(&all, 8), k, 8, data, 8);
+		FATAL_END(SW_AETH_NAK_INV_REQ, PSN0 + 1);
+	}
+	{
+		struct ibv_qp *v = victim();
+
+		t_case("ATOMIC WRITE: lands, ACKed; sent again (a duplicate): ACKed, not redone");
+		h_reth_op(h, v, SW_OP_ATOMIC_WRITE, PSN0, h_va(&all, 1024), k, 8, data + 100, 8);
+		H_EXPECT_ACK(h, H_ACK, PSN0);
+		memcpy(all.shadow + H_SLACK + 1024, data + 100, 8);
+		CHECK(arenas_intact(v));
+		h_reth_op(h, v, SW_OP_ATOMIC_WRITE, PSN0, h_va(&all, 1024), k, 8, data + 200, 8);
+		H_EXPECT_ACK(h, H_ACK, PSN0);
+		memcpy(&word, all.buf + 1024, 8);
+		CHECK(memcmp(&word, data + 100, 8) == 0);
+		CHECK(arenas_intact(v));
+		CHECK_EQ_INT(q_state(v), IBV_QPS_RTS);
+		H_EXPECT_EVENT(h, v, 0);
+		CHECK_RET(ibv_destroy_qp(v), 0);
+	}
+}
+
+/* ---- RDMA FLUSH ---- */
+
+#define FL_ACC (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ)
+#define FG IBV_ACCESS_FLUSH_GLOBAL
+#define FP IBV_ACCESS_FLUSH_PERSISTENT
+
+static struct h_arena fl; /* FLUSH targets: MRs over its buffer */
+static struct ibv_mr *fl_g, *fl_pm; /* FLUSH_GLOBAL; both FLUSH bits on a PM DMA handle */
+static struct ibv_dmah *pm_dmah;
+
+/* Register fl_g and fl_pm over fl's buffer (the PM handle pinned to a CPU it may use). */
+static void flush_mrs_open(void)
+{
+	struct ibv_dmah_init_attr da = {.comp_mask = IBV_DMAH_INIT_ATTR_MASK_CPU_ID |
+						     IBV_DMAH_INIT_ATTR_MASK_PH |
+						     IBV_DMAH_INIT_ATTR_MASK_TPH_MEM_TYPE,
+					.tph_mem_type = IBV_TPH_MEM_TYPE_PM};
+	struct ibv_mr_init_attr ma = {.length = 4096,
+				      .access = IBV_ACCESS_LOCAL_WRITE | FL_ACC | FG | FP,
+				      .comp_mask = IBV_REG_MR_MASK_ADDR | IBV_REG_MR_MASK_DMAH};
+	int cpu = sched_getcpu();
+
+	h_arena_open(&fl, h->e.pd, 4096, IBV_ACCESS_LOCAL_WRITE);
+	da.cpu_id = cpu < 0 ? 0 : (uint32_t)cpu;
+	pm_dmah = ibv_alloc_dmah(h->e.ctx, &da);
+	fl_g = ibv_reg_mr(h->e.pd, fl.buf, 4096, IBV_ACCESS_LOCAL_WRITE | FL_ACC | FG);
+	ma.addr = fl.buf;
+	ma.dmah = pm_dmah;
+	fl_pm = pm_dmah ? ibv_reg_mr_ex(h->e.pd, &ma) : NULL;
+	if (!pm_dmah || !fl_g || !fl_pm) {
+		printf("Bail out! FLUSH MRs: %s\n", t_errname(errno));
+		exit(1);
+	}
+}
+
+static void flush_mrs_close(void)
+{
+	CHECK_RET(ibv_dereg_mr(fl_pm), 0);
+	CHECK_RET(ibv_dereg_mr(fl_g), 0);
+	CHECK_RET(ibv_dealloc_dmah(pm_dmah), 0);
+	h_arena_close(&fl);
+}
+
+/* A victim whose QP grants both FLUSH accesses (RTS->RTS). */
+static struct ibv_qp *flush_victim(void)
+{
+	struct ibv_qp *v = victim();
+	struct ibv_qp_attr a = {.qp_access_flags = FL_ACC | IBV_ACCESS_REMOTE_ATOMIC | FG | FP};
+
+	CHECK_RET(ibv_modify_qp(v, &a, IBV_QP_ACCESS_FLAGS), 0);
+	return v;
+}
+
+/* A FLUSH request: FETH placement type `plt`, level `sel`, RETH va/rkey/len. */
+static void h_flush(struct ibv_qp *qp, uint32_t psn, uint32_t plt, uint32_t sel, uint64_t va,
+		    uint32_t rkey, uint32_t len)
+{
+	struct sw_pkt p = h_req(qp, SW_OP_FLUSH, psn);
+
+	p.feth = plt | sel << SW_FETH_SEL_SHIFT;
+	p.va = va;
+	p.rkey = rkey;
+	p.dma_len = len;
+	h_send(h, &p, NULL, 0);
+}
+
+/* The next packet is the empty READ response that answers a FLUSH at `psn`. */
+static void expect_flush_resp(uint32_t psn)
+{
+	struct sw_pkt p;
+
+	if (!CHECK_EQ_INT(h_recv(h, &p, H_WAIT_MS), 0))
+		return;
+	CHECK_MSG(p.opcode == SW_OP_READ_RESP_ONLY && p.psn == psn && p.syndrome == H_ACK &&
+			  p.paylen == 0,
+		  "want an empty READ response of psn %#x, got opcode %#x psn %#x len %u", psn,
+		  p.opcode, p.psn, p.paylen);
+}
+
+/* A FLUSH at PSN0 to a fresh victim (flush access when `qp_flush`) draws NAK `syn`. */
+static void flush_case(const char *name, bool qp_flush, uint32_t plt, uint32_t sel, uint64_t va,
+		       uint32_t rkey, uint32_t len, uint8_t syn)
+{
+	t_case(name);
+	struct ibv_qp *v = qp_flush ? flush_victim() : victim();
+	unsigned long long naks0 = H_CNT(h, err_naks_tx);
+
+	h_flush(v, PSN0, plt, sel, va, rkey, len);
+	FATAL_END(syn, PSN0);
+}
+
+/* Lines of 64 bytes [va, va + len) of fl's buffer touches. */
+static size_t fl_lines(uint64_t off, uint64_t len)
+{
+	uintptr_t p = (uintptr_t)fl.buf + off;
+
+	return (p + len - 1) / 64 - p / 64 + 1;
+}
+
+static void flushes(void)
+{
+	uint64_t base;
+	uint32_t g, pm;
+	size_t before;
+
+	flush_mrs_open();
+	g = fl_g->rkey;
+	pm = fl_pm->rkey;
+	base = h_va(&fl, 0);
+	flush_case("FLUSH: placement type 0: invalid request", true, 0, 0, base, g, 64,
+		   SW_AETH_NAK_INV_REQ);
+	flush_case("FLUSH: placement type 4: invalid request", true, 4, 0, base, g, 64,
+		   SW_AETH_NAK_INV_REQ);
+	flush_case("FLUSH: selectivity level 2: invalid request", true, 1, 2, base, g, 64,
+		   SW_AETH_NAK_INV_REQ);
+	flush_case("FLUSH: range over 2^31: invalid request", true, 1, 0, base, g, 0x80000001u,
+		   SW_AETH_NAK_INV_REQ);
+	flush_case("FLUSH: QP without FLUSH access: remote access error", false, 1, 0, base, g, 64,
+		   SW_AETH_NAK_REM_ACCESS);
+	flush_case("FLUSH: MR without FLUSH access: remote access error", true, 1, 0, h_va(&all, 0),
+		   all.mr->rkey, 64, SW_AETH_NAK_REM_ACCESS);
+	flush_case("FLUSH: persistent on a FLUSH_GLOBAL MR: remote access error", true, 2, 0, base,
+		   g, 64, SW_AETH_NAK_REM_ACCESS);
+	flush_case("FLUSH: beyond the MR: remote access error", true, 1, 0, base + 4000, g, 200,
+		   SW_AETH_NAK_REM_ACCESS);
+	flush_case("FLUSH: MR level, unknown key: remote access error", true, 1, 1, 0,
+		   pm ^ 0x5a5a00u, 0, SW_AETH_NAK_REM_ACCESS);
+	{
+		struct ibv_qp *v = flush_victim();
+
+		t_case("FLUSH: global, persistent (PM: every line written back), a duplicate, the "
+		       "whole MR");
+		h_flush(v, PSN0, 1, 0, base + 100, g, 300);
+		expect_flush_resp(PSN0);
+		before = atomic_load(&sw_place_stats.flushed_lines);
+		h_flush(v, PSN0 + 1, 2, 0, base + 100, pm, 300);
+		expect_flush_resp(PSN0 + 1);
+		CHECK_EQ_INT(atomic_load(&sw_place_stats.flushed_lines) - before,
+			     fl_lines(100, 300));
+		before = atomic_load(&sw_place_stats.flushed_lines);
+		h_flush(v, PSN0 + 1, 2, 0, base + 100, pm, 300); /* a duplicate */
+		expect_flush_resp(PSN0 + 1);
+		CHECK_EQ_INT(atomic_load(&sw_place_stats.flushed_lines), before);
+		h_flush(v, PSN0 + 2, 3, 1, 0, pm, 0); /* the whole MR */
+		expect_flush_resp(PSN0 + 2);
+		CHECK_EQ_INT(atomic_load(&sw_place_stats.flushed_lines) - before,
+			     fl_lines(0, 4096));
+		CHECK_EQ_INT(q_state(v), IBV_QPS_RTS);
+		CHECK(arenas_intact(v) && h_arena_intact(&fl));
+		H_EXPECT_EVENT(h, v, 0);
+		CHECK_RET(ibv_destroy_qp(v), 0);
+	}
+	flush_mrs_close();
 }
 
 static void psns(void)
@@ -451,6 +683,10 @@ int main(void)
 	lengths_and_sequence();
 	h_honest_tick(&honest);
 	psns();
+	h_honest_tick(&honest);
+	atomic_writes();
+	h_honest_tick(&honest);
+	flushes();
 	h_honest_tick(&honest);
 
 	t_case("an honest QP pair on the same device carried on");

@@ -2,7 +2,11 @@
 /*
  * unit_place.c - the placement layer honours each TPH hint:
  * ph 1 non-temporal stores, PM write-back, CPU_ID pinned worker, and the
- * last byte of a placement never becomes visible before the others.
+ * last byte of a placement never becomes visible before the others;
+ * RDMA FLUSH (sw_place_flush): a persistent flush of a PM range writes
+ * back each of its cache lines, nothing else does, and a flush returns
+ * only after the copies deferred to a pinned worker before it landed;
+ * ATOMIC WRITE's store (sw_place_store64) lands whole, after them too.
  */
 #include "harness.h"
 
@@ -113,6 +117,62 @@ static void case_cpu(void)
 	}
 }
 
+/* Contract: the number of 64-byte lines [p, p + len) touches. */
+static size_t lines(const uint8_t *p, size_t len)
+{
+	return ((uintptr_t)p + len - 1) / 64 - (uintptr_t)p / 64 + 1;
+}
+
+static void case_flush(void)
+{
+	struct sw_place_hint pm = {.mem_type = IBV_TPH_MEM_TYPE_PM};
+	struct sw_place_hint vm = {.mem_type = IBV_TPH_MEM_TYPE_VM};
+	size_t before = atomic_load(&sw_place_stats.flushed_lines);
+	uint64_t word = 0;
+	cpu_set_t set;
+	int cpu = -1;
+
+	t_case("FLUSH: persistent on PM writes back every line of the range, nothing else does");
+	sw_place_flush(&pm, dst + 60, 1000, true);
+	CHECK_EQ_INT(atomic_load(&sw_place_stats.flushed_lines) - before, lines(dst + 60, 1000));
+	before = atomic_load(&sw_place_stats.flushed_lines);
+	sw_place_flush(&pm, dst, 1000, false); /* global only */
+	sw_place_flush(&vm, dst, 1000, true); /* not persistent memory */
+	sw_place_flush(NULL, dst, 1000, true);
+	sw_place_flush(&pm, NULL, 0, true); /* an empty range */
+	CHECK_EQ_INT(atomic_load(&sw_place_stats.flushed_lines), before);
+	sw_place_store64(&pm, &word, 0x1122334455667788ull);
+	CHECK_EQ_INT(word, 0x1122334455667788ull);
+	CHECK_EQ_INT(atomic_load(&sw_place_stats.flushed_lines) - before, 1);
+
+	t_case("FLUSH and ATOMIC WRITE come after the deferred copies on a pinned worker");
+	CHECK(sched_getaffinity(0, sizeof(set), &set) == 0);
+	for (int c = CPU_SETSIZE - 1; c >= 0; c--)
+		if (CPU_ISSET(c, &set))
+			cpu = c;
+	if (!CHECK(cpu >= 0) || !CHECK(sw_place_worker_get((uint32_t)cpu) == 0))
+		return;
+	for (int round = 0; round < 20; round++) {
+		struct sw_place_hint h = {
+			.has_cpu = true, .cpu_id = (uint32_t)cpu, .mem_type = IBV_TPH_MEM_TYPE_PM};
+
+		fill(src, sizeof(src), (unsigned)round + 20);
+		before = atomic_load(&sw_place_stats.flushed_lines);
+		CHECK(sw_place_defer(&h, dst, src, sizeof(src), NULL, NULL) == 0);
+		sw_place_kick();
+		sw_place_flush(&h, dst, sizeof(src), true);
+		CHECK(!sw_place_pending());
+		CHECK(memcmp(dst, src, sizeof(src)) == 0);
+		/* the copy's own write-back and the flush's, each of every line */
+		CHECK_EQ_INT(atomic_load(&sw_place_stats.flushed_lines) - before,
+			     2 * lines(dst, sizeof(src)));
+		CHECK(sw_place_defer(&h, dst, src, 64, NULL, NULL) == 0);
+		sw_place_store64(&h, (uint64_t *)(void *)dst, (uint64_t)round);
+		CHECK_EQ_INT(*(uint64_t *)(void *)dst, (uint64_t)round);
+	}
+	sw_place_worker_put((uint32_t)cpu);
+}
+
 static void case_last_byte(void)
 {
 	static uint8_t pattern[256 << 10];
@@ -138,6 +198,7 @@ int main(void)
 	case_ph();
 	case_pm();
 	case_cpu();
+	case_flush();
 	case_last_byte();
 	return t_finish();
 }

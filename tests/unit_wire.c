@@ -71,9 +71,10 @@ static uint32_t ref_crc32(const uint8_t *p, size_t len)
 /* The opcodes the device must accept. */
 static const uint8_t valid_ops[] = {
 	0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0a, 0x0b, 0x0c, 0x0d, 0x0e,
-	0x0f, 0x10, 0x11, 0x12, 0x13, 0x14, 0x16, 0x17, 0x20, 0x21, 0x22, 0x23, 0x24, 0x25, 0x26,
-	0x27, 0x28, 0x29, 0x2a, 0x2b, 0x64, 0x65, 0xa0, 0xa1, 0xa2, 0xa3, 0xa4, 0xa5, 0xa6, 0xa7,
-	0xa8, 0xa9, 0xaa, 0xab, 0xac, 0xad, 0xae, 0xaf, 0xb0, 0xb1, 0xb2, 0xb3, 0xb4, 0xb6, 0xb7,
+	0x0f, 0x10, 0x11, 0x12, 0x13, 0x14, 0x16, 0x17, 0x1c, 0x1d, 0x20, 0x21, 0x22, 0x23, 0x24,
+	0x25, 0x26, 0x27, 0x28, 0x29, 0x2a, 0x2b, 0x64, 0x65, 0xa0, 0xa1, 0xa2, 0xa3, 0xa4, 0xa5,
+	0xa6, 0xa7, 0xa8, 0xa9, 0xaa, 0xab, 0xac, 0xad, 0xae, 0xaf, 0xb0, 0xb1, 0xb2, 0xb3, 0xb4,
+	0xb6, 0xb7,
 };
 
 /* Contract: true if `op` is in valid_ops. */
@@ -113,6 +114,7 @@ static void rnd_fields(struct sw_pkt *p, uint8_t opcode)
 	p->va = rnd();
 	p->rkey = (uint32_t)rnd();
 	p->dma_len = (uint32_t)rnd();
+	p->feth = (uint32_t)rnd();
 	p->swap_add = rnd();
 	p->compare = rnd();
 	p->imm_be = (uint32_t)rnd();
@@ -168,6 +170,7 @@ static void test_opcodes(void)
 		hl = SW_BTH_LEN;
 		hl += f & SW_F_XRCETH ? SW_XRCETH_LEN : 0;
 		hl += f & SW_F_DETH ? SW_DETH_LEN : 0;
+		hl += f & SW_F_FETH ? SW_FETH_LEN : 0;
 		hl += f & SW_F_RETH ? SW_RETH_LEN : 0;
 		hl += f & SW_F_ATMETH ? SW_ATMETH_LEN : 0;
 		hl += f & SW_F_IMMDT ? SW_IMMDT_LEN : 0;
@@ -178,15 +181,15 @@ static void test_opcodes(void)
 			  "%s: hdr_len %u, flags say %u", info->name, info->hdr_len, hl);
 		CHECK_MSG(!(f & SW_F_REQ) != !(f & SW_F_RESP), "%s: REQ xor RESP", info->name);
 		n = !!(f & SW_F_SEND) + !!(f & SW_F_WRITE) + !!(f & SW_F_READ) +
-		    !!(f & SW_F_ATOMIC);
+		    !!(f & SW_F_ATOMIC) + !!(f & SW_F_FLUSH) + !!(f & SW_F_ATOMIC_WRITE);
 		CHECK_MSG(n == (o == SW_OP_ACK ? 0u : 1u), "%s: %u operation kinds", info->name, n);
 		n = (f & SW_F_ONLY) == SW_F_ONLY || (f & SW_F_ONLY) == SW_F_FIRST ||
 		    (f & SW_F_ONLY) == SW_F_LAST;
 		CHECK_MSG(n ^ !!(f & SW_F_MIDDLE), "%s: exactly one of first/middle/last/only",
 			  info->name);
 		/* payload: everything but READ request, atomics, ACKs */
-		CHECK_MSG(!(f & SW_F_PAYLOAD) ==
-				  (o == 0x0c || o == 0x11 || o == 0x12 || o == 0x13 || o == 0x14),
+		CHECK_MSG(!(f & SW_F_PAYLOAD) == (o == 0x0c || o == 0x11 || o == 0x12 || o == 0x13 ||
+						  o == 0x14 || (op == 0x1c)),
 			  "%s: payload flag", info->name);
 		CHECK_MSG(!(f & SW_F_IMMDT) || !(f & SW_F_IETH), "%s: ImmDt and IETH", info->name);
 		CHECK_MSG(!(f & SW_F_DETH) == (cls != SW_OP_UD), "%s: DETH iff UD", info->name);
@@ -200,6 +203,8 @@ static void test_opcodes(void)
 	CHECK(sw_opinfo(0x0b)->hdr_len == 32);
 	CHECK(sw_opinfo(0x12)->hdr_len == 24);
 	CHECK(sw_opinfo(0x13)->hdr_len == 40);
+	CHECK(sw_opinfo(0x1c)->hdr_len == 32 && (sw_opinfo(0x1c)->flags & SW_F_FETH));
+	CHECK(sw_opinfo(0x1d)->hdr_len == 28 && (sw_opinfo(0x1d)->flags & SW_F_PAYLOAD));
 	CHECK(sw_opinfo(0x65)->hdr_len == 24);
 	CHECK(!strcmp(sw_opinfo(0x24)->name, "UC_SEND_ONLY"));
 	CHECK(sw_opinfo(0x2b)->hdr_len == 32 && sw_opinfo(0x23)->hdr_len == 16);
@@ -411,6 +416,8 @@ static int same_fields(const struct sw_pkt *p, const struct sw_pkt *q)
 		ok &= q->xrc_srqn == (p->xrc_srqn & SW_QPN_MASK);
 	if (f & SW_F_DETH)
 		ok &= q->qkey == p->qkey && q->sqpn == (p->sqpn & SW_QPN_MASK);
+	if (f & SW_F_FETH)
+		ok &= q->feth == p->feth;
 	if (f & SW_F_RETH)
 		ok &= q->va == p->va && q->rkey == p->rkey && q->dma_len == p->dma_len;
 	if (f & SW_F_ATMETH)

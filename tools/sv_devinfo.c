@@ -131,6 +131,9 @@ static const struct bit_name device_cap_names[] = {
 	/* only in device_cap_flags_ex */
 	{34, "RAW_SCATTER_FCS"},
 	{36, "PCI_WRITE_END_PADDING"},
+	{38, "FLUSH_GLOBAL"},
+	{39, "FLUSH_PERSISTENT"},
+	{40, "ATOMIC_WRITE"},
 	{41, "CC_DMA_BOUNCE"},
 };
 

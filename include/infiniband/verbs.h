@@ -124,6 +124,10 @@ enum ibv_fork_status {
 /* Bits above 31 of ibv_device_attr_ex.device_cap_flags_ex */
 #define IBV_DEVICE_RAW_SCATTER_FCS		(1ULL << 34)
 #define IBV_DEVICE_PCI_WRITE_END_PADDING	(1ULL << 36)
+/* The kernel's IB_UVERBS_DEVICE_FLUSH_GLOBAL, _FLUSH_PERSISTENT, _ATOMIC_WRITE */
+#define IBV_DEVICE_FLUSH_GLOBAL			(1ULL << 38)
+#define IBV_DEVICE_FLUSH_PERSISTENT		(1ULL << 39)
+#define IBV_DEVICE_ATOMIC_WRITE			(1ULL << 40)
 /* Confidential-computing device: DMA goes through shared bounce buffers */
 #define IBV_DEVICE_CC_DMA_BOUNCE		(1ULL << 41)
 

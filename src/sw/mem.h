@@ -161,6 +161,12 @@ int sw_mem_check_mapped(uintptr_t addr, uint64_t len, bool write);
 /* mem/access.c */
 /* Validate access bits for a registration; `fd_path` narrows the set. */
 int sw_access_check(int access, bool fd_path);
+/*
+ * FLUSH_PERSISTENT in `access` needs persistent memory: `mr` (NULL: none
+ * attached) with a DMA handle of type PM. 0 or -EINVAL (rxe's answer for
+ * pages that are not persistent memory).
+ */
+int sw_access_check_persistent(int access, const struct sw_mr *mr);
 
 /*
  * Check that [iova, iova + len) lies inside the MR and that `need`

@@ -96,6 +96,12 @@ struct sw_cq {
 	bool overflow; /* an overflow was reported */
 	uint32_t events_reported; /* completion events delivered to the channel */
 	struct sw_cqe *cur; /* cq_ex polling: current entry, or NULL */
+	/* CQ moderation (cq_mod.c), under lock; 0/0: none */
+	uint16_t mod_count, mod_period_us;
+	uint32_t mod_pending; /* completions that met the arm, event held back */
+	uint64_t mod_deadline_ns; /* CLOCK_MONOTONIC: the held event is due; 0: none */
+	struct sw_cq *mod_next; /* the engine's list of moderated CQs (its lock) */
+	bool mod_listed; /* on that list (the engine's lock) */
 };
 
 static inline struct sw_cq *sw_cq(struct ibv_cq *cq)
@@ -110,6 +116,32 @@ static inline struct sw_cq *sw_cq(struct ibv_cq *cq)
  * and -ENOSPC returned. Any thread; takes cq->lock.
  */
 int sw_cq_push(struct sw_cq *cq, const struct ibv_wc *wc, bool solicited);
+
+/*
+ * Raise the completion event of an armed CQ now: disarm it, queue the
+ * event on its channel, forget any event moderation held back
+ * (cq->lock held).
+ */
+void sw_cq_fire_locked(struct sw_cq *cq);
+
+/* cq_mod.c: CQ moderation (ibv_modify_cq) */
+
+/* Contract: sv_ops.modify_cq. 0, -EINVAL or -EOPNOTSUPP (cq_mod.c). */
+int sw_modify_cq(struct ibv_cq *cq, struct ibv_modify_cq_attr *attr);
+
+/*
+ * A completion met the CQ's arm (cq->lock held): true if moderation
+ * holds its event back (the count not reached, the period not over),
+ * false if the event is due now.
+ */
+bool sw_cq_mod_hold(struct sw_cq *cq);
+
+/*
+ * The progress thread's timer for `cq` at `now`: raise a held event
+ * whose period is over. Returns the deadline still pending, 0 if none.
+ * Takes cq->lock.
+ */
+uint64_t sw_cq_mod_tick(struct sw_cq *cq, uint64_t now);
 
 /*
  * Drop every queued completion of QP `qp_num` from `cq` (NULL: nothing),

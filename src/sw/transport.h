@@ -27,6 +27,7 @@
 struct sw_config;
 struct sw_dev;
 struct sw_qp;
+struct sw_cq;
 
 /* ---- the device's UDP endpoint ---- */
 
@@ -130,5 +131,15 @@ void sw_transport_settle(struct sw_qp *qp);
 
 /* New send WQEs were posted: send what the window allows (qp->lock held). */
 void sw_transport_kick(struct sw_qp *qp);
+
+/*
+ * CQ moderation's timers (engine.c): the progress thread runs
+ * sw_cq_mod_tick() on every watched CQ with its other timers. Watch
+ * (idempotent) once a CQ is moderated; unwatch before it is freed.
+ */
+void sw_engine_cq_watch(struct sw_dev *dev, struct sw_cq *cq);
+void sw_engine_cq_unwatch(struct sw_dev *dev, struct sw_cq *cq);
+/* A moderated CQ holds an event due at `deadline` (ns): see it in time. */
+void sw_engine_cq_deadline(struct sw_dev *dev, uint64_t deadline);
 
 #endif

@@ -5,7 +5,7 @@
  * validation, header building and the ICRC.
  *
  * A packet as the UDP payload (extension headers in IBA order):
- *   BTH [XRCETH] [DETH] [RETH] [AtomicETH] [AETH] [AtomicAckETH] [ImmDt | IETH]
+ *   BTH [XRCETH] [DETH] [FETH] [RETH] [AtomicETH] [AETH] [AtomicAckETH] [ImmDt | IETH]
  *   payload, 0-3 pad bytes, ICRC (4 bytes, least significant byte first)
  * All header fields are big-endian. The length of a valid packet is a
  * multiple of 4.
@@ -27,6 +27,7 @@ enum {
 	SW_XRCETH_LEN = 4,
 	SW_DETH_LEN = 8,
 	SW_RETH_LEN = 16,
+	SW_FETH_LEN = 4,
 	SW_ATMETH_LEN = 28,
 	SW_IMMDT_LEN = 4,
 	SW_IETH_LEN = 4,
@@ -71,6 +72,24 @@ enum sw_opcode {
 	SW_OP_FETCH_ADD = 0x14,
 	SW_OP_SEND_LAST_INV = 0x16,
 	SW_OP_SEND_ONLY_INV = 0x17,
+	SW_OP_FLUSH = 0x1c, /* IBTA 1.5: FETH + RETH, answered by an empty READ response */
+	SW_OP_ATOMIC_WRITE = 0x1d, /* IBTA 1.5: RETH + 8 payload bytes, answered by an ACK */
+};
+
+/*
+ * FETH (IBTA 1.5 FLUSH extended transport header), one 32-bit word:
+ * placement type in bits 3:0 (a mask: 1 global visibility, 2
+ * persistence), selectivity level in bits 5:4 (0 the RETH's range, 1
+ * the whole MR); every other bit reserved.
+ */
+enum {
+	SW_FETH_PLT_MASK = 0x0f,
+	SW_FETH_SEL_SHIFT = 4,
+	SW_FETH_SEL_MASK = 0x30,
+	SW_FETH_PLT_GLOBAL = 1,
+	SW_FETH_PLT_PERSISTENT = 2,
+	SW_FETH_SEL_RANGE = 0,
+	SW_FETH_SEL_MR = 1,
 };
 
 /* What an opcode carries and means (transport/opcode.c). */
@@ -94,6 +113,9 @@ enum sw_op_flag {
 	SW_F_READ = 1 << 15,
 	SW_F_ATOMIC = 1 << 16,
 	SW_F_XRCETH = 1 << 17, /* XRC requests: the XRCETH follows the BTH */
+	SW_F_FETH = 1 << 18,
+	SW_F_FLUSH = 1 << 19, /* RDMA FLUSH request */
+	SW_F_ATOMIC_WRITE = 1 << 20, /* RDMA ATOMIC WRITE request */
 };
 
 struct sw_opinfo {
@@ -150,6 +172,8 @@ struct sw_pkt {
 	/* DETH */
 	uint32_t qkey;
 	uint32_t sqpn;
+	/* FETH (the whole word, reserved bits included) */
+	uint32_t feth;
 	/* RETH / AtomicETH */
 	uint64_t va;
 	uint32_t rkey;

@@ -42,6 +42,7 @@ const struct sv_ops sw_ops = {
 	.create_cq_ex = sw_create_cq_ex,
 	.destroy_cq = sw_destroy_cq,
 	.resize_cq = sw_resize_cq,
+	.modify_cq = sw_modify_cq,
 	.poll_cq = sw_poll_cq,
 	.req_notify_cq = sw_req_notify_cq,
 	.create_srq_ex = sw_create_srq_ex,

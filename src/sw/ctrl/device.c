@@ -266,10 +266,15 @@ void sw_device_fill_attr(const struct sw_dev *dev, struct ibv_device_attr_ex *at
 	attr->comp_mask = 0;
 	attr->completion_timestamp_mask = SW_COMPLETION_TS_MASK;
 	attr->hca_core_clock = SW_HCA_CORE_CLOCK_KHZ;
-	attr->device_cap_flags_ex = a->device_cap_flags;
+	/* IBTA 1.5 RDMA ATOMIC WRITE and FLUSH (RC), as rxe */
+	attr->device_cap_flags_ex = a->device_cap_flags | IBV_DEVICE_ATOMIC_WRITE |
+				    IBV_DEVICE_FLUSH_GLOBAL | IBV_DEVICE_FLUSH_PERSISTENT;
 	if (dev->cfg.cc_dma_bounce)
 		attr->device_cap_flags_ex |= IBV_DEVICE_CC_DMA_BOUNCE;
 	attr->phys_port_cnt_ex = 1;
+	/* CQ moderation (queue/cq_mod.c): any uint16_t count, periods as mlx5 */
+	attr->cq_mod_caps.max_cq_count = UINT16_MAX;
+	attr->cq_mod_caps.max_cq_period = 4095;
 	attr->max_dm_size = SW_MAX_DM_SIZE; /* emulated in host memory (mem/dm.c) */
 	/*
 	 * Explicit ODP for RC, UD and XRC: the device never pins (mem/access.c).
@@ -280,7 +285,8 @@ void sw_device_fill_attr(const struct sw_dev *dev, struct ibv_device_attr_ex *at
 	attr->odp_caps.general_caps = IBV_ODP_SUPPORT;
 	attr->odp_caps.per_transport_caps.rc_odp_caps =
 		IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_WRITE |
-		IBV_ODP_SUPPORT_READ | IBV_ODP_SUPPORT_ATOMIC | IBV_ODP_SUPPORT_SRQ_RECV;
+		IBV_ODP_SUPPORT_READ | IBV_ODP_SUPPORT_ATOMIC | IBV_ODP_SUPPORT_SRQ_RECV |
+		IBV_ODP_SUPPORT_ATOMIC_WRITE | IBV_ODP_SUPPORT_FLUSH;
 	attr->odp_caps.per_transport_caps.ud_odp_caps =
 		IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_SRQ_RECV;
 	/* XRC: INI sends and TGT answers as RC does; receives only from XRC SRQs */

@@ -9,9 +9,12 @@
  *   2. REMOTE_WRITE or REMOTE_ATOMIC without LOCAL_WRITE         -> EINVAL
  *   3. a bit outside the kernel's supported set: the named bits
  *      up to FLUSH_PERSISTENT and the optional range            -> EINVAL
- *   4. FLUSH_GLOBAL or FLUSH_PERSISTENT: the device does not
- *      report IBV_DEVICE_FLUSH_GLOBAL / _PERSISTENT (it has no
- *      RDMA FLUSH operation), as the kernel refuses them then   -> EOPNOTSUPP
+ * FLUSH_GLOBAL and FLUSH_PERSISTENT are accepted: the device reports
+ * IBV_DEVICE_FLUSH_GLOBAL and _PERSISTENT (it has RDMA FLUSH), so the
+ * kernel's check lets them through, as for rxe. As rxe refuses
+ * FLUSH_PERSISTENT on pages that are not persistent memory (EINVAL),
+ * registration refuses it on an MR whose DMA handle is not of type PM,
+ * the device's persistent memory (sw_access_check_persistent, mr.c).
  * Bits of IBV_ACCESS_OPTIONAL_RANGE (relaxed ordering and the hints after
  * it) reach the device, as with a kernel that supports optional access;
  * the address path accepts and ignores them.
@@ -44,8 +47,6 @@
 	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE |               \
 	 IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_RELAXED_ORDERING)
 
-#define FLUSH_ACCESS (IBV_ACCESS_FLUSH_GLOBAL | IBV_ACCESS_FLUSH_PERSISTENT)
-
 /*
  * Contract: 0 if `access` is acceptable for a registration (fd path if
  * `fd_path`), else -EINVAL or -EOPNOTSUPP (steps above).
@@ -61,9 +62,15 @@ int sw_access_check(int access, bool fd_path)
 		return -EINVAL;
 	if (a & ~SUPPORTED_ACCESS)
 		return -EINVAL;
-	if (a & FLUSH_ACCESS)
-		return -EOPNOTSUPP;
 	return 0;
+}
+
+/* Contract: see sw/mem.h. */
+int sw_access_check_persistent(int access, const struct sw_mr *mr)
+{
+	if (!((unsigned int)access & IBV_ACCESS_FLUSH_PERSISTENT))
+		return 0;
+	return mr && mr->has_hint && mr->hint.mem_type == IBV_TPH_MEM_TYPE_PM ? 0 : -EINVAL;
 }
 
 /* Contract: see sw/mem.h. Overflow-safe for any iova/len; len 0 is a valid range. */

@@ -251,6 +251,9 @@ int sw_reg_mr(struct ibv_pd *pd, const struct ibv_mr_init_attr *attr, bool legac
 		if (ret)
 			goto err;
 	}
+	ret = sw_access_check_persistent(attr->access, mr);
+	if (ret)
+		goto err;
 	if (!fd_path && dev->cfg.cc_dma_bounce) {
 		ret = -EOPNOTSUPP; /* bounce device: private memory cannot be DMA'd (3.3) */
 		goto err;
@@ -317,6 +320,9 @@ int sw_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd, void *addr, s
 	if (mr->dmah)
 		return -EOPNOTSUPP; /* hook: an MR with steering tags keeps them */
 	new_access = (flags & IBV_REREG_MR_CHANGE_ACCESS) ? access : mr->access;
+	ret = sw_access_check_persistent(new_access, NULL); /* no handle: not PM */
+	if (ret)
+		return ret;
 	if (trans) {
 		if (dev->cfg.cc_dma_bounce)
 			return -EOPNOTSUPP;

@@ -173,6 +173,25 @@ uint64_t sw_place_atomic(const struct sw_place_hint *hint, uint64_t *target, boo
 }
 
 /* Contract: see place.h. */
+void sw_place_store64(const struct sw_place_hint *hint, uint64_t *target, uint64_t value)
+{
+	sw_place_fence(); /* after the WRITEs before it, which may still be on a worker */
+	DMA_BEGIN();
+	__atomic_store_n(target, value, __ATOMIC_SEQ_CST);
+	DMA_END();
+	place_persist(hint, target, sizeof(*target));
+}
+
+/* Contract: see place.h. */
+void sw_place_flush(const struct sw_place_hint *hint, void *dst, size_t len, bool persistent)
+{
+	sw_place_fence();
+	atomic_thread_fence(memory_order_seq_cst);
+	if (persistent)
+		place_persist(hint, dst, len);
+}
+
+/* Contract: see place.h. */
 int sw_place(const struct sw_place_hint *hint, void *dst, const void *src, size_t len)
 {
 	int ret;

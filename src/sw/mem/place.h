@@ -93,6 +93,26 @@ uint64_t sw_place_atomic(const struct sw_place_hint *hint, uint64_t *target, boo
 			 uint64_t compare, uint64_t swap_add);
 
 /*
+ * An 8-byte atomic store of `value` (its bytes as they came, in memory
+ * order) at `target` (8-byte aligned): one aligned 64-bit store, so a
+ * reader sees all of the old or all of the new value, made after this
+ * thread's deferred placements have landed (the RDMA WRITEs before it),
+ * then persisted as `hint` asks. For RDMA ATOMIC WRITE.
+ */
+void sw_place_store64(const struct sw_place_hint *hint, uint64_t *target, uint64_t value);
+
+/*
+ * The responder's part of an RDMA FLUSH of [dst, dst + len): wait until
+ * every placement this thread deferred has landed (the WRITEs before the
+ * FLUSH, also those a pinned worker is still copying), then a full
+ * memory fence (global visibility); with `persistent`, also write back
+ * the range's cache lines and fence when `hint` is of type PM (the
+ * persistence domain of an MR whose DMA handle says PM). Returns when
+ * all of that is done.
+ */
+void sw_place_flush(const struct sw_place_hint *hint, void *dst, size_t len, bool persistent);
+
+/*
  * Take / drop a reference on the worker pinned to `cpu`, starting it on
  * the first reference and joining it on the last (by then nothing is
  * queued: an MR with a queued copy holds its handle). A DMA handle with

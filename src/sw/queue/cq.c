@@ -10,10 +10,10 @@
  *
  * Events: req_notify_cq arms the CQ for the next completion, or for the
  * next solicited or error completion; that completion disarms it and
- * queues one event on the CQ's channel. A full CQ drops the completion
- * and raises IBV_EVENT_CQ_ERR, once in the CQ's life (an overrun is a
- * fatal CQ error in the IB model; the CQ keeps working for completions
- * that fit).
+ * queues one event on the CQ's channel (unless CQ moderation holds the
+ * event back for more completions or until its period is over: cq_mod.c). A full CQ drops the
+ * completion and raises IBV_EVENT_CQ_ERR, once in the CQ's life (an overrun is a fatal CQ error in
+ * the IB model; the CQ keeps working for completions that fit).
  *
  * Limits: max_cq is counted per process (the device is one per process).
  * IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN is refused with EOPNOTSUPP, as rxe
@@ -126,6 +126,7 @@ int sw_destroy_cq(struct ibv_cq *ibcq)
 
 	if (atomic_load(&cq->usecnt) > 0)
 		return -EBUSY;
+	sw_engine_cq_unwatch(sw_dev_of(ibcq->context), cq);
 	if (ibcq->channel)
 		removed = sv_comp_channel_forget(ibcq->channel, ibcq);
 	pthread_mutex_lock(&cq->lock);
@@ -251,7 +252,6 @@ static void post_cq_err(struct sw_cq *cq)
 /* Contract: see queue.h. */
 int sw_cq_push(struct sw_cq *cq, const struct ibv_wc *wc, bool solicited)
 {
-	struct ibv_cq *ibcq = ibv_cq_ex_to_cq(&cq->ibv);
 	uint64_t ts = 0, wall = 0;
 	struct sw_cqe *e;
 	bool first;
@@ -274,14 +274,24 @@ int sw_cq_push(struct sw_cq *cq, const struct ibv_wc *wc, bool solicited)
 	e->ts_ns = ts;
 	e->wallclock_ns = wall;
 	cq->ring.prod++;
-	if (cq->armed == SW_CQ_ARM_NEXT ||
-	    (cq->armed == SW_CQ_ARM_SOLICITED && (solicited || wc->status != IBV_WC_SUCCESS))) {
-		cq->armed = 0;
-		if (ibcq->channel && !sv_comp_channel_post(ibcq->channel, ibcq))
-			cq->events_reported++;
-	}
+	if ((cq->armed == SW_CQ_ARM_NEXT ||
+	     (cq->armed == SW_CQ_ARM_SOLICITED && (solicited || wc->status != IBV_WC_SUCCESS))) &&
+	    !sw_cq_mod_hold(cq))
+		sw_cq_fire_locked(cq);
 	pthread_mutex_unlock(&cq->lock);
 	return 0;
+}
+
+/* Contract: see queue.h. */
+void sw_cq_fire_locked(struct sw_cq *cq)
+{
+	struct ibv_cq *ibcq = ibv_cq_ex_to_cq(&cq->ibv);
+
+	cq->armed = 0;
+	cq->mod_pending = 0;
+	cq->mod_deadline_ns = 0;
+	if (ibcq->channel && !sv_comp_channel_post(ibcq->channel, ibcq))
+		cq->events_reported++;
 }
 
 /* Contract: see queue.h. */

@@ -16,6 +16,11 @@
  *   BIND_MW without a window                         EINVAL
  *   atomic without exactly one 8-byte SGE, or with
  *   a remote address not 8-byte aligned              EINVAL
+ *   ATOMIC_WRITE whose SGEs do not hold exactly 8
+ *   bytes (its value; the remote address in wr.rdma,
+ *   its alignment the responder's to check)          EINVAL
+ *   FLUSH (it needs ibv_wr_flush's type and level,
+ *   which struct ibv_send_wr cannot carry)           EINVAL
  *   queue full                                       ENOMEM
  *
  * States (as rxe, the software reference): sends need RTS or SQD (queued,
@@ -57,6 +62,9 @@ bool sw_qp_opcode_ok(const struct sw_qp *qp, uint32_t op)
 	case IBV_WR_SEND_WITH_INV:
 	case IBV_WR_LOCAL_INV:
 	case IBV_WR_BIND_MW:
+		return t == IBV_QPT_RC;
+	case IBV_WR_ATOMIC_WRITE:
+	case IBV_WR_FLUSH:
 		return t == IBV_QPT_RC;
 	default:
 		return false;
@@ -130,6 +138,8 @@ static int send_rules(const struct sw_qp *qp, uint32_t opcode, uint64_t length, 
 	if (opcode_atomic(opcode) && (num_sge != 1 || sge->length != sizeof(uint64_t) ||
 				      (atomic_addr & (sizeof(uint64_t) - 1))))
 		return -EINVAL;
+	if (opcode == IBV_WR_ATOMIC_WRITE && length != sizeof(uint64_t))
+		return -EINVAL;
 	return 0;
 }
 
@@ -164,6 +174,11 @@ static void fill_wr(struct sw_send_wqe *w, const struct ibv_send_wr *wr)
 	case IBV_WR_RDMA_READ:
 		w->wr.rdma.remote_addr = wr->wr.rdma.remote_addr;
 		w->wr.rdma.rkey = wr->wr.rdma.rkey;
+		break;
+	case IBV_WR_ATOMIC_WRITE:
+		/* the target as for a WRITE; the value stays in the SGEs */
+		w->wr.atomic.remote_addr = wr->wr.rdma.remote_addr;
+		w->wr.atomic.rkey = wr->wr.rdma.rkey;
 		break;
 	case IBV_WR_ATOMIC_CMP_AND_SWP:
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
@@ -200,7 +215,7 @@ static int post_one_send(struct sw_qp *qp, const struct ibv_send_wr *wr)
 	struct sw_send_wqe *w;
 	int i;
 
-	if (!sw_qp_opcode_ok(qp, wr->opcode))
+	if (!sw_qp_opcode_ok(qp, wr->opcode) || wr->opcode == IBV_WR_FLUSH)
 		return EINVAL;
 	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > qp->cap.max_send_sge)
 		return EINVAL;

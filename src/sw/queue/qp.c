@@ -40,7 +40,7 @@
 #define SW_RC_SEND_OPS                                                                             \
 	(SW_UC_SEND_OPS | IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |           \
 	 IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_LOCAL_INV | \
-	 IBV_QP_EX_WITH_SEND_WITH_INV)
+	 IBV_QP_EX_WITH_SEND_WITH_INV | IBV_QP_EX_WITH_ATOMIC_WRITE | IBV_QP_EX_WITH_FLUSH)
 
 _Static_assert(offsetof(struct sw_send_wqe, data) % sizeof(uint64_t) == 0,
 	       "send WQE data must be aligned for struct ibv_sge");

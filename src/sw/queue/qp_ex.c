@@ -15,8 +15,7 @@
  * (a positive errno) and returned by ibv_wr_complete(), which then posts
  * nothing of the session ("the entire posting will be aborted"):
  *   builder for an opcode the QP type lacks                EINVAL
- *   builder of an operation the device lacks (send_tso,
- *   atomic_write, flush)                                   EOPNOTSUPP
+ *   builder of an operation the device lacks (send_tso)    EOPNOTSUPP
  *   bind_mw without a window or bind information           EINVAL
  *   send queue full                                        ENOMEM
  *   setter without a WQE, set_ud_addr on a non-UD QP or
@@ -24,6 +23,8 @@
  *   INI, an SGE list beyond max_send_sge, more
  *   than 2^31 bytes, inline data beyond max_inline_data
  *   or on an opcode other than SEND / RDMA WRITE           EINVAL
+ *   flush with a type or level the verbs do not define,
+ *   or longer than 2^31                                    EINVAL
  *   on completion of each WQE: UD without set_ud_addr, a
  *   UD message beyond the path MTU, an atomic without
  *   exactly one 8-byte SGE or with a misaligned address    EINVAL
@@ -207,16 +208,47 @@ static void wr_send_tso(struct ibv_qp_ex *qpx, void *hdr, uint16_t hdr_sz, uint1
 	unsupported(qpx);
 }
 
+/*
+ * Contract: an RDMA ATOMIC WRITE of the 8 bytes at `atomic_wr` (copied
+ * now, in memory order) to `addr`; RC only (EINVAL latched otherwise).
+ */
 static void wr_atomic_write(struct ibv_qp_ex *qpx, uint32_t rkey, uint64_t addr,
 			    const void *atomic_wr)
 {
-	unsupported(qpx);
+	struct sw_send_wqe *w = begin(qpx, IBV_WR_ATOMIC_WRITE);
+
+	if (!w)
+		return;
+	w->wr.atomic.remote_addr = addr;
+	w->wr.atomic.rkey = rkey;
+	memcpy(&w->wr.atomic.swap, atomic_wr, sizeof(w->wr.atomic.swap));
+	w->length = sizeof(w->wr.atomic.swap);
 }
 
+/*
+ * Contract: an RDMA FLUSH of [addr, addr + len) under `rkey` (level
+ * IBV_FLUSH_RANGE) or of the whole MR `rkey` names (IBV_FLUSH_MR), with
+ * placement `type` (IBV_FLUSH_GLOBAL and/or IBV_FLUSH_PERSISTENT). RC
+ * only; a type outside those bits or none, another level, or a length
+ * beyond 2^31: EINVAL latched. The length and FETH ride in the WQE's
+ * atomic fields; the WQE carries no payload.
+ */
 static void wr_flush(struct ibv_qp_ex *qpx, uint32_t rkey, uint64_t addr, size_t len, uint8_t type,
 		     uint8_t level)
 {
-	unsupported(qpx);
+	struct sw_send_wqe *w = begin(qpx, IBV_WR_FLUSH);
+
+	if (!w)
+		return;
+	if (!type || (type & ~(IBV_FLUSH_GLOBAL | IBV_FLUSH_PERSISTENT)) ||
+	    (level != IBV_FLUSH_RANGE && level != IBV_FLUSH_MR) || len > SW_MAX_MSG_SZ) {
+		latch(qpx_to_qp(qpx), EINVAL);
+		return;
+	}
+	w->wr.atomic.remote_addr = addr;
+	w->wr.atomic.rkey = rkey;
+	w->wr.atomic.compare_add = len;
+	w->wr.atomic.swap = (uint64_t)type | (uint64_t)level << SW_FETH_SEL_SHIFT;
 }
 
 /* Contract: the remote XRC SRQ of the WQE being built; EINVAL on a QP that is not XRC INI. */

@@ -52,7 +52,7 @@ void sw_comp_retire(struct sw_qp *qp, enum ibv_wc_status status)
 		sw_wc_init(&wc, qp, w->wr_id, status, sw_send_wc_opcode(w->opcode));
 		if (w->opcode == IBV_WR_RDMA_READ)
 			wc.byte_len = w->length;
-		else if (sw_wr_is_rd_atomic(w->opcode))
+		else if (sw_wr_is_rd_atomic(w->opcode) && w->opcode != IBV_WR_FLUSH)
 			wc.byte_len = 8;
 		sw_qp_cq_push(qp, qp->scq, &wc, false);
 	}
@@ -276,8 +276,9 @@ static void on_read_resp(struct sw_qp *qp, const struct sw_pkt *pkt)
 	if (!outstanding(qp) || qp->ibv.qp_base.state == IBV_QPS_ERR)
 		return;
 	w = head(qp);
-	if (w->opcode != IBV_WR_RDMA_READ || w->state != SW_WQE_STARTED)
-		return; /* stale */
+	if ((w->opcode != IBV_WR_RDMA_READ && w->opcode != IBV_WR_FLUSH) ||
+	    w->state != SW_WQE_STARTED)
+		return; /* stale (a FLUSH is answered by one empty READ response) */
 	d = sw_psn_diff(pkt->psn, sw_psn_add(w->first_psn, req->read_rx_pkts));
 	if (d < 0) {
 		SW_COUNT(sw_engine_of(qp), qp, duplicates);

@@ -61,6 +61,7 @@ int sw_engine_start(struct sw_dev *dev)
 		goto err_free;
 	}
 	pthread_mutex_init(&eng->active_lock, NULL);
+	pthread_mutex_init(&eng->cqmod_lock, NULL);
 	pthread_mutex_init(&eng->budget.lock, NULL);
 	sem_init(&eng->started, 0, 0);
 	if (dev->cfg.shm && (ret = sw_shm_start(eng)))
@@ -93,6 +94,7 @@ int sw_engine_start(struct sw_dev *dev)
 err_wake:
 	sem_destroy(&eng->started);
 	pthread_mutex_destroy(&eng->active_lock);
+	pthread_mutex_destroy(&eng->cqmod_lock);
 	pthread_mutex_destroy(&eng->budget.lock);
 	close(eng->wake_fd);
 err_free:
@@ -220,6 +222,46 @@ void sw_engine_wake_for(struct sw_engine *eng, uint64_t deadline)
 {
 	if (deadline < atomic_load(&eng->timers_at))
 		sw_engine_wake(eng);
+}
+
+/* Contract: see sw/transport.h. */
+void sw_engine_cq_watch(struct sw_dev *dev, struct sw_cq *cq)
+{
+	struct sw_engine *eng = dev->eng;
+
+	if (!eng)
+		return;
+	pthread_mutex_lock(&eng->cqmod_lock);
+	if (!cq->mod_listed) {
+		cq->mod_next = eng->cqmod;
+		eng->cqmod = cq;
+		cq->mod_listed = true;
+	}
+	pthread_mutex_unlock(&eng->cqmod_lock);
+}
+
+/* Contract: see sw/transport.h. */
+void sw_engine_cq_unwatch(struct sw_dev *dev, struct sw_cq *cq)
+{
+	struct sw_engine *eng = dev->eng;
+
+	if (!eng)
+		return;
+	pthread_mutex_lock(&eng->cqmod_lock);
+	for (struct sw_cq **p = &eng->cqmod; *p; p = &(*p)->mod_next)
+		if (*p == cq) {
+			*p = cq->mod_next;
+			cq->mod_listed = false;
+			break;
+		}
+	pthread_mutex_unlock(&eng->cqmod_lock);
+}
+
+/* Contract: see sw/transport.h. */
+void sw_engine_cq_deadline(struct sw_dev *dev, uint64_t deadline)
+{
+	if (dev->eng)
+		sw_engine_wake_for(dev->eng, deadline);
 }
 
 /* Register `qp` for timer service by the progress thread (idempotent); 0 or -ENOMEM. */

@@ -12,7 +12,11 @@
  * 24-bit number of the target's XRC SRQ) right after the BTH, its
  * responses none.
  *
- * Header lengths follow from the flags: BTH, then in IBA order XRCETH, DETH, RETH,
+ * RC also has the two IBTA 1.5 memory-placement requests: RDMA FLUSH
+ * (0x1c: FETH and RETH, no payload) and RDMA ATOMIC WRITE (0x1d: RETH
+ * and exactly 8 payload bytes, which the responder checks).
+ *
+ * Header lengths follow from the flags: BTH, then in IBA order XRCETH, DETH, FETH, RETH,
  * AtomicETH, AETH, AtomicAckETH, ImmDt, IETH. The table is checked
  * against that sum by tests/unit_wire.c.
  */
@@ -104,6 +108,15 @@
 /* One row per opcode, laid out by hand. */
 static const struct sw_opinfo sw_optab[256] = {
 	RC_ROWS(SW_OP_RC, "RC_", RQ, L_BTH),
+
+	/* ---- RC requests: IBTA 1.5 FLUSH and ATOMIC WRITE ---- */
+	[SW_OP_RC | SW_OP_FLUSH] = {
+		"RC_FLUSH",
+		RQ | SW_F_FLUSH | SW_F_ONLY | SW_F_FETH | SW_F_RETH,
+		L_BTH + SW_FETH_LEN + SW_RETH_LEN },
+	[SW_OP_RC | SW_OP_ATOMIC_WRITE] = {
+		"RC_ATOMIC_WRITE",
+		RQ | PL | SW_F_ATOMIC_WRITE | SW_F_ONLY | SW_F_RETH, L_BTH + SW_RETH_LEN },
 
 	/* ---- UC requests: SEND and RDMA WRITE (RC's headers, group 0x20) ---- */
 	[SW_OP_UC | SW_OP_SEND_FIRST] = {

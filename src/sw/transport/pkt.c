@@ -141,6 +141,10 @@ int sw_pkt_parse(struct sw_pkt *p, const uint8_t *buf, size_t len, const struct 
 		p->sqpn = get_be24(h + 5);
 		h += SW_DETH_LEN;
 	}
+	if (flags & SW_F_FETH) {
+		p->feth = get_be32(h);
+		h += SW_FETH_LEN;
+	}
 	if (flags & SW_F_RETH) {
 		p->va = get_be64(h);
 		p->rkey = get_be32(h + 8);
@@ -232,6 +236,10 @@ size_t sw_pkt_write_hdrs(uint8_t *buf, const struct sw_pkt *p)
 		h[4] = 0;
 		put_be24(h + 5, p->sqpn);
 		h += SW_DETH_LEN;
+	}
+	if (flags & SW_F_FETH) {
+		put_be32(h, p->feth);
+		h += SW_FETH_LEN;
 	}
 	if (flags & SW_F_RETH) {
 		put_be64(h, p->va);

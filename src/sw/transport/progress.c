@@ -386,15 +386,30 @@ int sw_rx_inject(struct sw_engine *eng, const uint8_t *buf, size_t len, const un
 	return 0;
 }
 
+/* Run the moderated CQs' timers (cq_mod.c); lowers *next to the earliest still pending. */
+static void run_cq_timers(struct sw_engine *eng, uint64_t now, uint64_t *next)
+{
+	pthread_mutex_lock(&eng->cqmod_lock);
+	for (struct sw_cq *cq = eng->cqmod; cq; cq = cq->mod_next) {
+		uint64_t d = sw_cq_mod_tick(cq, now);
+
+		if (d && d < *next)
+			*next = d;
+	}
+	pthread_mutex_unlock(&eng->cqmod_lock);
+}
+
 /*
- * Run every active QP's timers; returns the earliest deadline still
- * armed (or now + IDLE_SLEEP_NS).
+ * Run every active QP's timers and the moderated CQs'; returns the
+ * earliest deadline still armed (or now + IDLE_SLEEP_NS).
  */
 static uint64_t run_timers(struct sw_engine *eng, uint64_t now)
 {
 	uint64_t next = now + IDLE_SLEEP_NS;
 	struct sw_qp **snap;
 	uint32_t n, i;
+
+	run_cq_timers(eng, now, &next);
 
 	pthread_mutex_lock(&eng->active_lock);
 	n = eng->nactive;

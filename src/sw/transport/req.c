@@ -151,6 +151,24 @@ int sw_req_build(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t k, uint8_t *b
 		p.compare = w->wr.atomic.compare_add;
 		p.ack_req = true;
 		break;
+	case IBV_WR_FLUSH:
+		/* FETH and RETH; the range's length rides in compare_add */
+		p.opcode = SW_OP_FLUSH;
+		p.va = w->wr.atomic.remote_addr;
+		p.rkey = w->wr.atomic.rkey;
+		p.dma_len = (uint32_t)w->wr.atomic.compare_add;
+		p.feth = (uint32_t)w->wr.atomic.swap;
+		p.ack_req = true;
+		break;
+	case IBV_WR_ATOMIC_WRITE:
+		/* one packet: RETH and the 8 bytes, from the SGEs or the WQE itself */
+		p.opcode = SW_OP_ATOMIC_WRITE;
+		p.va = w->wr.atomic.remote_addr;
+		p.rkey = w->wr.atomic.rkey;
+		p.dma_len = w->length;
+		p.ack_req = true;
+		len = w->length;
+		break;
 	default:
 		p.opcode = msg_opcode(w, k, w->npkts, qpt);
 		len = w->length - off < mtu ? w->length - off : mtu;
@@ -184,7 +202,9 @@ int sw_req_build(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t k, uint8_t *b
 	p.padcnt = sw_pad_for(len);
 	p.paylen = len;
 	hl = sw_pkt_write_hdrs(buf, &p);
-	if (len) {
+	if (len && w->opcode == IBV_WR_ATOMIC_WRITE && !w->num_sge) {
+		memcpy(buf + hl, &w->wr.atomic.swap, len);
+	} else if (len) {
 		if (w->num_sge)
 			ret = sw_sge_gather(qp, (const struct ibv_sge *)(void *)w->data, w->num_sge,
 					    off, buf + hl, len);

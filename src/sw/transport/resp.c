@@ -17,7 +17,8 @@
  *      is dropped and draws one sequence NAK per gap;
  *   4. opcode: an RC opcode the device does not support (p->info NULL:
  *      RESYNC, the reserved ones) is an invalid request;
- *   5. per operation, each handler's list: opcode sequence, lengths,
+ *   5. per operation (SEND, WRITE, READ, atomics, ATOMIC WRITE, FLUSH),
+ *      each handler's list: opcode sequence, lengths,
  *      alignment, then the rkey (sw_resp_rkey), last the receive WQE.
  * An invalid request or remote access error NAKs the requester and moves
  * this QP to the error state, as IBTA class C and J errors do
@@ -507,6 +508,129 @@ static enum resp_outcome handle_atomic(struct sw_qp *qp, const struct sw_pkt *pk
 	return RESP_DONE;
 }
 
+/* ---- RC: ATOMIC WRITE (IBTA 1.5) ---- */
+
+/*
+ * An RDMA ATOMIC WRITE: 8 bytes stored at once. Checked in this order:
+ * no SEND or WRITE in progress, else invalid request; the RETH length and
+ * the payload exactly 8 bytes, else invalid request; the address 8-byte
+ * aligned, else invalid request (before the key, as for the other
+ * atomics); the QP and the rkey grant REMOTE_WRITE over the 8 bytes,
+ * else remote access error. The value is stored with one aligned 64-bit
+ * store after every earlier WRITE has landed, persisted as the MR's DMA
+ * handle asks, and the message is acknowledged like a WRITE. A duplicate
+ * is only acknowledged (handle_duplicate): the store is never made twice.
+ */
+static enum resp_outcome handle_atomic_write(struct sw_qp *qp, const struct sw_pkt *pkt)
+{
+	struct sw_resp *resp = qp->resp;
+	struct sw_mr *mr;
+	uint64_t value;
+
+	if (resp->in_send || resp->in_write)
+		return fatal_nak(qp, SW_AETH_NAK_INV_REQ, pkt->psn);
+	if (pkt->dma_len != sizeof(value) || pkt->paylen != sizeof(value))
+		return fatal_nak(qp, SW_AETH_NAK_INV_REQ, pkt->psn);
+	if (pkt->va & (sizeof(value) - 1))
+		return fatal_nak(qp, SW_AETH_NAK_INV_REQ, pkt->psn);
+	if (sw_resp_rkey(qp, pkt->rkey, pkt->va, sizeof(value), IBV_ACCESS_REMOTE_WRITE, &mr))
+		return fatal_nak(qp, SW_AETH_NAK_REM_ACCESS, pkt->psn);
+	memcpy(&value, pkt->payload, sizeof(value));
+	sw_place_store64(hint_of(mr), (uint64_t *)(void *)sw_mr_host(mr, pkt->va), value);
+	sw_mr_put(mr);
+	resp->msn = sw_psn_add(resp->msn, 1);
+	return RESP_DONE;
+}
+
+/* ---- RC: FLUSH (IBTA 1.5) ---- */
+
+/* The MR access a FETH placement type needs (0: a type the device does not know). */
+static int flush_access(uint32_t plt)
+{
+	int need = 0;
+
+	if (!plt || (plt & ~(uint32_t)(SW_FETH_PLT_GLOBAL | SW_FETH_PLT_PERSISTENT)))
+		return 0;
+	if (plt & SW_FETH_PLT_GLOBAL)
+		need |= IBV_ACCESS_FLUSH_GLOBAL;
+	if (plt & SW_FETH_PLT_PERSISTENT)
+		need |= IBV_ACCESS_FLUSH_PERSISTENT;
+	return need;
+}
+
+/*
+ * The target of a FLUSH at the MR level: the whole MR `rkey` names, as
+ * [*va, *va + *len). -EACCES if the key names no MR.
+ */
+static int flush_whole_mr(struct sw_qp *qp, uint32_t rkey, uint64_t *va, uint64_t *len)
+{
+	struct sw_mr *mr = sw_mr_table_lookup(&sw_dev_of(qp->ibv.qp_base.context)->mrs, rkey);
+
+	if (!mr)
+		return -EACCES;
+	*va = mr->iova;
+	*len = mr->length;
+	sw_mr_put(mr);
+	return 0;
+}
+
+/*
+ * An RDMA FLUSH. Checked in this order: no SEND or WRITE in progress and
+ * the QP accepts READ-class requests (max_dest_rd_atomic resources), else
+ * invalid request; the FETH: a placement type of global and/or
+ * persistent only, a selectivity level of range or MR, else invalid
+ * request; at the range level the RETH length at most 2^31, else invalid
+ * request; the QP grants every FLUSH access the type needs, and the rkey
+ * grants it over the range (the RETH's, or the whole MR at the MR
+ * level) without reaching 2^64, else remote access error. Then every
+ * placement before it lands and becomes globally visible, a persistent
+ * FLUSH of an MR whose DMA handle is of type PM writes the range's cache
+ * lines back, and the answer, an empty READ response, goes out only
+ * after that. It is remembered like a READ of 0 bytes, so a duplicate
+ * gets the same answer.
+ */
+static enum resp_outcome handle_flush(struct sw_qp *qp, const struct sw_pkt *pkt)
+{
+	struct sw_resp *resp = qp->resp;
+	uint32_t plt = pkt->feth & SW_FETH_PLT_MASK;
+	uint32_t sel = (pkt->feth & SW_FETH_SEL_MASK) >> SW_FETH_SEL_SHIFT;
+	int need = flush_access(plt);
+	uint64_t va = pkt->va, len = pkt->dma_len;
+	struct sw_rd_res *res;
+	struct sw_mr *mr = NULL;
+
+	if (resp->in_send || resp->in_write || !resp->nres || !need ||
+	    (sel != SW_FETH_SEL_RANGE && sel != SW_FETH_SEL_MR))
+		return fatal_nak(qp, SW_AETH_NAK_INV_REQ, pkt->psn);
+	if (sel == SW_FETH_SEL_RANGE && len > SW_MAX_MSG_SZ)
+		return fatal_nak(qp, SW_AETH_NAK_INV_REQ, pkt->psn);
+	if (((int)qp->attr.access & need) != need ||
+	    (sel == SW_FETH_SEL_MR && flush_whole_mr(qp, pkt->rkey, &va, &len)) ||
+	    sw_resp_rkey(qp, pkt->rkey, va, len, need, &mr) || range_wraps(va, len)) {
+		sw_resp_put_mr(mr);
+		return fatal_nak(qp, SW_AETH_NAK_REM_ACCESS, pkt->psn);
+	}
+	if (mr) {
+		sw_place_flush(hint_of(mr), sw_mr_host(mr, va), len, plt & SW_FETH_PLT_PERSISTENT);
+		sw_mr_put(mr);
+	} else {
+		sw_place_flush(NULL, NULL, 0, false); /* an empty range: still ordered */
+	}
+	res = res_alloc(resp);
+	res->psn = pkt->psn;
+	res->npkts = 1;
+	resp->msn = sw_psn_add(resp->msn, 1);
+	{
+		/* what send_read_resp() sends for 0 bytes */
+		struct sw_pkt p = {.opcode = SW_OP_READ_RESP_ONLY, .psn = pkt->psn};
+
+		p.syndrome = SW_AETH_ACK_NO_CREDIT;
+		p.msn = resp->msn;
+		send_resp(qp, &p, NULL, 0);
+	}
+	return RESP_DONE;
+}
+
 /* ---- duplicates ---- */
 
 /*
@@ -526,7 +650,7 @@ static void handle_duplicate(struct sw_qp *qp, const struct sw_pkt *pkt)
 	SW_COUNT(sw_engine_of(qp), qp, duplicates);
 	if (!pkt->info)
 		return;
-	if (flags & (SW_F_READ | SW_F_ATOMIC)) {
+	if (flags & (SW_F_READ | SW_F_ATOMIC | SW_F_FLUSH)) {
 		for (uint32_t i = 0; i < resp->nres; i++) {
 			struct sw_rd_res *r = &resp->res[i];
 			int32_t d = sw_psn_diff(pkt->psn, r->psn);
@@ -536,8 +660,8 @@ static void handle_duplicate(struct sw_qp *qp, const struct sw_pkt *pkt)
 			if (r->atomic) {
 				if (d == 0 && (flags & SW_F_ATOMIC))
 					send_atomic_ack(qp, r->psn, r->orig);
-			} else if (flags & SW_F_READ) {
-				resend_read_resp(qp, r, (uint32_t)d);
+			} else if (flags & (SW_F_READ | SW_F_FLUSH)) {
+				resend_read_resp(qp, r, (uint32_t)d); /* a FLUSH's: empty */
 			}
 			return;
 		}
@@ -584,6 +708,10 @@ static enum resp_outcome handle_expected(struct sw_qp *qp, const struct sw_pkt *
 		return handle_write(qp, pkt);
 	if (flags & SW_F_READ)
 		return handle_read(qp, pkt);
+	if (flags & SW_F_ATOMIC_WRITE)
+		return handle_atomic_write(qp, pkt);
+	if (flags & SW_F_FLUSH)
+		return handle_flush(qp, pkt);
 	return handle_atomic(qp, pkt);
 }
 
@@ -673,7 +801,7 @@ static void resp_rc(struct sw_qp *qp, const struct sw_pkt *pkt)
 	case RESP_EPSN_SET:
 		break;
 	}
-	if (pkt->info->flags & (SW_F_READ | SW_F_ATOMIC)) {
+	if (pkt->info->flags & (SW_F_READ | SW_F_ATOMIC | SW_F_FLUSH)) {
 		/* the response is the acknowledgement, of everything before it too */
 		resp->unacked = 0;
 		resp->ack_pending = false;

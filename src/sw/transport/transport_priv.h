@@ -163,6 +163,8 @@ struct sw_engine {
 	atomic_uint sweeps; /* receive passes the progress thread has finished */
 	bool busy_poll; /* SOFTVERBS_BUSY_POLL: spin instead of sleeping */
 	uint64_t spin_ns; /* SOFTVERBS_SPIN_US: keep polling this long after work */
+	pthread_mutex_t cqmod_lock; /* guards the list of moderated CQs (before any cq->lock) */
+	struct sw_cq *cqmod; /* moderated CQs, through sw_cq.mod_next */
 	pthread_mutex_t active_lock; /* guards the active list */
 	struct sw_qp **active; /* QPs with timers or deferred work */
 	uint32_t nactive, cap_active;
@@ -447,13 +449,14 @@ enum {
 };
 
 /*
- * RDMA READ and the atomics: the work requests max_rd_atomic counts and
- * a fence waits for, which complete only with their response's data.
+ * RDMA READ, the atomics and RDMA FLUSH: the work requests max_rd_atomic
+ * counts and a fence waits for, which complete only with their response
+ * (a FLUSH's is an empty READ response).
  */
 static inline bool sw_wr_is_rd_atomic(uint32_t opcode)
 {
 	return opcode == IBV_WR_RDMA_READ || opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
-	       opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
+	       opcode == IBV_WR_ATOMIC_FETCH_AND_ADD || opcode == IBV_WR_FLUSH;
 }
 
 /* Send what the window, fences and RNR back-off allow. */
