@@ -131,4 +131,12 @@ void sw_transport_settle(struct sw_qp *qp);
 /* New send WQEs were posted: send what the window allows (qp->lock held). */
 void sw_transport_kick(struct sw_qp *qp);
 
+/*
+ * transport/mcast.c: sv_ops.attach_mcast and detach_mcast (rules there),
+ * and the QP's attachments dropped as it is destroyed (qp->lock not held).
+ */
+int sw_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid);
+int sw_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid);
+void sw_mcast_qp_gone(struct sw_qp *qp);
+
 #endif

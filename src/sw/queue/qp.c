@@ -269,6 +269,7 @@ int sw_destroy_qp(struct ibv_qp *ibqp)
 	struct sw_qp *qp = sw_qp(ibqp);
 
 	sw_qp_table_remove(sw_dev_of(ibqp->context), qp);
+	sw_mcast_qp_gone(qp); /* no packet reaches it through a group any more */
 	pthread_mutex_lock(&qp->lock);
 	sw_transport_qp_fini(qp);
 	pthread_mutex_unlock(&qp->lock);
