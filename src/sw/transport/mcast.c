@@ -275,6 +275,10 @@ void sw_mcast_deliver(struct sw_engine *eng, const struct sw_pkt *pkt, size_t le
 	union ibv_gid gid;
 	struct sw_mcg *g;
 
+	if (!mc) { /* no engine of ours started (a test's or fuzzer's): no groups */
+		atomic_fetch_add_explicit(&eng->cnt.drops_no_qp, 1, memory_order_relaxed);
+		return;
+	}
 	sw_sa_gid(dst, &gid);
 	pthread_mutex_lock(&mc->lock);
 	g = group_find(mc, &gid);
