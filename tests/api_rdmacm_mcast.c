@@ -14,8 +14,9 @@
  *      path gives it (AH to the IPv4-mapped group GID, QPN 0xffffff,
  *      Q_Key 0x01234567) and its context in private_data;
  *   c. a UD SEND from the first id's QP with the event's AH reaches the
- *      second id's QP intact; after the second id leaves, the next one
- *      does not; a second leave is EADDRNOTAVAIL.
+ *      second id's QP intact, and a third id's, whose QP was made after
+ *      its join; after the second id leaves, the next one does not; a
+ *      second leave is EADDRNOTAVAIL.
  */
 #include "harness.h"
 
@@ -69,22 +70,29 @@ static int expect_event(struct rdma_cm_id *id, enum rdma_cm_event_type type,
 	return ok ? 0 : -1;
 }
 
-/* A UDP id bound to the device's address, resolved to the group, with a QP; 0 or -1. */
-static int player_open(struct player *p)
+/* The id's UD QP and the MR of its buffer; 0 or -1. */
+static int player_qp(struct player *p)
 {
 	struct ibv_qp_init_attr ia = {.qp_type = IBV_QPT_UD};
 
-	memset(p, 0, sizeof(*p));
 	ia.cap.max_send_wr = ia.cap.max_recv_wr = 4;
 	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
-	if (!CHECK_RET(rdma_create_id(ch, &p->id, p, RDMA_PS_UDP), 0) ||
-	    !CHECK_RET(rdma_bind_addr(p->id, (struct sockaddr *)&me), 0) ||
-	    !CHECK_RET(rdma_resolve_addr(p->id, NULL, (struct sockaddr *)&group, 1000), 0) ||
-	    expect_event(p->id, RDMA_CM_EVENT_ADDR_RESOLVED, NULL) ||
-	    !CHECK_RET(rdma_create_qp(p->id, NULL, &ia), 0))
+	if (!CHECK_RET(rdma_create_qp(p->id, NULL, &ia), 0))
 		return -1;
 	p->mr = ibv_reg_mr(p->id->pd, p->buf, sizeof(p->buf), IBV_ACCESS_LOCAL_WRITE);
 	return CHECK(p->mr) ? 0 : -1;
+}
+
+/* A UDP id bound to the device's address, resolved to the group, with a QP if `qp`; 0 or -1. */
+static int player_open(struct player *p, bool qp)
+{
+	memset(p, 0, sizeof(*p));
+	if (!CHECK_RET(rdma_create_id(ch, &p->id, p, RDMA_PS_UDP), 0) ||
+	    !CHECK_RET(rdma_bind_addr(p->id, (struct sockaddr *)&me), 0) ||
+	    !CHECK_RET(rdma_resolve_addr(p->id, NULL, (struct sockaddr *)&group, 1000), 0) ||
+	    expect_event(p->id, RDMA_CM_EVENT_ADDR_RESOLVED, NULL))
+		return -1;
+	return qp ? player_qp(p) : 0;
 }
 
 static void player_close(struct player *p)
@@ -183,7 +191,7 @@ static void case_refused(void)
 	CM_FAILS(rdma_leave_multicast(id, (struct sockaddr *)&group), EADDRNOTAVAIL);
 	CHECK_RET(rdma_destroy_id(tcp), 0);
 	CHECK_RET(rdma_destroy_id(id), 0);
-	if (player_open(&p))
+	if (player_open(&p, true))
 		return;
 	CM_FAILS(rdma_join_multicast(p.id, (struct sockaddr *)&uni, NULL), EINVAL);
 	ex.addr = (struct sockaddr *)&group;
@@ -201,10 +209,10 @@ static void case_traffic(void)
 {
 	static int ctx_a, ctx_b;
 	struct rdma_cm_join_mc_attr_ex ex = {0};
-	struct player a, b;
+	struct player a, b, c;
 
 	t_case("two ids join: MULTICAST_JOIN with the kernel's UD parameters and the context");
-	if (player_open(&a) || player_open(&b))
+	if (player_open(&a, true) || player_open(&b, true) || player_open(&c, false))
 		return;
 	CHECK_RET(rdma_join_multicast(a.id, (struct sockaddr *)&group, &ctx_a), 0);
 	if (expect_event(a.id, RDMA_CM_EVENT_MULTICAST_JOIN, &a.ud))
@@ -217,11 +225,17 @@ static void case_traffic(void)
 	if (expect_event(b.id, RDMA_CM_EVENT_MULTICAST_JOIN, &b.ud))
 		return;
 	check_ud(&b.ud, &ctx_b);
+	CHECK_RET(rdma_join_multicast(c.id, (struct sockaddr *)&group, NULL), 0);
+	if (expect_event(c.id, RDMA_CM_EVENT_MULTICAST_JOIN, &c.ud) || player_qp(&c))
+		return; /* c's QP, made after the join, is in the group */
 
-	t_case("a SEND to the group reaches the other id's QP; after its leave, nothing");
+	t_case("a SEND to the group reaches the other ids' QPs; after a leave, nothing");
 	post_recv(&b);
+	post_recv(&c);
 	send_group(&a, 0x5c);
 	CHECK(received(&b, 0x5c, 5000));
+	CHECK(received(&c, 0x5c, 5000));
+	player_close(&c);
 	CHECK_RET(rdma_leave_multicast(b.id, (struct sockaddr *)&group), 0);
 	post_recv(&b);
 	send_group(&a, 0x6d);

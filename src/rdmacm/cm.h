@@ -208,6 +208,12 @@ struct cm_mc {
 
 /* mcast.c: forget an id's joins (its QP leaves the groups with it); lock held. */
 void cm_mc_free_all(struct cm_id *cid);
+/*
+ * mcast.c: the id's QP was made or destroyed: a new QP is attached to the
+ * groups of the id's joins (not send-only), as librdmacm attaches a QP
+ * made before the join's event is read; lock held.
+ */
+void cm_mc_qp_changed(struct cm_id *cid);
 
 static inline struct cm_id *cm_id_of(struct rdma_cm_id *id)
 {

@@ -206,3 +206,15 @@ void cm_mc_free_all(struct cm_id *cid)
 		free(mc);
 	}
 }
+
+/* Contract: see cm.h. */
+void cm_mc_qp_changed(struct cm_id *cid)
+{
+	struct ibv_qp *qp = cid->id.qp;
+
+	for (struct cm_mc *m = cid->mcs; m; m = m->next) {
+		bool want = qp && m->join_flags != RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER;
+
+		m->attached = want && !ibv_attach_mcast(qp, &m->mgid, 0);
+	}
+}
