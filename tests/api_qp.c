@@ -491,20 +491,15 @@ static void test_max_qp(void)
 static void test_misc(void)
 {
 	struct ibv_ece ece;
-	union ibv_gid gid;
 	struct ibv_qp *qp;
 
-	t_case("ECE, multicast, data-in-order");
+	t_case("ECE, data-in-order");
 	qp = q_create(&env, IBV_QPT_UD);
 	if (!CHECK(qp))
 		return;
 	memset(&ece, 0, sizeof(ece));
 	CHECK_RET(ibv_query_ece(qp, &ece), EOPNOTSUPP);
 	CHECK_RET(ibv_set_ece(qp, &ece), EOPNOTSUPP);
-	memset(&gid, 0, sizeof(gid));
-	gid.raw[0] = 0xff;
-	CHECK_RET(ibv_attach_mcast(qp, &gid, 0), EOPNOTSUPP);
-	CHECK_RET(ibv_detach_mcast(qp, &gid, 0), EOPNOTSUPP);
 	/* no in-order guarantee is claimed (see src/sw/queue/qp.c) */
 	CHECK_EQ_INT(ibv_query_qp_data_in_order(qp, IBV_WR_RDMA_WRITE, 0), 0);
 	CHECK_EQ_INT(

@@ -323,6 +323,16 @@ cases() {
 		run riostream "riostream -b @S@ -S 4096 -C 100 -I 10" \
 			"riostream -s @S@ -S 4096 -C 100 -I 10" '^custom +4k +100 +10 ' ''
 		;;
+	mckey)
+		# UD multicast: the server joins the group (its word: "joined dgid"),
+		# the client joins and sends 20 messages to it, which the server
+		# waits for, every one (a group of this run's own)
+		pkg=rdmacm-utils need mckey
+		SREADY='joined dgid'
+		mg=239.$(($$ % 200 + 20)).$((($$ / 200) % 250 + 1)).7
+		run mckey "mckey -m $mg -b @S@ -C 20" "mckey -m $mg -s -C 20" \
+			'^return status 0' '^return status 0'
+		;;
 	udpong)
 		# datagram rsockets; the server serves for ever. Echo: every message
 		# comes back (2 x 200 transfers); async: rpoll before each call, the
@@ -381,7 +391,7 @@ if [ "$what" = fault ]; then
 elif [ "$what" = netns ]; then
 	netns_up
 	SHM=''
-	for what in rping ucmatose udaddy rdma_server rstream ib_write_bw; do
+	for what in rping ucmatose udaddy rdma_server rstream ib_write_bw mckey; do
 		cases
 	done
 	what=netns

@@ -192,7 +192,28 @@ struct cm_id {
 	struct ibv_ece local_ece, remote_ece;
 	struct rdma_addrinfo *pending_ai; /* rdma_resolve_addrinfo result */
 	bool ai_pending;
+	struct cm_mc *mcs; /* multicast groups joined (mcast.c) */
 };
+
+/* mcast.c: one multicast join of an id. */
+struct cm_mc {
+	struct cm_mc *next;
+	struct sockaddr_storage addr; /* as the application gave it */
+	socklen_t addrlen;
+	union ibv_gid mgid;
+	uint8_t join_flags;
+	bool attached; /* its QP is attached to mgid */
+	void *context;
+};
+
+/* mcast.c: forget an id's joins (its QP leaves the groups with it); lock held. */
+void cm_mc_free_all(struct cm_id *cid);
+/*
+ * mcast.c: the id's QP was made or destroyed: a new QP is attached to the
+ * groups of the id's joins (not send-only), as librdmacm attaches a QP
+ * made before the join's event is read; lock held.
+ */
+void cm_mc_qp_changed(struct cm_id *cid);
 
 static inline struct cm_id *cm_id_of(struct rdma_cm_id *id)
 {

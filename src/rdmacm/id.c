@@ -155,6 +155,7 @@ void cm_id_free(struct cm_id *cid)
 	if (cid->pd_ref)
 		cm_dev_put_pd(cid->dev);
 	free(cid->ep_qp_attr);
+	cm_mc_free_all(cid);
 	if (cid->pending_ai)
 		rdma_freeaddrinfo(cid->pending_ai);
 	free(cid);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * misc.c - the small exported calls: devices, ports, event names,
- * multicast (not supported), ECE, user events and rdma-core 65's
+ * ECE, user events and rdma-core 65's
  * asynchronous getaddrinfo.
  */
 #include <errno.h>
@@ -74,31 +74,6 @@ CM_EXPORT const char *rdma_event_str(enum rdma_cm_event_type event)
 	if ((unsigned int)event < sizeof(names) / sizeof(names[0]))
 		return names[event];
 	return "UNKNOWN EVENT";
-}
-
-/* Multicast: the software device has no multicast groups. */
-CM_EXPORT int rdma_join_multicast(struct rdma_cm_id *id, struct sockaddr *addr, void *context)
-{
-	(void)context;
-	if (!id || !addr)
-		return cm_ret(-EINVAL);
-	return cm_ret(-ENOSYS);
-}
-
-CM_EXPORT int rdma_join_multicast_ex(struct rdma_cm_id *id,
-				     struct rdma_cm_join_mc_attr_ex *mc_join_attr, void *context)
-{
-	(void)context;
-	if (!id || !mc_join_attr)
-		return cm_ret(-EINVAL);
-	return cm_ret(-ENOSYS);
-}
-
-CM_EXPORT int rdma_leave_multicast(struct rdma_cm_id *id, struct sockaddr *addr)
-{
-	if (!id || !addr)
-		return cm_ret(-EINVAL);
-	return cm_ret(-EADDRNOTAVAIL); /* never joined */
 }
 
 CM_EXPORT int rdma_set_local_ece(struct rdma_cm_id *id, struct ibv_ece *ece)

@@ -234,6 +234,7 @@ static int create_qp_ex(struct cm_id *cid, void *arg)
 	}
 	id->qp = qp;
 	id->pd = qp->pd;
+	cm_mc_qp_changed(cid); /* a QP made after a join joins its groups */
 	return 0;
 err_cq:
 	if (made_recv) {
@@ -307,8 +308,9 @@ CM_EXPORT void rdma_destroy_qp(struct rdma_cm_id *id)
 		return;
 	}
 	if (id->qp)
-		ibv_destroy_qp(id->qp);
+		ibv_destroy_qp(id->qp); /* which leaves its groups */
 	id->qp = NULL;
+	cm_mc_qp_changed(cm_id_of(id));
 	if (!id->srq)
 		cm_destroy_lib_cqs(cm_id_of(id));
 	pthread_mutex_unlock(&cm.lock);

@@ -47,6 +47,15 @@ static inline bool sw_gid_is_zero(const union ibv_gid *g)
 	return !memcmp(g->raw, zero, sizeof(zero));
 }
 
+/*
+ * A multicast GID, as the kernel's core tells one: ff00::/8, or an
+ * IPv4-mapped address in 224.0.0.0/4.
+ */
+static inline bool sw_gid_is_multicast(const union ibv_gid *g)
+{
+	return g->raw[0] == 0xff || (sw_gid_is_v4mapped(g) && (g->raw[12] & 0xf0) == 0xe0);
+}
+
 static inline bool sw_sa_is_v6(const union sw_sa *a)
 {
 	return a->sa.sa_family == AF_INET6;
@@ -119,6 +128,14 @@ static inline bool sw_sa_same_addr(const union sw_sa *a, const union sw_sa *b)
 static inline bool sw_sa_same(const union sw_sa *a, const union sw_sa *b)
 {
 	return sw_sa_same_addr(a, b) && sw_sa_port(a) == sw_sa_port(b);
+}
+
+/* True for an IPv4 (224.0.0.0/4) or IPv6 (ff00::/8) multicast address. */
+static inline bool sw_sa_is_multicast(const union sw_sa *a)
+{
+	if (sw_sa_is_v6(a))
+		return IN6_IS_ADDR_MULTICAST(&a->v6.sin6_addr);
+	return (ntohl(a->v4.sin_addr.s_addr) >> 28) == 0xe;
 }
 
 static inline bool sw_sa_is_loopback(const union sw_sa *a)

@@ -52,6 +52,10 @@ enum {
 	SW_MAX_SRQ_WR = 1 << 14,
 	SW_MAX_SRQ_SGE = 32,
 	SW_MAX_AH = 1 << 16,
+	/* multicast, as rxe reports it: groups, QPs per group, attachments in all */
+	SW_MAX_MCAST_GRP = 8192,
+	SW_MAX_MCAST_QP_ATTACH = 56,
+	SW_MAX_TOTAL_MCAST_QP_ATTACH = 0x70000,
 	SW_MAX_INLINE = 512,
 	SW_MAX_QP_RD_ATOM = 128,
 	SW_MAX_RES_RD_ATOM = SW_MAX_QP_RD_ATOM * SW_MAX_QP,

@@ -142,4 +142,12 @@ void sw_engine_cq_unwatch(struct sw_dev *dev, struct sw_cq *cq);
 /* A moderated CQ holds an event due at `deadline` (ns): see it in time. */
 void sw_engine_cq_deadline(struct sw_dev *dev, uint64_t deadline);
 
+/*
+ * transport/mcast.c: sv_ops.attach_mcast and detach_mcast (rules there),
+ * and the QP's attachments dropped as it is destroyed (qp->lock not held).
+ */
+int sw_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid);
+int sw_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid);
+void sw_mcast_qp_gone(struct sw_qp *qp);
+
 #endif

@@ -39,6 +39,7 @@ enum {
 	SW_MAX_HDR_LEN = SW_BTH_LEN + SW_DETH_LEN + SW_ATMETH_LEN + SW_IMMDT_LEN,
 	SW_PSN_MASK = 0xffffff,
 	SW_QPN_MASK = 0xffffff,
+	SW_QPN_MCAST = 0xffffff, /* the destination QPN of every multicast packet */
 };
 
 /* BTH opcodes: transport class in the top 3 bits, operation below. */

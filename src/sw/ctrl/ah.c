@@ -24,8 +24,10 @@ static atomic_uint next_ah_handle = 1;
 /*
  * Contract: see queue.h. The destination must be reachable from the
  * source GID's socket: the same family (an IPv4-mapped dgid from an IPv4
- * source, an IPv6 one from an IPv6 source), not multicast or zero; a
- * link-local destination goes out on the source's interface. Without a
+ * source, an IPv6 one from an IPv6 source), not zero; a link-local
+ * destination, and an IPv6 multicast one (sent to its group: the
+ * kernel's core resolves a multicast DGID too), goes out on the source's
+ * interface. Without a
  * GRH (InfiniBand only) the packets leave from the device's address.
  */
 int sw_av_from_attr(struct ibv_context *ctx, const struct ibv_ah_attr *attr, struct sw_av *av)
@@ -55,10 +57,10 @@ int sw_av_from_attr(struct ibv_context *ctx, const struct ibv_ah_attr *attr, str
 	src = sw_port_addr_of(&dev->port, sg);
 	sw_sa_from_gid(&dst, &attr->grh.dgid, dev->cfg.udp_port,
 		       sw_sa_is_v6(src) ? src->v6.sin6_scope_id : 0);
-	if (dst.sa.sa_family != src->sa.sa_family || sw_gid_is_zero(&attr->grh.dgid) ||
-	    attr->grh.dgid.raw[0] == 0xff)
+	if (dst.sa.sa_family != src->sa.sa_family || sw_gid_is_zero(&attr->grh.dgid))
 		return -EINVAL;
-	if (sw_sa_is_v6(&dst) && IN6_IS_ADDR_LINKLOCAL(&dst.v6.sin6_addr) && !dst.v6.sin6_scope_id)
+	if (sw_sa_is_v6(&dst) && !dst.v6.sin6_scope_id &&
+	    (IN6_IS_ADDR_LINKLOCAL(&dst.v6.sin6_addr) || IN6_IS_ADDR_MULTICAST(&dst.v6.sin6_addr)))
 		dst.v6.sin6_scope_id = dev->port.ifindex;
 	memset(av, 0, sizeof(*av));
 	av->dst = dst;

@@ -256,6 +256,9 @@ void sw_device_fill_attr(const struct sw_dev *dev, struct ibv_device_attr_ex *at
 	a->max_qp_init_rd_atom = SW_MAX_QP_RD_ATOM;
 	a->atomic_cap = IBV_ATOMIC_HCA;
 	a->max_ah = SW_MAX_AH;
+	a->max_mcast_grp = SW_MAX_MCAST_GRP;
+	a->max_mcast_qp_attach = SW_MAX_MCAST_QP_ATTACH;
+	a->max_total_mcast_qp_attach = SW_MAX_TOTAL_MCAST_QP_ATTACH;
 	a->max_srq = SW_MAX_SRQ;
 	a->max_srq_wr = SW_MAX_SRQ_WR;
 	a->max_srq_sge = SW_MAX_SRQ_SGE;

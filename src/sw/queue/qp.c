@@ -367,6 +367,7 @@ int sw_destroy_qp(struct ibv_qp *ibqp)
 		ibqp = &real->ibv.qp_base;
 	}
 	sw_qp_table_remove(sw_dev_of(ibqp->context), qp);
+	sw_mcast_qp_gone(qp); /* no packet reaches it through a group any more */
 	pthread_mutex_lock(&qp->lock);
 	sw_transport_qp_fini(qp);
 	pthread_mutex_unlock(&qp->lock);

@@ -14,7 +14,6 @@
  */
 enum {
 	SW_QP_TABLE_SLOTS = 2 * SW_MAX_QP, /* power of two */
-	SW_QPN_MCAST = 0xffffff,
 };
 
 _Static_assert((SW_QP_TABLE_SLOTS & (SW_QP_TABLE_SLOTS - 1)) == 0, "slots: a power of two");

@@ -64,6 +64,9 @@ int sw_engine_start(struct sw_dev *dev)
 	pthread_mutex_init(&eng->cqmod_lock, NULL);
 	pthread_mutex_init(&eng->budget.lock, NULL);
 	sem_init(&eng->started, 0, 0);
+	ret = sw_mcast_init(eng);
+	if (ret)
+		goto err_wake;
 	if (dev->cfg.shm && (ret = sw_shm_start(eng)))
 		goto err_wake;
 	dev->eng = eng;
@@ -92,6 +95,7 @@ int sw_engine_start(struct sw_dev *dev)
 	eng->running = true;
 	return 0;
 err_wake:
+	sw_mcast_fini(eng);
 	sem_destroy(&eng->started);
 	pthread_mutex_destroy(&eng->active_lock);
 	pthread_mutex_destroy(&eng->cqmod_lock);
@@ -183,6 +187,7 @@ void sw_engine_stop(struct sw_dev *dev)
 		return;
 	sw_gsi_detach(eng);
 	sw_shm_stop(eng);
+	sw_mcast_fini(eng);
 	sw_budget_fini(eng);
 	dev->eng = NULL;
 	close(eng->wake_fd);

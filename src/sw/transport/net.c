@@ -70,7 +70,9 @@ void sw_net_icrc_out(const struct sw_engine *eng, const struct sw_av *av, struct
 /* Contract: see transport_priv.h. */
 int sw_net_send_raw(struct sw_engine *eng, const uint8_t *pkt, size_t len, const struct sw_av *av)
 {
-	int r = sw_shm_send(eng, &pkt, &len, 1, &av->dst);
+	/* multicast always goes to the kernel, which fans it out (mcast.c) */
+	int r = sw_sa_is_multicast(&av->dst) ? -ENOTCONN :
+					       sw_shm_send(eng, &pkt, &len, 1, &av->dst);
 	ssize_t n;
 
 	if (r != -ENOTCONN)
@@ -146,7 +148,7 @@ uint32_t sw_net_send_batch(struct sw_engine *eng, const struct sw_tx_batch *b,
 			return 0;
 		}
 	}
-	{
+	if (!sw_sa_is_multicast(&av->dst)) { /* multicast: always UDP (mcast.c) */
 		const uint8_t *pkts[SW_TX_BATCH] = {NULL};
 		int r;
 

@@ -39,6 +39,7 @@ enum {
 	SW_TIMER_BATCHES = 64, /* a full socket buffer of MTU packets, about */
 	RX_SETS = 8, /* slot sets of SW_RX_BATCH: batches taken before one fence */
 	RX_SLOTS = RX_SETS * SW_RX_BATCH,
+	PFD_SHM = 4, /* poll(2): the same-host links' descriptors start here */
 };
 
 struct rx_slot {
@@ -190,6 +191,20 @@ static bool ip_id_ok(struct sw_engine *eng, const union sw_sa *src, const struct
 	return ok;
 }
 
+/*
+ * A checked packet to a multicast address: a UD SEND to QPN 0xffffff, for
+ * every QP attached to the group (mcast.c); anything else is malformed.
+ */
+static void rx_mcast(struct sw_engine *eng, const struct sw_pkt *pkt, size_t len,
+		     const union sw_sa *src, const union sw_sa *dst)
+{
+	if (pkt->dqpn != SW_QPN_MCAST || (pkt->opcode & SW_OP_CLASS_MASK) != SW_OP_UD) {
+		atomic_fetch_add_explicit(&eng->cnt.drops_malformed, 1, memory_order_relaxed);
+		return;
+	}
+	sw_mcast_deliver(eng, pkt, len, src, dst);
+}
+
 /* Validate, find the QP, dispatch. Every drop is counted. */
 static void rx_one(struct sw_engine *eng, struct rx_batch *b, struct rx_slot *s, size_t len,
 		   const union sw_sa *dst)
@@ -220,6 +235,10 @@ static void rx_one(struct sw_engine *eng, struct rx_batch *b, struct rx_slot *s,
 		atomic_fetch_add_explicit(ret == -EILSEQ ? &eng->cnt.drops_icrc :
 							   &eng->cnt.drops_malformed,
 					  1, memory_order_relaxed);
+		return;
+	}
+	if (sw_sa_is_multicast(dst)) {
+		rx_mcast(eng, &pkt, len, &s->src, dst);
 		return;
 	}
 	if (pkt.dqpn == SV_GSI_QPN) { /* the general services QP: librdmacm's, if open */
@@ -315,6 +334,26 @@ static int rx_socket(struct sw_engine *eng, struct rx_batch *b, int first, int e
 	return n;
 }
 
+/* Where the group sockets' packets go in a batch (rx_group). */
+struct rx_groups {
+	struct sw_engine *eng;
+	struct rx_batch *b;
+	int next, end; /* the next free slot, the end of the set */
+};
+
+/* sw_mcast_rx_fn: one group socket's packets into the batch's free slots. */
+static int rx_group(void *arg, int fd, const union sw_sa *bound, uint32_t *ovfl)
+{
+	struct rx_groups *g = arg;
+	int n;
+
+	if (g->next >= g->end)
+		return -1;
+	n = rx_socket(g->eng, g->b, g->next, g->end, fd, bound, ovfl);
+	g->next += n;
+	return n;
+}
+
 /*
  * One receive batch into the next slot set; returns the number of
  * packets taken off the sockets and links. It ends by waiting for the
@@ -332,6 +371,11 @@ static int rx_batch(struct sw_engine *eng, struct rx_batch *b)
 	n = first + rx_socket(eng, b, first, end, port->fd, &port->local, &eng->rx_ovfl[0]);
 	if (port->ll_fd >= 0 && n < end)
 		n += rx_socket(eng, b, n, end, port->ll_fd, &port->ll, &eng->rx_ovfl[1]);
+	if (n < end) {
+		struct rx_groups g = {eng, b, n, end};
+
+		n += sw_mcast_rx(eng, rx_group, &g);
+	}
 	/* then the same-host links, into the slots left */
 	for (; n < end; n++) {
 		struct rx_slot *s = &b->slot[n];
@@ -538,16 +582,19 @@ void *sw_progress_main(void *arg)
 			continue;
 		}
 
-		/* the address's socket, the wake-up, the link-local socket (or -1: ignored), links
+		/*
+		 * the address's socket, the wake-up, the link-local socket (or -1:
+		 * ignored), the multicast groups' sockets, links
 		 */
-		struct pollfd pfd[3 + SW_SHM_POLL_MAX] = {
+		struct pollfd pfd[PFD_SHM + SW_SHM_POLL_MAX] = {
 			{.fd = eng->dev->port.fd, .events = POLLIN},
 			{.fd = eng->wake_fd, .events = POLLIN},
 			{.fd = eng->dev->port.ll_fd, .events = POLLIN},
+			{.fd = sw_mcast_pollfd(eng), .events = POLLIN},
 		};
 		uint64_t wait_ns = next_timer > now ? next_timer - now : 0;
 		int ms = (int)((wait_ns + 999999) / 1000000), ready;
-		int nshm = sw_shm_pollfds(eng, pfd + 3, SW_SHM_POLL_MAX);
+		int nshm = sw_shm_pollfds(eng, pfd + PFD_SHM, SW_SHM_POLL_MAX);
 
 		/*
 		 * Announce the sleep, then look for a wake-up once more: a
@@ -565,10 +612,10 @@ void *sw_progress_main(void *arg)
 			continue;
 		}
 		atomic_fetch_add_explicit(&eng->cnt.sleeps, 1, memory_order_relaxed);
-		ready = poll(pfd, (nfds_t)(3 + nshm), ms);
+		ready = poll(pfd, (nfds_t)(PFD_SHM + nshm), ms);
 		atomic_store(&eng->sleeping, false);
 		sw_shm_sleep_end(eng);
-		for (int k = 3; ready > 0 && k < 3 + nshm; k++)
+		for (int k = PFD_SHM; ready > 0 && k < PFD_SHM + nshm; k++)
 			if (pfd[k].revents) {
 				sw_shm_service(eng, sw_now_ns());
 				break;

@@ -185,6 +185,7 @@ struct sw_engine {
 	struct softverbs_gsi *gsi; /* QP1 while librdmacm has it open (gsi.c) */
 	struct sw_budget budget; /* budget.c */
 	uint32_t rx_ovfl[2]; /* SO_RXQ_OVFL as last seen: address socket, link-local one */
+	struct sw_mcast *mc; /* multicast groups (mcast.c) */
 };
 
 static inline struct sw_engine *sw_engine_of(struct sw_qp *qp)
@@ -219,6 +220,70 @@ void *sw_progress_main(void *arg);
  */
 int sw_rx_inject(struct sw_engine *eng, const uint8_t *buf, size_t len, const union sw_sa *src,
 		 const union sw_sa *dst);
+
+/* ---- mcast.c, mcast_sock.c: UD multicast ---- */
+
+/* One QP's attachment to a group: the LID it gave (uverbs tells attachments by GID and LID). */
+struct sw_mcast_member {
+	struct sw_qp *qp;
+	uint16_t lid;
+};
+
+/* A group the device has QPs in, and its socket. */
+struct sw_mcg {
+	union ibv_gid gid;
+	union sw_sa addr; /* the group's address at the device's port */
+	int fd; /* bound to addr, joined to the group */
+	uint32_t ovfl; /* SO_RXQ_OVFL as last seen */
+	unsigned int n;
+	struct sw_mcast_member m[SW_MAX_MCAST_QP_ATTACH];
+};
+
+/* The device's groups. */
+struct sw_mcast {
+	pthread_mutex_t lock; /* recursive: the progress thread delivers while it reads */
+	int epfd; /* the group sockets, for the progress thread */
+	unsigned int ngrp, cap, nattach;
+	struct sw_mcg **grp;
+	atomic_uint active; /* ngrp, for a look without the lock */
+};
+
+/* mcast.c: the engine's groups at start (0 or -errno) and stop (sockets closed). */
+int sw_mcast_init(struct sw_engine *eng);
+void sw_mcast_fini(struct sw_engine *eng);
+/*
+ * mcast.c, progress thread (no QP lock held): a checked multicast packet
+ * (DQPN 0xffffff, a UD opcode) of `len` bytes from `src` to group address
+ * `dst`: a UD receive at every QP attached to the group, once per QP.
+ * Counted as drops_no_qp when the device has no such group.
+ */
+void sw_mcast_deliver(struct sw_engine *eng, const struct sw_pkt *pkt, size_t len,
+		      const union sw_sa *src, const union sw_sa *dst);
+/*
+ * A receive from one group socket: `fd` bound to `bound`, *ovfl its drop
+ * count; returns the packets taken, or -1 when the batch has no room.
+ */
+typedef int sw_mcast_rx_fn(void *arg, int fd, const union sw_sa *bound, uint32_t *ovfl);
+/*
+ * mcast.c, progress thread: call `rx` for each group socket with data,
+ * under the groups' lock; returns the packets taken (0 without groups).
+ */
+int sw_mcast_rx(struct sw_engine *eng, sw_mcast_rx_fn *rx, void *arg);
+/* mcast.c: the epoll descriptor of the group sockets, for poll(2); -1 without. */
+int sw_mcast_pollfd(const struct sw_engine *eng);
+/*
+ * mcast_sock.c: the port's sockets send multicast from the port's
+ * interface and loop it back to the host's other members (best effort).
+ */
+void sw_mcast_port_setup(const struct sw_port *port);
+/*
+ * mcast_sock.c: a socket bound to group `gid` at the port's UDP port and
+ * joined to it on the port's interface, its address in *addr; the
+ * descriptor, or -errno.
+ */
+int sw_mcast_sock_open(const struct sw_port *port, const union ibv_gid *gid, union sw_sa *addr);
+/* udp.c: a fresh non-blocking UDP socket of `family` (udp_socket's rules); fd or -errno. */
+int sw_udp_socket(int family);
 
 /* ---- net.c ---- */
 

@@ -85,11 +85,11 @@ static bool ifindex_link_local(uint32_t ifindex, union sw_sa *out)
 }
 
 /*
- * Contract: a fresh non-blocking close-on-exec UDP socket of `family`,
+ * Contract: see transport_priv.h. A fresh non-blocking close-on-exec UDP socket of `family`,
  * or -errno. An IPv6 socket carries IPv6 only, and takes datagrams with
  * a zero UDP checksum: rxe sends those, and the ICRC covers the packet.
  */
-static int udp_socket(int family)
+int sw_udp_socket(int family)
 {
 	int fd = socket(family, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), one = 1;
 
@@ -156,7 +156,7 @@ static void open_link_local(struct sw_port *port, const struct sw_config *cfg)
 		return;
 	if (sw_sa_same_addr(&ll, &port->local))
 		return;
-	fd = udp_socket(AF_INET6);
+	fd = sw_udp_socket(AF_INET6);
 	if (fd < 0)
 		return;
 	if (udp_bind(fd, &ll, port->udp_port) || sw_net_setup(fd)) {
@@ -180,7 +180,7 @@ int sw_port_open(struct sw_port *port, const struct sw_config *cfg)
 	int fd, ret;
 
 	port->fd = port->ll_fd = -1;
-	fd = udp_socket(cfg->have_addr ? cfg->addr.sa.sa_family : AF_INET);
+	fd = sw_udp_socket(cfg->have_addr ? cfg->addr.sa.sa_family : AF_INET);
 	if (fd < 0)
 		return fd;
 	if (cfg->have_addr) {
