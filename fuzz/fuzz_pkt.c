@@ -42,6 +42,8 @@ static void mask_reserved(uint8_t *h, const struct sw_opinfo *info)
 	h[8] &= 0x80; /* AckReq */
 	if (info->flags & SW_F_DETH)
 		h[SW_BTH_LEN + 4] = 0;
+	if (info->flags & SW_F_XRCETH)
+		h[SW_BTH_LEN] = 0; /* the XRCETH's reserved byte */
 }
 
 /* Contract: the fields the parser decodes, compared between two parses. */
@@ -50,7 +52,8 @@ static int same_fields(const struct sw_pkt *a, const struct sw_pkt *b)
 	return a->opcode == b->opcode && a->se == b->se && a->mig == b->mig &&
 	       a->padcnt == b->padcnt && a->pkey == b->pkey && a->dqpn == b->dqpn &&
 	       a->ack_req == b->ack_req && a->psn == b->psn && a->paylen == b->paylen &&
-	       a->info == b->info;
+	       a->info == b->info &&
+	       (!(a->info->flags & SW_F_XRCETH) || a->xrc_srqn == b->xrc_srqn);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
