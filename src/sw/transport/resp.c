@@ -120,9 +120,8 @@ int sw_resp_rkey(struct sw_qp *qp, uint32_t rkey, uint64_t va, uint64_t len, int
 		return -EACCES;
 	if (!len)
 		return 0;
-	if (!sw_qp_mem_pd(qp) ||
-	    sw_rkey_resolve(sw_dev_of(qp->ibv.qp_base.context), rkey, sw_qp_mem_pd(qp), qp->uid, va,
-			    len, need, mr))
+	if (!sw_qp_mem_pd(qp) || sw_rkey_resolve(sw_dev_of(qp->ibv.qp_base.context), rkey,
+						 sw_qp_mem_pd(qp), qp->uid, va, len, need, mr))
 		return -EACCES;
 	return 0;
 }
