@@ -203,7 +203,8 @@ out:
 int main(void)
 {
 	struct thread_use idle;
-	unsigned long long sleeps, control = 0;
+	unsigned long long sleeps = 0, control = 0;
+	int m;
 
 	t_start("api_progress_spin");
 	unsetenv("SOFTVERBS_BUSY_POLL");
@@ -219,7 +220,23 @@ int main(void)
 
 	t_case("SOFTVERBS_SPIN_US=200: awake while traffic flows, asleep and free when idle");
 	setenv("SOFTVERBS_SPIN_US", "200", 1);
-	if (measure(&sleeps, &idle) == 0) {
+	/*
+	 * A parallel test that takes a CPU in the middle of the run stretches
+	 * the spin run's round trips past the spin (10.5 s against the
+	 * control's 1.1 s, under ASan in make check): then the pair is
+	 * measured once more, the control just before the spin run.
+	 */
+	m = measure(&sleeps, &idle);
+	if (m == 0 && !(sleeps < ROUNDS / 4 || sleeps * 4 < control)) {
+		printf("# %llu sleeps with the spin, %llu without: the pair once more\n", sleeps,
+		       control);
+		unsetenv("SOFTVERBS_SPIN_US");
+		m = measure(&control, &idle);
+		setenv("SOFTVERBS_SPIN_US", "200", 1);
+		if (m == 0)
+			m = measure(&sleeps, &idle);
+	}
+	if (m == 0) {
 		/* against the control of this run: a loaded machine stretches the pauses */
 		CHECK_MSG(sleeps < ROUNDS / 4 || sleeps * 4 < control,
 			  "%llu sleeps in %d round trips (%llu without the spin): the thread slept "
