@@ -34,7 +34,13 @@
  *      probe asks again from the fourth (its VA and length), and the
  *      peer's LAST completes it (a duplicate READ continues the
  *      original's numbering, as the responder and rxe answer one);
- *   6. no RTT sample yet (a fresh QP): no probe, only the timer resends.
+ *   6. no RTT sample yet (a fresh QP): no probe, only the timer resends;
+ *   7. a sequence NAK from a responder that keeps what follows a gap
+ *      (softverbs'): the missing packet alone is sent again;
+ *   8. a responder that keeps nothing (a fresh QP): the NAKed packet
+ *      alone, twice, then go-back-N, and go-back-N only from then on;
+ *   9. the same shown by an ACK of just the packet resent alone (rxe,
+ *      when no new packet follows to draw its NAK): go-back-N at once.
  * No case may count a retransmit timeout but the last. Every probe the
  * device counts must be a packet the peer saw: one that came late (sent
  * before the peer's ACK of it arrived, on a slow machine) is a stale
@@ -58,7 +64,9 @@ enum {
 	NPKT = 4, /* packets of a WRITE in cases 2-4 */
 	/* case 3's WRITE at 0xfffffd: its probe's PSN + 1 wraps to 0 */
 	SQ_PSN = (0xfffffd - NWARM - NPKT) & SW_PSN_MASK,
-	SQ_PSN4 = 0x200, /* case 4's fresh QP */
+	SQ_PSN4 = 0x200, /* case 6's fresh QP */
+	SQ_PSN8 = 0x400, /* case 8's */
+	SQ_PSN9 = 0x600, /* case 9's */
 	RQ_PSN = 0x123,
 	TIMEOUT = 14, /* 4.096 us << 14 = 67 ms */
 	RTO_MS = 67,
@@ -72,6 +80,7 @@ enum {
 	PROBE2_MS = 30,
 	BACK_MS = 30, /* the go-back after the ACK of a probe that filled the gap */
 	QUIET_MS = 20, /* nothing more arrives for this long */
+	SEL_MS = 5, /* go-back-N would have sent the next packet by then */
 };
 
 enum {
@@ -153,17 +162,32 @@ static int next_pkt(struct sw_pkt *p, int wait, uint64_t *t)
 	}
 }
 
-/* The peer ACKs `psn` (AETH: ACK, credits invalid, the MSN so far). */
-static void peer_ack(struct ibv_qp *qp, uint32_t psn)
+/*
+ * The peer answers `psn` with AETH `syn` (credits invalid, the MSN so
+ * far): an ACK of it, or a sequence NAK of it (it has what is before).
+ */
+static void peer_answer(struct ibv_qp *qp, uint32_t psn, uint8_t syn)
 {
 	struct sw_pkt p = h_req(qp, SW_OP_ACK, psn);
+	bool nak = syn == SW_AETH_NAK_PSN_SEQ;
 
 	p.ack_req = false;
-	p.syndrome = H_ACK;
+	p.syndrome = syn;
 	p.msn = msn & SW_PSN_MASK;
 	h_send(h, &p, NULL, 0);
-	acked = psn & SW_PSN_MASK;
-	printf("# %8.3f ms: the peer ACKs %#08x (msn %u)\n", ms(now_ns() - t0), acked, msn);
+	acked = nak ? sw_psn_add(psn, SW_PSN_MASK) : psn & SW_PSN_MASK;
+	printf("# %8.3f ms: the peer %s %#08x (msn %u)\n", ms(now_ns() - t0),
+	       nak ? "NAKs (sequence)" : "ACKs", psn & SW_PSN_MASK, msn);
+}
+
+static void peer_ack(struct ibv_qp *qp, uint32_t psn)
+{
+	peer_answer(qp, psn, H_ACK);
+}
+
+static void peer_nak(struct ibv_qp *qp, uint32_t psn)
+{
+	peer_answer(qp, psn, SW_AETH_NAK_PSN_SEQ);
 }
 
 static uint8_t write_opcode(uint32_t k, uint32_t n)
@@ -557,6 +581,119 @@ fail:
 	CHECK_RET(ibv_destroy_qp(qp), 0);
 }
 
+/*
+ * Packet `k` of the `n`-packet WRITE at `first` comes again, with
+ * AckReq, and then nothing but probes of it for SEL_MS: not the packets
+ * after it (go-back-N would send them at once).
+ */
+static bool resent_alone(uint32_t first, uint32_t k, uint32_t n, const char *what)
+{
+	struct sw_pkt p;
+	uint64_t t;
+	int r = next_pkt(&p, H_WAIT_MS, &t);
+
+	if (!CHECK_MSG(r == 0, "%s: nothing resent (%s)", what, t_errname(-r)) ||
+	    !IS_WRITE_AT(&p, first, k, n, true, what))
+		return false;
+	while ((r = next_pkt(&p, SEL_MS, &t)) == 0)
+		if (!CHECK_MSG(p.psn == sw_psn_add(first, k), "%s: then psn %#08x came too", what,
+			       p.psn))
+			return false;
+	return true;
+}
+
+/*
+ * Case 7: a responder that keeps what follows a gap NAKs the missing
+ * packet; the requester sends that one alone again (sw_req_selective),
+ * and the ACK of the whole WRITE completes it.
+ */
+static void selective(struct ibv_qp *qp, uint32_t first)
+{
+	unsigned long long s0 = H_CNT(h, selective), to0 = H_CNT(h, timeouts);
+	uint32_t last = sw_psn_add(first, NPKT - 1);
+
+	case_start("a sequence NAK: only the missing packet is sent again",
+		   sw_psn_add(first, SW_PSN_MASK));
+	CHECK_RET(post_write(qp, 7, NPKT * H_MTU), 0);
+	if (!recv_write(first, 0, NPKT, NULL, (uint64_t[1]){0}))
+		goto fail;
+	peer_nak(qp, sw_psn_add(first, 1));
+	if (!resent_alone(first, 1, NPKT, "the packet NAKed"))
+		goto fail;
+	msn++;
+	peer_ack(qp, last);
+	expect_done(7);
+	expect_quiet("after the ACK of the whole WRITE");
+	CHECK_EQ_INT(H_CNT(h, selective) - s0, 1);
+	CHECK_EQ_INT(H_CNT(h, timeouts) - to0, 0);
+	return;
+fail:
+	settle(qp, last);
+}
+
+/*
+ * Cases 8 and 9: a responder that keeps nothing (IBTA's, rxe's), on a
+ * fresh QP (no probe: no RTT sample). Case 8, as it shows in NAKs: NAK
+ * of the first packet: it alone comes again; NAK of the next: a second
+ * loss, it alone again; NAK of the one after: the peer keeps nothing,
+ * go-back-N sends the rest. Case 9, as rxe shows it when nothing new
+ * follows: NAK of the second packet, which alone comes again; the peer
+ * ACKs just that one: go-back-N sends the rest at once. Either way the
+ * next WRITE's NAK draws go-back-N at once.
+ */
+static void keeps_nothing(bool by_ack, uint32_t sq_psn)
+{
+	unsigned long long s0 = H_CNT(h, selective), to0 = H_CNT(h, timeouts);
+	uint32_t f = sq_psn, g = sw_psn_add(sq_psn, NPKT);
+	struct ibv_qp *qp = requester(sq_psn);
+
+	case_start(
+		by_ack ?
+			"a responder that keeps nothing: the ACK of the packet resent alone "
+			"draws go-back-N, then only" :
+			"a responder that keeps nothing: go-back-N after two NAKs in a row, then only",
+		sw_psn_add(f, SW_PSN_MASK));
+	CHECK_RET(post_write(qp, 8, NPKT * H_MTU), 0);
+	if (!recv_write(f, 0, NPKT, NULL, (uint64_t[1]){0}))
+		goto fail;
+	if (!by_ack) {
+		peer_nak(qp, f);
+		if (!resent_alone(f, 0, NPKT, "the first NAK"))
+			goto fail;
+	}
+	peer_nak(qp, sw_psn_add(f, 1));
+	if (!resent_alone(f, 1, NPKT, "the NAK of the second packet"))
+		goto fail;
+	if (by_ack) {
+		msn++;
+		peer_ack(qp, sw_psn_add(f, 1));
+	} else {
+		peer_nak(qp, sw_psn_add(f, 2));
+	}
+	if (!recv_write(f, 2, NPKT, NULL, (uint64_t[1]){0}))
+		goto fail;
+	msn++;
+	peer_ack(qp, sw_psn_add(f, NPKT - 1));
+	expect_done(8);
+	CHECK_RET(post_write(qp, 9, NPKT * H_MTU), 0);
+	if (!recv_write(g, 0, NPKT, NULL, (uint64_t[1]){0}))
+		goto fail;
+	peer_nak(qp, sw_psn_add(g, 1));
+	if (!recv_write(g, 1, NPKT, NULL, (uint64_t[1]){0}))
+		goto fail;
+	msn++;
+	peer_ack(qp, sw_psn_add(g, NPKT - 1));
+	expect_done(9);
+	expect_quiet("after the ACK of the second WRITE");
+	CHECK_EQ_INT(H_CNT(h, selective) - s0, by_ack ? 1 : 2);
+	CHECK_EQ_INT(H_CNT(h, timeouts) - to0, 0);
+	CHECK_RET(ibv_destroy_qp(qp), 0);
+	return;
+fail:
+	settle(qp, sw_psn_add(g, NPKT - 1));
+	CHECK_RET(ibv_destroy_qp(qp), 0);
+}
+
 int main(void)
 {
 	struct ibv_qp *qp;
@@ -578,7 +715,10 @@ int main(void)
 	lost_tail(qp);
 	lost_read(qp, sw_psn_add(SQ_PSN, NWARM + 2 * NPKT), NPKT, 5);
 	lost_read(qp, sw_psn_add(SQ_PSN, NWARM + 3 * NPKT), NPKT - 1, 6);
+	selective(qp, sw_psn_add(SQ_PSN, NWARM + 4 * NPKT));
 	no_sample();
+	keeps_nothing(false, SQ_PSN8);
+	keeps_nothing(true, SQ_PSN9);
 
 	CHECK_EQ_INT(q_state(qp), IBV_QPS_RTS);
 	CHECK_RET(ibv_destroy_qp(qp), 0);

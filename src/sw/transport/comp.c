@@ -230,8 +230,12 @@ static void on_nak(struct sw_qp *qp, const struct sw_pkt *pkt)
 	}
 	if (syn == SW_AETH_NAK_PSN_SEQ) {
 		SW_COUNT(eng, qp, seq_naks_rx);
-		sw_req_cut(qp);
-		sw_req_rewind(qp, pkt->psn);
+		if (!sw_req_selective(qp, pkt->psn)) {
+			sw_req_cut(qp);
+			sw_req_rewind(qp, pkt->psn);
+		} else if (!req->on_link) {
+			sw_req_cut(qp); /* the network may have dropped it for want of room */
+		}
 		req->deadline_ns = 0;
 		progress_done(qp);
 		return;
@@ -355,6 +359,8 @@ void sw_comp_handle(struct sw_qp *qp, const struct sw_pkt *pkt)
 		}
 		if (ack_upto(qp, pkt->psn))
 			lost_response(qp);
+		else
+			sw_req_sel_acked(qp);
 		progress_done(qp);
 		return;
 	case SW_OP_ATOMIC_ACK:

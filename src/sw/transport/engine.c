@@ -123,7 +123,7 @@ static void engine_report(struct sw_engine *eng)
 		"softverbs: %s %s: tx %llu pkts %llu bytes, rx %llu pkts %llu bytes\n"
 		"softverbs:   retransmits %llu timeouts %llu duplicates %llu tx_again %llu\n"
 		"softverbs:   resent pkts %llu, socket overflows %llu, budget waits %llu, probes %llu, "
-		"timer deferrals %llu\n"
+		"timer deferrals %llu, stashed %llu, selective %llu\n"
 		"softverbs:   progress thread: sleeps %llu\n"
 		"softverbs:   naks rx seq %llu rnr %llu err %llu, tx seq %llu rnr %llu err %llu\n"
 		"softverbs:   drops malformed %llu icrc %llu no_qp %llu state %llu qkey %llu "
@@ -139,7 +139,8 @@ static void engine_report(struct sw_engine *eng)
 		(unsigned long long)c->duplicates, (unsigned long long)c->tx_again,
 		(unsigned long long)c->resent_pkts, (unsigned long long)c->sock_overflows,
 		(unsigned long long)c->budget_waits, (unsigned long long)c->probes,
-		(unsigned long long)c->timer_deferrals, (unsigned long long)c->sleeps,
+		(unsigned long long)c->timer_deferrals, (unsigned long long)c->stashed,
+		(unsigned long long)c->selective, (unsigned long long)c->sleeps,
 		(unsigned long long)c->seq_naks_rx, (unsigned long long)c->rnr_naks_rx,
 		(unsigned long long)c->err_naks_rx, (unsigned long long)c->seq_naks_tx,
 		(unsigned long long)c->rnr_naks_tx, (unsigned long long)c->err_naks_tx,
@@ -311,6 +312,7 @@ static void engine_deactivate(struct sw_engine *eng, struct sw_qp *qp)
 static void transport_free(struct sw_qp *qp)
 {
 	if (qp->resp) {
+		sw_stash_free(qp);
 		free(qp->resp->wqe);
 		free(qp->resp->res);
 	}
@@ -379,6 +381,7 @@ static void transport_reset(struct sw_qp *qp)
 	struct sw_recv_wqe *wqe = resp->wqe;
 	struct sw_rd_res *res = resp->res;
 
+	sw_stash_free(qp);
 	memset(req, 0, sizeof(*req));
 	req->window = SW_WINDOW_INIT;
 	req->acked_since_cut = SW_WINDOW_MAX;

@@ -38,8 +38,8 @@
  * (comp.c).
  *
  * No probe: before the first RTT sample, when the PTO is not below half
- * the retransmit timeout, while QPs wait in the device budget's line (a
- * queueing delay, not a loss: the ACKs are behind other QPs' packets),
+ * the retransmit timeout, while other QPs wait in the device budget's line
+ * (a queueing delay, not a loss: the ACKs are behind other QPs' packets),
  * during an RNR back-off, or for an atomic at the head (the retransmit
  * timer covers it).
  */
@@ -51,11 +51,15 @@ uint64_t sw_probe_pto_ns(const struct sw_qp *qp)
 	const struct sw_req *req = qp->req;
 	uint64_t pto, rto;
 
-	if (!req->srtt_ns)
-		return 0;
-	pto = 2 * (uint64_t)req->srtt_ns + 4 * (uint64_t)req->rttvar_ns;
-	if (pto < SW_PROBE_MIN_NS)
-		pto = SW_PROBE_MIN_NS;
+	if (req->on_link) {
+		pto = SW_PROBE_LINK_NS; /* and the link says when (link_handled) */
+	} else {
+		if (!req->srtt_ns)
+			return 0;
+		pto = 2 * (uint64_t)req->srtt_ns + 4 * (uint64_t)req->rttvar_ns;
+		if (pto < SW_PROBE_MIN_NS)
+			pto = SW_PROBE_MIN_NS;
+	}
 	rto = sw_req_timeout_ns(qp);
 	if (rto && pto >= rto / 2)
 		return 0;
@@ -156,7 +160,37 @@ uint64_t sw_probe_due_ns(const struct sw_qp *qp)
 	if (req->probes_out && (rto ? (pto << req->probes_out) >= rto / 2 : req->probes_out > 6))
 		return 0; /* the retransmit timer is as near (an infinite one: 6 probes) */
 	pto <<= req->probes_out;
-	return req->last_act_ns + pto;
+	return req->last_act_ns + pto > req->probe_hold_ns ? req->last_act_ns + pto :
+							     req->probe_hold_ns;
+}
+
+/*
+ * A peer on the same-host link has handled every packet this QP sent (and
+ * its answers are on their way back) once the consumer's `done` passes
+ * the ring's head as it was when the probe first came due: nothing sent
+ * since then is this QP's. Until then nothing is lost, only queued (a
+ * deep ring, a slow or descheduled consumer): the probe waits another
+ * SW_PROBE_LINK_NS. False while it waits; true when the link has handled
+ * everything, or is gone (then the probe goes as over the network).
+ */
+static bool link_handled(struct sw_qp *qp, uint64_t now)
+{
+	struct sw_req *req = qp->req;
+	uint64_t done, head;
+
+	if (!sw_shm_progress(sw_engine_of(qp), &qp->attr.av.dst, &done, &head)) {
+		req->on_link = false;
+		return true;
+	}
+	if (!req->link_marked || req->mark_act != req->last_act_ns) {
+		req->link_marked = true;
+		req->mark_act = req->last_act_ns;
+		req->link_mark = head;
+	}
+	if ((int64_t)(done - req->link_mark) >= 0)
+		return true;
+	req->probe_hold_ns = now + SW_PROBE_LINK_NS;
+	return false;
 }
 
 /* Contract: see transport_priv.h (qp->lock held). */
@@ -167,5 +201,9 @@ bool sw_probe_should_fire(struct sw_qp *qp, uint64_t now)
 
 	if (!due || now < due || (st != IBV_QPS_RTS && st != IBV_QPS_SQD))
 		return false;
-	return !atomic_load_explicit(&sw_engine_of(qp)->budget.nwait, memory_order_relaxed);
+	/* waiting in line itself, with its own packets in flight, is no reason */
+	if (atomic_load_explicit(&sw_engine_of(qp)->budget.nwait, memory_order_relaxed) >
+	    (qp->req->queued ? 1u : 0u))
+		return false;
+	return !qp->req->on_link || link_handled(qp, now);
 }

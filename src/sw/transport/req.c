@@ -12,10 +12,15 @@
  * Whenever it stops with packets outstanding, the last packet it sent
  * asks for an ACK (AckReq), so the pipe never waits for the retransmit
  * timer unless a packet really was lost. The timer runs while anything
- * is unacknowledged; on expiry, or on a sequence NAK, the requester goes
- * back to the PSN the peer is missing (go-back-N) and halves its window,
- * never below one message after an isolated loss (sw_req_cut); each window's worth of packets
- * acknowledged grows it by one packet (sw_req_grow). Each consecutive
+ * is unacknowledged; on expiry the requester goes back to the PSN the
+ * peer is missing (go-back-N) and halves its window, never below one
+ * message after an isolated loss (sw_req_cut); each window's worth of
+ * packets acknowledged grows it by one packet (sw_req_grow). A sequence
+ * NAK from a responder that keeps what follows a gap (softverbs',
+ * stash.c) is answered with the one packet it names (sw_req_selective),
+ * the window halved as well over the network, kept on the same-host
+ * link (whose ring pushes back: a loss there is never congestion); from
+ * any other responder, with go-back-N. Each consecutive
  * expiry doubles the timeout (at most 8x) until the peer acknowledges
  * something.
  *
@@ -316,6 +321,8 @@ static uint32_t pkt_psns(const struct sw_qp *qp, const struct sw_send_wqe *w)
 	return w->opcode == IBV_WR_RDMA_READ ? w->npkts - qp->req->send_off : 1;
 }
 
+static bool resend_due(struct sw_qp *qp);
+
 /*
  * Contract: see transport_priv.h (qp->lock held). RC packets are built into
  * the thread's batch and go out SW_TX_BATCH at a time; UD packets (and
@@ -338,6 +345,8 @@ static void req_run(struct sw_qp *qp)
 			return;
 		req->rnr_until_ns = 0;
 	}
+	if (req->sel_due && !resend_due(qp))
+		return;
 	/*
 	 * An unasked QP sends one packet past the line and the budget, with
 	 * AckReq, before it waits: else what it holds in flight could sit
@@ -568,6 +577,7 @@ void sw_req_rewind(struct sw_qp *qp, uint32_t psn)
 	req->send_off = (uint32_t)d;
 	req->psn = psn;
 	req->ackreq_psn = sw_psn_add(psn, SW_PSN_MASK); /* what asked after it is resent */
+	req->sel_due = false; /* go-back-N sends it anyway */
 	sw_probe_rewound(qp);
 	for (uint32_t j = idx; j != qp->sq.prod; j++) {
 		struct sw_send_wqe *w = wqe_at(qp, j);
@@ -613,34 +623,58 @@ static void probe_read(struct sw_qp *qp, uint64_t now)
  * (probe_read). Nothing else of the requester's state moves; a full
  * socket just means no probe now.
  */
+/*
+ * The started WQE holding una_psn and that packet's index in it (*k);
+ * NULL when none is (nothing unacknowledged was sent).
+ */
+static struct sw_send_wqe *una_wqe(struct sw_qp *qp, uint32_t *k)
+{
+	struct sw_req *req = qp->req;
+	uint32_t end = req->send_idx + (req->send_off ? 1 : 0);
+
+	for (uint32_t idx = qp->sq.cons; idx != end; idx++) {
+		struct sw_send_wqe *w = wqe_at(qp, idx);
+		int32_t d = sw_psn_diff(req->una_psn, w->first_psn);
+
+		if (d >= 0 && (uint32_t)d < w->npkts) {
+			*k = (uint32_t)d;
+			return w->state == SW_WQE_STARTED ? w : NULL;
+		}
+	}
+	return NULL;
+}
+
+/* Send packet `k` of `w`, una_psn, once more with AckReq; 0 or -errno. */
+static int resend_una(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t k)
+{
+	uint8_t buf[SW_PKT_MAX];
+	int len = sw_req_build(qp, w, k, buf, &qp->attr.av, true);
+
+	if (len < 0)
+		return len;
+	if (sw_net_send(sw_engine_of(qp), buf, (size_t)len, &qp->attr.av))
+		return -EAGAIN;
+	count_sent(qp, qp->req->una_psn, (size_t)len);
+	return 0;
+}
+
 static void send_probe(struct sw_qp *qp, uint64_t now)
 {
 	struct sw_req *req = qp->req;
 	struct sw_engine *eng = sw_engine_of(qp);
-	uint32_t end = req->send_idx + (req->send_off ? 1 : 0), idx;
-	struct sw_send_wqe *w = NULL;
-	uint8_t buf[SW_PKT_MAX];
-	int32_t d = 0;
-	int len;
+	struct sw_send_wqe *w;
+	uint32_t k;
 
-	for (idx = qp->sq.cons; idx != end; idx++) {
-		w = wqe_at(qp, idx);
-		d = sw_psn_diff(req->una_psn, w->first_psn);
-		if (d >= 0 && (uint32_t)d < w->npkts)
-			break;
-	}
-	if (idx == end || w->state != SW_WQE_STARTED)
+	w = una_wqe(qp, &k);
+	if (!w)
 		return;
+	req->on_link = sw_shm_linked(eng, &qp->attr.av.dst); /* the next probe's rule (probe.c) */
 	if (w->opcode == IBV_WR_RDMA_READ) {
 		probe_read(qp, now);
 		return;
 	}
-	if (sw_wr_is_rd_atomic(w->opcode))
+	if (sw_wr_is_rd_atomic(w->opcode) || resend_una(qp, w, k))
 		return;
-	len = sw_req_build(qp, w, (uint32_t)d, buf, &qp->attr.av, true);
-	if (len < 0 || sw_net_send(eng, buf, (size_t)len, &qp->attr.av))
-		return;
-	count_sent(qp, req->una_psn, (size_t)len);
 	req->probed = true;
 	req->probes_out++;
 	req->probe_psn = req->una_psn;
@@ -655,6 +689,120 @@ static void send_probe(struct sw_qp *qp, uint64_t now)
 	 */
 	req->last_act_ns = now;
 	atomic_fetch_add_explicit(&eng->cnt.probes, 1, memory_order_relaxed);
+}
+
+/*
+ * Contract: see transport_priv.h (qp->lock held; una_psn is the NAK's
+ * PSN, the caller acknowledged what is before it). A softverbs peer kept
+ * what came after the gap (stash.c), so the missing packet alone fills
+ * it. NAKs of the packet right after the one sent again last time,
+ * twice in a row, mean the peer kept nothing behind it (no room, or a
+ * packet it does not keep): go-back-N then. Once is taken for a second
+ * loss (two lost in a row is common at a few percent of loss, three
+ * rare). A responder never seen to keep anything after such a run is
+ * taken to keep nothing, as IBTA's and rxe's do not: go-back-N only
+ * from then on. The other sign of such a responder is an ACK of just
+ * the packet resent (sw_req_sel_acked).
+ */
+bool sw_req_selective(struct sw_qp *qp, uint32_t psn)
+{
+	struct sw_req *req = qp->req;
+	struct sw_send_wqe *w;
+	uint32_t k;
+
+	if (req->sel_on && psn == sw_psn_add(req->sel_psn, 1)) {
+		req->sel_next++;
+	} else {
+		if (req->sel_on && sw_psn_diff(psn, req->sel_psn) > 1)
+			req->sel_kept = true; /* the gap filled up to a later loss: it keeps */
+		req->sel_next = 0;
+	}
+	if (req->sel_next >= 2) {
+		if (!req->sel_kept)
+			req->sel_never = true; /* a responder that keeps nothing: IBTA's, rxe's */
+		goto back;
+	}
+	req->on_link = sw_shm_linked(sw_engine_of(qp), &qp->attr.av.dst);
+	if (qp->ibv.qp_base.qp_type != IBV_QPT_RC || psn != req->una_psn || req->sel_never)
+		goto back;
+	w = una_wqe(qp, &k);
+	if (!w || sw_wr_is_rd_atomic(w->opcode) || w->opcode == IBV_WR_RDMA_READ)
+		goto back;
+	req->sel_on = true;
+	req->sel_due = true; /* req_run sends it, first (resend_due) */
+	req->sel_wait = true;
+	req->sel_psn = psn;
+	req->sel_hi = req->psn;
+	req->rtt_on = false; /* Karn: no sample across a resend */
+	req->last_act_ns = sw_now_ns();
+	atomic_fetch_add_explicit(&sw_engine_of(qp)->cnt.selective, 1, memory_order_relaxed);
+	return true;
+back:
+	req->sel_on = false;
+	req->sel_wait = false;
+	req->sel_next = 0;
+	return false;
+}
+
+/*
+ * Contract: see transport_priv.h (qp->lock held; after an ACK moved
+ * una_psn). The answer to a packet sent alone: an ACK of that packet and
+ * no further, though packets after it were out before it, means the
+ * responder took it and has nothing after it. A responder that keeps
+ * would have handled what it kept and acknowledged it, or NAKed the next
+ * gap; IBTA's and rxe's dropped it all, and without going back now the
+ * QP would wait for a probe (rxe sends no NAK for what it dropped before
+ * the gap filled). So: go-back-N from there, and, if this responder was
+ * never seen to keep anything, go-back-N only from now on. An ACK beyond
+ * it shows the responder keeps.
+ */
+void sw_req_sel_acked(struct sw_qp *qp)
+{
+	struct sw_req *req = qp->req;
+	int32_t d = sw_psn_diff(req->una_psn, req->sel_psn);
+
+	if (!req->sel_wait || d <= 0)
+		return;
+	req->sel_wait = false;
+	if (d > 1) {
+		req->sel_kept = true;
+		return;
+	}
+	if (sw_psn_diff(req->sel_hi, req->una_psn) <= 0 || !sw_req_in_flight(req))
+		return; /* nothing was out after it */
+	if (!req->sel_kept)
+		req->sel_never = true;
+	sw_req_cut(qp);
+	sw_req_rewind(qp, req->una_psn);
+}
+
+/*
+ * The packet sw_req_selective chose goes before anything new: false
+ * while it waits for room (the QP is in the budget's line then), true
+ * once it went or is no longer owed (acknowledged meanwhile). A packet
+ * that cannot be built again (its MR went away) goes back to the rewind,
+ * where the WQE fails as it would have.
+ */
+static bool resend_due(struct sw_qp *qp)
+{
+	struct sw_req *req = qp->req;
+	struct sw_send_wqe *w;
+	uint32_t k;
+	int ret;
+
+	req->sel_due = false;
+	if (req->una_psn != req->sel_psn || !(w = una_wqe(qp, &k)))
+		return true;
+	ret = resend_una(qp, w, k);
+	if (ret == -EAGAIN) {
+		req->sel_due = true;
+		req->wait_writable = true;
+		sw_budget_wait(qp);
+		return false;
+	}
+	if (ret)
+		sw_req_rewind(qp, req->una_psn);
+	return true;
 }
 
 /*

@@ -91,6 +91,7 @@ static void send_ack(struct sw_qp *qp, uint8_t syndrome, uint32_t psn)
 static enum resp_outcome fatal_nak(struct sw_qp *qp, uint8_t syndrome, uint32_t psn)
 {
 	SW_COUNT(sw_engine_of(qp), qp, err_naks_tx);
+	qp->resp->ack_pending = false; /* the NAK acknowledges everything before it */
 	send_ack(qp, syndrome, psn);
 	(void)sw_qp_event(qp, syndrome == SW_AETH_NAK_REM_ACCESS ? IBV_EVENT_QP_ACCESS_ERR :
 								   IBV_EVENT_QP_REQ_ERR);
@@ -638,8 +639,10 @@ static enum resp_outcome handle_flush(struct sw_qp *qp, const struct sw_pkt *pkt
  * the resource that covers its PSN: READ responses from that packet on,
  * an atomic's saved original value (only for the request's own PSN); one
  * too old to be remembered is dropped and the requester times out. A
- * SEND or WRITE is answered with an ACK of the newest PSN done. An
- * unsupported opcode gets no answer.
+ * SEND or WRITE is answered with an ACK of the newest PSN done, at the
+ * end of the batch: a requester that goes back over packets this
+ * responder kept (stash.c) sends a run of duplicates, which one ACK
+ * answers. An unsupported opcode gets no answer.
  */
 static void handle_duplicate(struct sw_qp *qp, const struct sw_pkt *pkt)
 {
@@ -666,26 +669,35 @@ static void handle_duplicate(struct sw_qp *qp, const struct sw_pkt *pkt)
 		}
 		return;
 	}
-	send_ack(qp, SW_AETH_ACK_NO_CREDIT, sw_psn_add(resp->epsn, SW_PSN_MASK));
+	/* one ACK at the end of the batch answers every duplicate in it */
+	resp->ack_psn = sw_psn_add(resp->epsn, SW_PSN_MASK);
+	resp->ack_pending = true;
 }
 
-/*
- * A packet ahead of the expected PSN: an earlier one was lost. It is
- * dropped; the first of a gap draws a sequence NAK of the expected PSN,
- * as IBTA and rxe do, the rest of the gap nothing (the requester goes
- * back to the expected PSN once).
- */
-static void handle_ahead(struct sw_qp *qp)
+/* Send the sequence NAK of a gap, once per gap (IBTA and rxe: the requester goes back once). */
+static void nak_gap(struct sw_qp *qp)
 {
 	struct sw_resp *resp = qp->resp;
-	struct sw_engine *eng = sw_engine_of(qp);
 
-	SW_COUNT(eng, qp, drops_out_of_window);
 	if (resp->nak_seq_sent)
 		return;
 	resp->nak_seq_sent = true;
-	SW_COUNT(eng, qp, seq_naks_tx);
+	SW_COUNT(sw_engine_of(qp), qp, seq_naks_tx);
 	send_ack(qp, SW_AETH_NAK_PSN_SEQ, resp->epsn);
+}
+
+/*
+ * A packet ahead of the expected PSN: an earlier one was lost. The first
+ * of a gap draws a sequence NAK of the expected PSN, the rest of the gap
+ * nothing. The packet is dropped, as IBTA and rxe do, unless it came
+ * over the same-host link: then it is kept until the gap is filled
+ * (stash.c) and counts as dropped only if it finds no room.
+ */
+static void handle_ahead(struct sw_qp *qp, const struct sw_pkt *pkt)
+{
+	if (!sw_stash_put(qp, pkt))
+		SW_COUNT(sw_engine_of(qp), qp, drops_out_of_window);
+	nak_gap(qp);
 }
 
 /* The request handler for the packet at the expected PSN (info not NULL). */
@@ -768,32 +780,24 @@ void sw_resp_handle(struct sw_qp *qp, const struct sw_pkt *pkt, const union sw_s
 }
 
 /*
- * An RC request, or an XRC one (resp_xrc): steps 3 to 5 at the top of
- * this file.
+ * The packet at the expected PSN (step 5): handled, and acknowledged as
+ * the rules at the top of this file say. True when the expected PSN
+ * moved on; false when the packet drew an RNR NAK (the requester sends
+ * it again) or ended the QP.
  */
-static void resp_rc(struct sw_qp *qp, const struct sw_pkt *pkt)
+static bool resp_in_order(struct sw_qp *qp, const struct sw_pkt *pkt)
 {
 	struct sw_resp *resp = qp->resp;
-	int32_t d;
 
-	d = sw_psn_diff(pkt->psn, resp->epsn);
-	if (d < 0) {
-		handle_duplicate(qp, pkt);
-		return;
-	}
-	if (d > 0) {
-		handle_ahead(qp);
-		return;
-	}
 	resp->nak_seq_sent = false; /* the gap, if any, is filled */
 	if (!pkt->info) {
 		(void)fatal_nak(qp, SW_AETH_NAK_INV_REQ, pkt->psn);
-		return;
+		return false;
 	}
 	switch (handle_expected(qp, pkt)) {
 	case RESP_FATAL: /* the QP is in error: nothing more to do */
 	case RESP_RNR: /* the requester sends this PSN again */
-		return;
+		return false;
 	case RESP_DONE:
 		resp->epsn = sw_psn_add(pkt->psn, 1);
 		break;
@@ -804,12 +808,70 @@ static void resp_rc(struct sw_qp *qp, const struct sw_pkt *pkt)
 		/* the response is the acknowledgement, of everything before it too */
 		resp->unacked = 0;
 		resp->ack_pending = false;
-		return;
+		return true;
 	}
 	/* SEND and WRITE are acknowledged at the end of the batch, or at once when asked */
 	resp->ack_psn = pkt->psn;
 	if (pkt->ack_req || ++resp->unacked >= SW_ACK_EVERY)
 		resp->ack_pending = true;
+	return true;
+}
+
+/*
+ * The gap is filled: handle the packets kept behind it (stash.c)
+ * in PSN order, each as if it had just arrived, and acknowledge them at
+ * the end of the batch. Each one's copy goes only after its payload is
+ * placed (sw_place_fence: a CPU_ID MR's copies are queued). A packet that
+ * ends the QP or draws an RNR NAK ends the run, and the rest is
+ * forgotten (the requester sends it again). A packet still kept after
+ * the run means another gap: its NAK goes now, and stands for the ACK.
+ */
+static void resp_drain_stash(struct sw_qp *qp)
+{
+	const struct sw_pkt *k;
+	bool any = false;
+
+	while ((k = sw_stash_next(qp))) {
+		bool ok = resp_in_order(qp, k);
+
+		sw_place_fence();
+		sw_stash_drop(qp, k);
+		if (!ok) {
+			sw_stash_clear(qp);
+			return;
+		}
+		any = true;
+	}
+	if (sw_stash_count(qp)) {
+		qp->resp->ack_pending = false; /* the NAK acknowledges what is before the gap */
+		nak_gap(qp);
+	} else if (any) {
+		qp->resp->ack_pending = true;
+	}
+}
+
+/*
+ * An RC request, or an XRC one (resp_xrc): steps 3 to 5 at the top of
+ * this file.
+ */
+static void resp_rc(struct sw_qp *qp, const struct sw_pkt *pkt)
+{
+	int32_t d = sw_psn_diff(pkt->psn, qp->resp->epsn);
+
+	if (d < 0) {
+		handle_duplicate(qp, pkt);
+		return;
+	}
+	if (d > 0) {
+		handle_ahead(qp, pkt);
+		return;
+	}
+	if (resp_in_order(qp, pkt)) {
+		if (qp->resp->stash)
+			resp_drain_stash(qp);
+	} else if (qp->ibv.qp_base.state == IBV_QPS_ERR) {
+		sw_stash_clear(qp); /* nothing kept will be handled */
+	}
 }
 
 /* Contract: see transport_priv.h (qp->lock held). An ACK without credits of the newest PSN done. */

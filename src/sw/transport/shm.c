@@ -383,14 +383,18 @@ int sw_shm_send(struct sw_engine *eng, const uint8_t *const *pkt, const size_t *
 	return (int)i;
 }
 
-/* Contract: see transport_priv.h. */
-bool sw_shm_backlog(struct sw_engine *eng, const union sw_sa *dst, uint64_t *done)
+/*
+ * The link to `dst`: -1 when there is none (or it is not open), else
+ * whether its ring holds packets the consumer has not handled yet (1) or
+ * not (0), with *done and *head as in sw_shm_progress.
+ */
+static int out_peek(struct sw_engine *eng, const union sw_sa *dst, uint64_t *done, uint64_t *head)
 {
 	struct sw_shm *s = eng->shm;
-	bool queued = false;
+	int state = -1;
 
 	if (!s)
-		return false;
+		return -1;
 	pthread_mutex_lock(&s->lock);
 	for (int i = 0; i < SHM_MAX_OUT; i++) {
 		struct shm_out *o = &s->out[i];
@@ -400,13 +404,36 @@ bool sw_shm_backlog(struct sw_engine *eng, const union sw_sa *dst, uint64_t *don
 		pthread_mutex_lock(&o->lock);
 		if (o->hdr) {
 			*done = atomic_load_explicit(&o->hdr->done, memory_order_acquire);
-			queued = *done != o->head;
+			*head = o->head;
+			state = *done != o->head;
 		}
 		pthread_mutex_unlock(&o->lock);
 		break;
 	}
 	pthread_mutex_unlock(&s->lock);
-	return queued;
+	return state;
+}
+
+/* Contract: see transport_priv.h. */
+bool sw_shm_backlog(struct sw_engine *eng, const union sw_sa *dst, uint64_t *done)
+{
+	uint64_t head;
+
+	return out_peek(eng, dst, done, &head) > 0;
+}
+
+/* Contract: see transport_priv.h. */
+bool sw_shm_progress(struct sw_engine *eng, const union sw_sa *dst, uint64_t *done, uint64_t *head)
+{
+	return out_peek(eng, dst, done, head) >= 0;
+}
+
+/* Contract: see transport_priv.h. */
+bool sw_shm_linked(struct sw_engine *eng, const union sw_sa *dst)
+{
+	uint64_t done, head;
+
+	return out_peek(eng, dst, &done, &head) >= 0;
 }
 
 /*

@@ -42,7 +42,10 @@ enum {
 	SW_TICK_NS = 1000 * 1000, /* timer granularity when idle: 1 ms */
 	SW_BACKOFF_MAX = 3, /* retransmit timeout back-off: at most 8x */
 	SW_PROBE_MIN_NS = 1000 * 1000, /* tail-loss probe timeout floor (probe.c) */
+	SW_PROBE_LINK_NS = 50 * 1000, /* the probe's wait on the same-host link (probe.c) */
 	SW_LINK_STALLS = 4, /* timer deferrals in a row without the link's peer moving (req.c) */
+	SW_STASH_SLOTS = 1024, /* PSNs ahead of a gap an RC responder keeps, per QP (stash.c) */
+	SW_STASH_DEV_MAX = 4096, /* packets kept that way, all QPs of a device */
 };
 
 /* ---- counters (per device; printed by the diagnostics view) ---- */
@@ -63,6 +66,8 @@ struct sw_counters {
 	atomic_ullong resent_pkts, sock_overflows, budget_waits, probes;
 	/* retransmit timeouts not taken: the link still held packets its consumer was reading */
 	atomic_ullong timer_deferrals;
+	/* packets kept after a gap (stash.c); NAKs answered by one packet (sw_req_selective) */
+	atomic_ullong stashed, selective;
 	/* times the progress thread went to sleep in poll(2) (progress.c) */
 	atomic_ullong sleeps;
 	/* packets fault injection (SOFTVERBS_FAULT) dropped, sent twice, held back */
@@ -186,6 +191,7 @@ struct sw_engine {
 	struct sw_budget budget; /* budget.c */
 	uint32_t rx_ovfl[2]; /* SO_RXQ_OVFL as last seen: address socket, link-local one */
 	struct sw_mcast *mc; /* multicast groups (mcast.c) */
+	atomic_uint stash_pkts; /* packets the responders keep (stash.c) */
 };
 
 static inline struct sw_engine *sw_engine_of(struct sw_qp *qp)
@@ -220,6 +226,9 @@ void *sw_progress_main(void *arg);
  */
 int sw_rx_inject(struct sw_engine *eng, const uint8_t *buf, size_t len, const union sw_sa *src,
 		 const union sw_sa *dst);
+/* The same, as a packet that came over the same-host link (stash.c keeps those). */
+int sw_rx_inject_link(struct sw_engine *eng, const uint8_t *buf, size_t len, const union sw_sa *src,
+		      const union sw_sa *dst);
 
 /* ---- mcast.c, mcast_sock.c: UD multicast ---- */
 
@@ -373,6 +382,14 @@ int sw_shm_send(struct sw_engine *eng, const uint8_t *const *pkt, const size_t *
  * with an earlier value). false when `dst` has no link. Any thread.
  */
 bool sw_shm_backlog(struct sw_engine *eng, const union sw_sa *dst, uint64_t *done);
+/* Is `dst` reached over an open same-host link (a softverbs device, then)? Any thread. */
+bool sw_shm_linked(struct sw_engine *eng, const union sw_sa *dst);
+/*
+ * The same, and how far the link to `dst` is: *head, bytes this device
+ * has put in the ring; *done, bytes the consumer has handled (read,
+ * and answered: its ACKs are on their way back). Both only ever grow.
+ */
+bool sw_shm_progress(struct sw_engine *eng, const union sw_sa *dst, uint64_t *done, uint64_t *head);
 /*
  * Progress thread, after a receive batch was handled and its answers
  * sent: tell every link's producer how far it was read (hdr->done).
@@ -452,6 +469,18 @@ struct sw_req {
 	bool probed; /* a probe went out and nothing answered it yet */
 	uint8_t probes_out; /* probes sent since the last acknowledgement */
 	bool probe_back; /* an answer to the probe came: go back if packets remain */
+	bool sel_on; /* sel_psn is valid */
+	bool sel_due; /* sel_psn is still to be sent (req_run) */
+	bool sel_wait; /* ... or was sent, and nothing acknowledged it yet */
+	uint32_t sel_hi; /* req->psn when it was chosen: packets sent before it went */
+	uint8_t sel_next; /* NAKs in a row of the packet after sel_psn */
+	bool sel_never; /* the responder keeps nothing after a gap: go-back-N only */
+	bool sel_kept; /* the responder was seen to keep packets after a gap */
+	bool on_link; /* the peer was on the same-host link when last looked (NAK, probe) */
+	bool link_marked; /* link_mark is set for the current last_act_ns (mark_act) */
+	uint64_t link_mark, mark_act; /* the ring's head when the probe was first due (probe.c) */
+	uint64_t probe_hold_ns; /* no probe before this: the link's consumer is behind */
+	uint32_t sel_psn; /* the packet sw_req_selective sent again last */
 	uint64_t link_done; /* how far the link's consumer had handled, at the last deferral */
 	uint8_t link_stalls; /* deferrals in a row without the consumer handling more */
 };
@@ -562,6 +591,19 @@ void sw_req_timer(struct sw_qp *qp, uint64_t now);
 /* Restart sending at `psn` (go-back-N after NAK or timeout). */
 void sw_req_rewind(struct sw_qp *qp, uint32_t psn);
 /*
+ * A sequence NAK of una_psn (RC): send that one packet again, with
+ * AckReq, and return true, for a responder that keeps what comes after a
+ * gap (softverbs', stash.c); false when go-back-N must answer it instead
+ * (not RC, a READ or atomic there, a responder seen to keep nothing, or
+ * NAKs of the packet right after the one this sent again, twice in a row).
+ */
+bool sw_req_selective(struct sw_qp *qp, uint32_t psn);
+/*
+ * An ACK moved una_psn: if it answers the packet sw_req_selective sent,
+ * and shows the responder has nothing after it, go back (go-back-N).
+ */
+void sw_req_sel_acked(struct sw_qp *qp);
+/*
  * The retransmit timeout of the QP in ns (0: infinite): 4.096 us <<
  * attr.timeout, doubled for each consecutive timeout up to SW_BACKOFF_MAX
  * times, so that a peer that is merely slow (a loaded host) is not
@@ -638,6 +680,7 @@ struct sw_resp {
 	 */
 	struct sw_srq *xsrq;
 	uint32_t xsrqn;
+	struct sw_stash *stash; /* link packets ahead of a gap (stash.c), NULL until one */
 };
 
 /*
@@ -664,6 +707,22 @@ void sw_resp_handle(struct sw_qp *qp, const struct sw_pkt *pkt, const union sw_s
 		    const union sw_sa *dst);
 /* Send the ACK owed at the end of a receive batch, if any. */
 void sw_resp_flush_ack(struct sw_qp *qp);
+/*
+ * stash.c, all with qp->lock held. put: keep a copy of `pkt`, a SEND or
+ * WRITE packet from the link ahead of the expected PSN of an RC QP
+ * (true: kept, now or before); else false, and nothing more is kept
+ * until the gap is filled. next: the kept packet at the expected PSN,
+ * or NULL (and the gap counts as filled). drop: forget one returned by
+ * next (after its payload was placed: the caller's sw_place_fence). count:
+ * packets kept. clear: forget them all. free: clear, and the QP's stash
+ * goes (reset, destroy).
+ */
+bool sw_stash_put(struct sw_qp *qp, const struct sw_pkt *pkt);
+const struct sw_pkt *sw_stash_next(struct sw_qp *qp);
+void sw_stash_drop(struct sw_qp *qp, const struct sw_pkt *pkt);
+uint32_t sw_stash_count(const struct sw_qp *qp);
+void sw_stash_clear(struct sw_qp *qp);
+void sw_stash_free(struct sw_qp *qp);
 /*
  * resp.c: finish completion `wc` of the receive WQE the responder holds
  * and push it to the receive CQ: the immediate data of a successful
