@@ -4,9 +4,9 @@
  *
  * An input is a list of operations (at most 64), each an opcode byte and
  * the bytes its struct is decoded from (fuzz_util.h's reader: zeros past
- * the end). Each input starts with a fresh RC and a fresh UD QP in
- * RESET and ends by destroying everything it created, so inputs are
- * independent. The operations:
+ * the end). Each input starts with a fresh RC, UD and UC QP in
+ * RESET, a type 1 and a type 2 memory window, and ends by destroying
+ * everything it created, so inputs are independent. The operations:
  *
  *   reg_mr_ex        ibv_mr_init_attr: length, access, comp_mask, iova,
  *                    fd_offset fuzzed; addr inside the harness's buffer
@@ -18,18 +18,23 @@
  *   alloc_parent_domain  pd the PD, a parent domain or NULL; td NULL or
  *                    the harness's; comp_mask raw; alloc/free hooks NULL
  *                    or the harness's (which may decline or fail)
- *   dealloc_pd, create_qp on a parent domain (the hooks run)
+ *   dealloc_pd, create_qp on a parent domain (the hooks run; RC, UD or UC)
  *   modify_qp        every ibv_qp_attr field raw (the GID raw or the
  *                    device's own), the mask raw or limited to the known
  *                    bits; from whatever state the QP is in
  *   to_state         a valid path to RESET, INIT, RTR, RTS, SQD or ERR
  *   post_send        a list of up to 4 WRs: opcode, flags, num_sge, SGE
  *                    addresses, lengths and lkeys, remote addresses, rkeys,
- *                    atomic operands, UD QPN and Q_Key fuzzed; SGE lists
+ *                    atomic operands, UD QPN and Q_Key fuzzed, every
+ *                    opcode (BIND_MW: one of the windows, an MR or
+ *                    none, range and access fuzzed; FLUSH, ATOMIC
+ *                    WRITE, SEND with Invalidate); SGE lists
  *                    are the harness's arrays; inline data always lies in
  *                    the harness's buffer (the library reads it as given)
  *   post_recv        the same for receive WRs
  *   query_qp         a raw mask
+ *   bind_mw          ibv_bind_mw of a window (the type 2 one: refused)
+ *                    on a QP, MR, range and access fuzzed
  *
  * The harness's pointers are real, so any crash, sanitizer report or
  * write outside a registered buffer is the library's. Registration must
@@ -42,7 +47,8 @@
 
 #include <sys/mman.h>
 
-enum { BUF_LEN = 65536, NMR = 4, NDMAH = 2, NPD = 2, NQP = 4, MAX_OPS = 64, NSGE = 8 };
+enum { BUF_LEN = 65536, NMR = 4, NDMAH = 2, NPD = 2, NQP = 5, MAX_OPS = 64, NSGE = 8 };
+enum { NQP_FIXED = 3 }; /* RC, UD, UC: created with each input */
 
 static struct {
 	struct ibv_context *ctx;
@@ -65,7 +71,8 @@ struct objs {
 	struct ibv_mr *mr[NMR];
 	struct ibv_dmah *dmah[NDMAH];
 	struct ibv_pd *ppd[NPD];
-	struct ibv_qp *qp[NQP]; /* 0 RC, 1 UD, 2-3 on parent domains */
+	struct ibv_qp *qp[NQP]; /* 0 RC, 1 UD, 2 UC, 3-4 on parent domains */
+	struct ibv_mw *mw[2];   /* type 1, type 2, on the PD */
 };
 
 static void setup(void)
@@ -130,6 +137,8 @@ static uint32_t pick_key(struct fz_in *in, struct objs *o, bool remote)
 {
 	uint8_t v = fz_u8(in);
 
+	if (remote && v >= 0xe0 && v < 0xf0)
+		return o->mw[v & 1]->rkey;
 	if (v < 0xf0 && o->mr[v % NMR])
 		return remote ? o->mr[v % NMR]->rkey : o->mr[v % NMR]->lkey;
 	return fz_u32(in);
@@ -139,7 +148,7 @@ static struct ibv_qp *pick_qp(struct fz_in *in, struct objs *o)
 {
 	uint8_t v = fz_u8(in) % NQP;
 
-	return o->qp[v] ? o->qp[v] : o->qp[v & 1];
+	return o->qp[v] ? o->qp[v] : o->qp[v % NQP_FIXED];
 }
 
 /* ---- operations ---- */
@@ -211,11 +220,15 @@ static void op_reg_mr_ex(struct fz_in *in, struct objs *o)
 static void op_dereg_mr(struct fz_in *in, struct objs *o)
 {
 	int i = fz_u8(in) % NMR;
+	int ret;
 
-	if (o->mr[i]) {
-		FUZZ_ASSERT(ibv_dereg_mr(o->mr[i]) == 0);
+	if (!o->mr[i])
+		return;
+	/* EINVAL while one of the input's windows is bound to it (rxe's rule) */
+	ret = ibv_dereg_mr(o->mr[i]);
+	FUZZ_ASSERT(ret == 0 || ret == EINVAL);
+	if (!ret)
 		o->mr[i] = NULL;
-	}
 }
 
 static void op_alloc_dmah(struct fz_in *in, struct objs *o)
@@ -302,13 +315,15 @@ static void op_dealloc_pd(struct fz_in *in, struct objs *o)
 static void op_create_qp(struct fz_in *in, struct objs *o)
 {
 	struct ibv_qp_init_attr a;
-	int i = 2 + fz_u8(in) % (NQP - 2);
+	int i = NQP_FIXED + fz_u8(in) % (NQP - NQP_FIXED);
 	struct ibv_pd *pd = o->ppd[fz_u8(in) % NPD];
+	uint8_t t;
 
 	memset(&a, 0, sizeof(a));
 	a.send_cq = g.cq;
 	a.recv_cq = g.cq;
-	a.qp_type = (fz_u8(in) & 1) ? IBV_QPT_UD : IBV_QPT_RC;
+	t = fz_u8(in);
+	a.qp_type = (t & 1) ? IBV_QPT_UD : (t & 2) ? IBV_QPT_UC : IBV_QPT_RC;
 	a.cap.max_send_wr = fz_u8(in);
 	a.cap.max_recv_wr = fz_u8(in);
 	a.cap.max_send_sge = fz_u8(in) % 16;
@@ -412,15 +427,19 @@ static void op_to_state(struct fz_in *in, struct objs *o)
 	static const int init_m = IBV_QP_PKEY_INDEX | IBV_QP_PORT;
 	struct ibv_qp *qp = pick_qp(in, o);
 	uint8_t want = fz_u8(in) % 6; /* RESET INIT RTR RTS SQD ERR */
-	bool ud = qp->qp_type == IBV_QPT_UD;
+	bool ud = qp->qp_type == IBV_QPT_UD, rc = qp->qp_type == IBV_QPT_RC;
 	struct ibv_qp_attr a;
 	int masks[3] = {
 		init_m | (ud ? IBV_QP_QKEY : IBV_QP_ACCESS_FLAGS),
-		ud ? 0 : IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-			IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER,
-		ud ? IBV_QP_SQ_PSN : IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_RETRY_CNT |
-			IBV_QP_RNR_RETRY | IBV_QP_TIMEOUT,
+		ud ? 0 : IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN,
+		IBV_QP_SQ_PSN,
 	};
+
+	if (rc) {
+		masks[1] |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+		masks[2] |= IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+			    IBV_QP_TIMEOUT;
+	}
 
 	a = good_attr(IBV_QPS_RESET);
 	(void)ibv_modify_qp(qp, &a, IBV_QP_STATE);
@@ -460,6 +479,33 @@ static void fill_sges(struct fz_in *in, struct objs *o, struct ibv_sge *sge, int
 	}
 }
 
+/* One of the input's windows, or NULL. */
+static struct ibv_mw *pick_mw(struct fz_in *in, struct objs *o)
+{
+	uint8_t v = fz_u8(in) % 3;
+
+	return v < 2 ? o->mw[v] : NULL;
+}
+
+/* A bind's MR (one of the input's, or NULL), range (in the buffer or raw) and access. */
+static void fill_bind(struct fz_in *in, struct objs *o, struct ibv_mw_bind_info *b)
+{
+	uint8_t mode = fz_u8(in);
+	uint32_t len;
+
+	b->mr = o->mr[mode % NMR];
+	in_buf(in, &b->addr, &len);
+	b->length = len;
+	if (mode & 0x10)
+		b->addr = fz_u64(in);
+	if (mode & 0x20)
+		b->length = fz_u64(in);
+	b->mw_access_flags = fz_u32(in);
+	if (!(mode & 0x40))
+		b->mw_access_flags &= IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+				      IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_ZERO_BASED;
+}
+
 static void op_post_send(struct fz_in *in, struct objs *o)
 {
 	struct ibv_qp *qp = pick_qp(in, o);
@@ -489,6 +535,10 @@ static void op_post_send(struct fz_in *in, struct objs *o)
 			w->wr.ud.ah = g.ah;
 			w->wr.ud.remote_qpn = fz_u32(in);
 			w->wr.ud.remote_qkey = fz_u32(in);
+		} else if (w->opcode == IBV_WR_BIND_MW) {
+			fill_bind(in, o, &w->bind_mw.bind_info);
+			w->bind_mw.mw = pick_mw(in, o);
+			w->bind_mw.rkey = fz_u32(in);
 		} else if (w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
 			   w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
 			w->wr.atomic.remote_addr = fz_u64(in);
@@ -540,10 +590,26 @@ static void op_query_qp(struct fz_in *in, struct objs *o)
 	(void)ibv_query_qp(qp, &a, (int)fz_u32(in), &ia);
 }
 
+static void op_bind_mw(struct fz_in *in, struct objs *o)
+{
+	struct ibv_qp *qp = pick_qp(in, o);
+	struct ibv_mw *mw = o->mw[fz_u8(in) & 1];
+	struct ibv_mw_bind bind;
+	int ret;
+
+	memset(&bind, 0, sizeof(bind));
+	bind.wr_id = 3000;
+	bind.send_flags = fz_u8(in);
+	fill_bind(in, o, &bind.bind_info);
+	ret = ibv_bind_mw(qp, mw, &bind);
+	TRACE("bind_mw type %d: %d\n", mw->type, ret);
+}
+
 static void (*const ops[])(struct fz_in *, struct objs *) = {
 	op_reg_mr_ex, op_dereg_mr, op_alloc_dmah, op_dealloc_dmah,
 	op_alloc_parent_domain, op_dealloc_pd, op_create_qp, op_modify_qp,
 	op_to_state, op_post_send, op_post_recv, op_query_qp,
+	op_bind_mw,
 };
 
 /* Destroy what the input created, in dependency order; everything must go. */
@@ -552,6 +618,8 @@ static void teardown(struct objs *o)
 	for (int i = NQP - 1; i >= 0; i--)
 		if (o->qp[i])
 			FUZZ_ASSERT(ibv_destroy_qp(o->qp[i]) == 0);
+	for (int i = 0; i < 2; i++)
+		FUZZ_ASSERT(ibv_dealloc_mw(o->mw[i]) == 0);
 	for (int i = 0; i < NMR; i++)
 		if (o->mr[i])
 			FUZZ_ASSERT(ibv_dereg_mr(o->mr[i]) == 0);
@@ -591,7 +659,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	o.qp[0] = ibv_create_qp(g.pd, &a);
 	a.qp_type = IBV_QPT_UD;
 	o.qp[1] = ibv_create_qp(g.pd, &a);
-	FUZZ_REQUIRE(o.qp[0] && o.qp[1]);
+	a.qp_type = IBV_QPT_UC;
+	o.qp[2] = ibv_create_qp(g.pd, &a);
+	o.mw[0] = ibv_alloc_mw(g.pd, IBV_MW_TYPE_1);
+	o.mw[1] = ibv_alloc_mw(g.pd, IBV_MW_TYPE_2);
+	FUZZ_REQUIRE(o.qp[0] && o.qp[1] && o.qp[2] && o.mw[0] && o.mw[1]);
 	for (int k = 0; k < MAX_OPS && in.n; k++)
 		ops[fz_u8(&in) % (sizeof(ops) / sizeof(ops[0]))](&in, &o);
 	teardown(&o);

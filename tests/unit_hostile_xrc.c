@@ -16,7 +16,11 @@
  *     own SRQ's CQ;
  *   - an RDMA WRITE checks its rkey against the PD of the SRQ it names:
  *     an MR of another PD gets a remote access NAK and the arena stays
- *     intact.
+ *     intact;
+ *   - a SEND with Invalidate at a TGT QP (which has no PD of its own and
+ *     no window bound to it): invalid request NAK, the receive WQE it took
+ *     completes with IBV_WC_REM_INV_REQ_ERR, the MR named stays usable
+ *     (found by fuzz_resp: the responder took the TGT QP's missing PD).
  */
 #include "harness.h"
 #include "qp_util.h"
@@ -200,6 +204,14 @@ static void malformed(struct ibv_qp *t, struct ibv_qp *rc)
 	expect_recv(21, IBV_WC_SUCCESS, 40, t->qp_num);
 }
 
+/* Contract: `t` is in ERR after an invalid request, with its async event; destroys it. */
+static void end_req_err(struct ibv_qp *t)
+{
+	CHECK_EQ_INT(q_state(t), IBV_QPS_ERR);
+	H_EXPECT_EVENT(h, t, IBV_EVENT_QP_REQ_ERR);
+	CHECK_RET(ibv_destroy_qp(t), 0);
+}
+
 /* Contract: a SEND ONLY to SRQ number `srqn` at a fresh TGT QP draws an invalid request NAK. */
 static void bad_srqn(uint32_t srqn, const char *what)
 {
@@ -234,13 +246,24 @@ static void foreign(void)
 	}
 }
 
+/* Contract: start case `what` with a fresh TGT QP (tgt_victim); NULL (a failed check) if none. */
+static struct ibv_qp *tgt_case(const char *what)
+{
+	struct ibv_qp *t;
+
+	t_case(what);
+	t = tgt_victim();
+	CHECK_MSG(t, "a TGT QP in RTS");
+	return t;
+}
+
 static void switch_srq(void)
 {
-	struct ibv_qp *t = tgt_victim();
+	struct ibv_qp *t = tgt_case(
+		"a message whose LAST names another SRQ: NAK, its WQE flushed on its own SRQ");
 	struct sw_pkt p;
 
-	t_case("a message whose LAST names another SRQ: NAK, its WQE flushed on its own SRQ");
-	if (!CHECK(t))
+	if (!t)
 		return;
 	post_recv(sa, 40, 0, 4096);
 	post_recv(sb, 41, 4096, 4096);
@@ -252,9 +275,7 @@ static void switch_srq(void)
 	h_send(h, &p, data + H_MTU, 10);
 	expect_xack(SW_AETH_NAK_INV_REQ, sw_psn_add(PSN0, 1));
 	expect_recv(40, IBV_WC_WR_FLUSH_ERR, 0, t->qp_num);
-	CHECK_EQ_INT(q_state(t), IBV_QPS_ERR);
-	H_EXPECT_EVENT(h, t, IBV_EVENT_QP_REQ_ERR);
-	CHECK_RET(ibv_destroy_qp(t), 0);
+	end_req_err(t);
 	/* sb's WQE is untouched: a good SEND to sb takes it */
 	t = tgt_victim();
 	if (!CHECK(t))
@@ -264,6 +285,21 @@ static void switch_srq(void)
 	expect_xack(H_ACK, PSN0);
 	expect_recv(41, IBV_WC_SUCCESS, 12, t->qp_num);
 	CHECK_RET(ibv_destroy_qp(t), 0);
+}
+
+/* Contract: a WRITE ONLY (PSN0, SRQ na) of `len` bytes at `off` into the arena lands, ACKed. */
+static void write_lands(struct ibv_qp *t, uint32_t off, uint32_t len)
+{
+	struct sw_pkt p = xreq(t, SW_OP_WRITE_ONLY, PSN0, na);
+
+	p.va = h_va(&ar, off);
+	p.rkey = ar.mr->rkey;
+	p.dma_len = len;
+	h_send(h, &p, data, len);
+	expect_xack(H_ACK, PSN0);
+	h_sync(t);
+	memcpy(ar.shadow + H_SLACK + off, data, len);
+	CHECK(h_arena_intact(&ar));
 }
 
 static void write_pd(void)
@@ -279,15 +315,7 @@ static void write_pd(void)
 	h_arena_open(&ar2, pd2, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
 	H_EXPECT_QUIET(h);
 	/* the arena of the SRQ's PD: lands */
-	p = xreq(t, SW_OP_WRITE_ONLY, PSN0, na);
-	p.va = h_va(&ar, 100);
-	p.rkey = ar.mr->rkey;
-	p.dma_len = 32;
-	h_send(h, &p, data, 32);
-	expect_xack(H_ACK, PSN0);
-	h_sync(t);
-	memcpy(ar.shadow + H_SLACK + 100, data, 32);
-	CHECK(h_arena_intact(&ar));
+	write_lands(t, 100, 32);
 	/* an MR of another PD: refused */
 	p = xreq(t, SW_OP_WRITE_ONLY, sw_psn_add(PSN0, 1), na);
 	p.va = h_va(&ar2, 0);
@@ -300,6 +328,29 @@ static void write_pd(void)
 	CHECK_RET(ibv_destroy_qp(t), 0);
 	h_arena_close(&ar2);
 	CHECK_RET(ibv_dealloc_pd(pd2), 0);
+}
+
+static void send_inv(void)
+{
+	struct ibv_qp *t =
+		tgt_case("SEND with Invalidate at a TGT QP: invalid request NAK, REM_INV_REQ_ERR");
+	struct sw_pkt p;
+
+	if (!t)
+		return;
+	post_recv(sa, 50, 0, 256);
+	p = xreq(t, SW_OP_SEND_ONLY_INV, PSN0, na);
+	p.imm_be = htonl(ar.mr->rkey);
+	h_send(h, &p, data, 16);
+	expect_xack(SW_AETH_NAK_INV_REQ, PSN0);
+	expect_recv(50, IBV_WC_REM_INV_REQ_ERR, 0, t->qp_num);
+	end_req_err(t);
+	/* the MR is not invalidated: a WRITE through it at a fresh TGT QP lands */
+	t = tgt_victim();
+	if (!CHECK(t))
+		return;
+	write_lands(t, 200, 8);
+	CHECK_RET(ibv_destroy_qp(t), 0);
 }
 
 int main(void)
@@ -326,6 +377,7 @@ int main(void)
 	foreign();
 	switch_srq();
 	write_pd();
+	send_inv();
 	t_case("teardown");
 	CHECK_RET(ibv_destroy_qp(t), 0);
 	CHECK_RET(ibv_destroy_qp(rc), 0);

@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
-# tests/interop/mkimage.sh OUTDIR
+# tests/interop/mkimage.sh OUTDIR [IOP_RDMA_OPS]
 #
 # Builds the interop guest's initramfs from installed Debian packages only
 # and prints two lines: the kernel image to boot and the initramfs.
@@ -17,13 +17,21 @@
 #              iproute2's ip and rdma; each binary's shared libraries (ldd)
 #              and libgcc_s (dlopened by pthread_exit)
 #   scripts    guest_init.sh as /init, guest_agent.sh as /agent
-# Nothing of softverbs goes into the guest. The image is cached in OUTDIR as
-# initramfs-KEY.cpio, KEY a hash of the files copied, of this script, of
-# the versions of every package a copied file comes from, the kernel
-# version and the two guest scripts (all in initramfs-KEY.key); a cached
-# image is reused as it is.
+#   ours       IOP_RDMA_OPS (build/tests/interop/iop_rdma_ops) as
+#              /usr/bin/iop_rdma_ops, when given
+# Nothing of softverbs goes into the guest. The one program of ours,
+# iop_rdma_ops, is there because Debian's tools have no memory-window,
+# ATOMIC WRITE or FLUSH program; it is a plain libibverbs program linked
+# by soname only (no rpath), so in the guest it runs on Debian's
+# libibverbs and rxe provider, never on softverbs. The image is cached in
+# OUTDIR as initramfs-KEY.cpio, KEY a hash of the files copied, of this
+# script, of the versions of every package a copied file comes from, the
+# kernel version, the two guest scripts and our program's contents (all in
+# initramfs-KEY.key); a cached image is reused as it is.
 set -euo pipefail
-out=${1:?usage: mkimage.sh OUTDIR}
+out=${1:?usage: mkimage.sh OUTDIR [IOP_RDMA_OPS]}
+ours=${2:-}
+[ -z "$ours" ] || [ -x "$ours" ] || { echo "mkimage: $ours is not an executable" >&2; exit 1; }
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out"
 
@@ -85,7 +93,7 @@ for b in "${bins[@]}"; do
 	p=$(command -v "$b") || die "$b not found (ibverbs-utils, perftest, rdmacm-utils, iproute2)"
 	srcs+=("$(readlink -f "$p")")
 done
-for f in "${srcs[@]:1}"; do
+for f in "${srcs[@]:1}" ${ours:+"$ours"}; do
 	while read -r name arrow path _; do
 		case $arrow in
 		'=>') [ -n "$path" ] && [ "$path" != "not" ] && libs[$name]=$path ;;
@@ -120,6 +128,7 @@ trap 'rm -f "$keyfile"' EXIT
 	# package already there must make a new image
 	printf 'copied %s\n' "${srcs[@]}" | sort -u
 	sha256sum "$here/guest_init.sh" "$here/guest_agent.sh" "$here/mkimage.sh" | sed "s|$here/||"
+	[ -z "$ours" ] || echo "ours iop_rdma_ops $(sha256sum <"$ours" | cut -c1-16)"
 } >"$keyfile"
 key=$(sha256sum <"$keyfile" | cut -c1-16)
 img=$out/initramfs-$key.cpio
@@ -145,6 +154,7 @@ for name in "${!libs[@]}"; do
 	*) cp "$(readlink -f "${libs[$name]}")" "$root/lib/x86_64-linux-gnu/$name" ;;
 	esac
 done
+[ -z "$ours" ] || cp "$ours" "$root/usr/bin/iop_rdma_ops"
 cp "$provider" "$root/usr/lib/x86_64-linux-gnu/libibverbs/"
 echo "driver rxe" >"$root/etc/libibverbs.d/rxe.driver"
 for m in "${order[@]}"; do

@@ -1,8 +1,11 @@
 # SPDX-License-Identifier: MIT
 # tests/interop/runs.sh: sourced by tests/interop/interop.sh (bash), after vm.sh.
 #
-# One interop run: an unmodified Debian tool (ibverbs-utils or perftest)
-# with one side on softverbs (a host process in the namespace, through
+# One interop run: an unmodified Debian tool (ibverbs-utils or perftest),
+# or our iop_rdma_ops (kind ops: memory windows, ATOMIC WRITE, FLUSH, which
+# Debian's tools lack; $IOP_HOST on the host, /usr/bin/iop_rdma_ops in the
+# guest, mkimage.sh), with one side on softverbs (a host process in the
+# namespace, through
 # LD_LIBRARY_PATH=$SV_LIB, SOFTVERBS_ADDR=the tap address,
 # SOFTVERBS_STATS=1, SOFTVERBS_FAULT=$FAULT when set) and the other on the
 # kernel's rxe0 in the guest. DIR says who serves (listens on TCP for the
@@ -13,8 +16,10 @@
 #
 # A run passes when both sides exit 0, the tool's own report is there
 # (pingpong: "N iters in" on both sides; _bw: a row for the size; _lat: a
-# latency row), softverbs printed its device counters with no ICRC drop
-# and no error completion, rxe's hw_counters (read before and after) show
+# latency row; ops: "all N checks passed" on both sides), softverbs printed
+# its device counters with no ICRC drop and no error completion but those
+# an ops client expected (the WRITE with a dead key), rxe's hw_counters
+# (read before and after) show
 # no retry_exceeded_err or send_err, and, without fault injection, neither
 # side retransmitted for a reason of its own: rxe rcvd_seq_err,
 # duplicate_request and out_of_seq_request 0, softverbs NAKs 0, and every
@@ -25,9 +30,11 @@
 # a busy host). INTEROP_STRICT=1 fails those too. A fault run instead
 # must show the recovery path named by $EXPECT (see expect_ok). Each run
 # prints one TAP line with its figure and both sides'
-# counters; its files stay in $RUNS/NN-NAME/.
+# counters; its files stay in $RUNS/NN-NAME/. An ops run whose test one
+# side's device does not support ends both sides with exit 77 and a SKIP
+# line: the run is a TAP "# SKIP" with that reason (counted in RUN_SKIPPED).
 
-RUN_N=0 RUN_FAILED=0 RUN_PASSED=0
+RUN_N=0 RUN_FAILED=0 RUN_PASSED=0 RUN_SKIPPED=0
 FAULT='' EXPECT='' GID_MODE=v4
 # GID modes: each one's softverbs address and GID table layout, and the
 # GID each side uses (filled in by interop.sh: HGID/GGID index, HADDR/GADDR)
@@ -107,6 +114,7 @@ tool_ok() {
 	# (a UD receiver may lose datagrams, which UD allows: its row only)
 	bw) awk -v s="$4" -v ud="${UD_RECV:-}" '$1 == s && $2 ~ /^[0-9]+$/ && ($5 + 0 > 0 || ud) { f = 1 } END { exit !f }' "$3" ;;
 	lat) [ "$2" = server ] || awk -v s="$4" '$1 == s && $2 ~ /^[0-9]+$/ && $3 + 0 > 0 { f = 1 } END { exit !f }' "$3" ;;
+	ops) grep -Eq '^iop_rdma_ops: all [0-9]+ checks passed' "$3" && ! grep -q 'not ok' "$3" ;;
 	esac
 }
 
@@ -116,6 +124,7 @@ figure() {
 	pp) grep -Eo '[0-9.]+ Mbit/sec' "$2" | head -n 1 | sed 's|$| (pingpong)|' ;;
 	bw) awk -v s="$3" '$1 == s { printf "%s MB/s, %s Mpps", $4, $5; exit }' "$2" ;;
 	lat) awk -v s="$3" '$1 == s { printf "typical %s us, average %s us", $5, $6; exit }' "$2" ;;
+	ops) sed -n 's/^iop_rdma_ops: all \([0-9]*\) checks passed/client: \1 checks passed/p' "$2" ;;
 	esac
 }
 
@@ -145,16 +154,18 @@ expect_ok() {
 	return 1
 }
 
-# counters_ok SV RXE: "; REASON" for each of: softverbs printed no
-# device counters, dropped packets for their ICRC, had error completions;
-# rxe counted retry_exceeded_err or send_err (nothing when all is well)
+# counters_ok SV RXE [ERRORS]: "; REASON" for each of: softverbs printed no
+# device counters, dropped packets for their ICRC, had error completions
+# (other than ERRORS, default 0); rxe counted retry_exceeded_err or
+# send_err (nothing when all is well)
 counters_ok() {
-	local sv=$1 rxe=$2
+	local sv=$1 rxe=$2 errs=${3:-0}
 	if [ "$(kv "$sv" reports)" -eq 0 ]; then
 		printf '; softverbs printed no device counters'
 	else
 		[ "$(kv "$sv" drops_icrc)" -eq 0 ] || printf '; softverbs dropped %s packets for their ICRC' "$(kv "$sv" drops_icrc)"
-		[ "$(kv "$sv" completions_errors)" -eq 0 ] || printf '; softverbs error completions'
+		[ "$(kv "$sv" completions_errors)" -eq "$errs" ] ||
+			printf '; softverbs error completions %s (expected %s)' "$(kv "$sv" completions_errors)" "$errs"
 	fi
 	[ "$(kv "$rxe" retry_exceeded_err)" -eq 0 ] && [ "$(kv "$rxe" send_err)" -eq 0 ] ||
 		printf '; rxe retry_exceeded_err/send_err'
@@ -206,12 +217,14 @@ one_run() {
 	mkdir -p "$d"
 	hg=${HGID[$GID_MODE]} gg=${GGID[$GID_MODE]}
 	gflag=-g sopt="-s $size"
-	[ "$kind" = pp ] || gflag=-x
+	case $kind in pp | ops) ;; *) gflag=-x ;; esac
 	[ "$kind" != pp ] && [ "$size" = all ] && sopt=-a
 	local common="-p $port $gflag"
-	local hargs="$tool -d softverbs0 $common $hg $sopt -n $iters $*"
+	local htool=$tool
+	[ "$kind" = ops ] && htool=$IOP_HOST
+	local hargs="$htool -d softverbs0 $common $hg $sopt -n $iters $*"
 	local gargs="$tool -d rxe0 $common $gg $sopt -n $iters $*"
-	[ "$kind" = pp ] || { hargs="$hargs -F"; gargs="$gargs -F"; }
+	case $kind in pp | ops) ;; *) hargs="$hargs -F" gargs="$gargs -F" ;; esac
 	g_run 20 "$d/rxe.before" "$RXE_COUNTERS"
 	mapfile -t env < <(host_env)
 	local t0 t1 p0 p1
@@ -279,6 +292,11 @@ one_run() {
 	sv_stats "$d/host.err" >"$d/sv.stats"
 	local ss=$d/sv.stats rd=$d/rxe.delta hside=client gside=server cl=$d/host.out
 	[ "$dir" = sv-server ] && { hside=server gside=client cl=$d/guest.out; }
+	if [ "$kind" = ops ] && [ "$hrc" = 77 ] && [ "$grc" = 77 ]; then
+		RUN_SKIPPED=$((RUN_SKIPPED + 1))
+		echo "ok $RUN_N - $name # SKIP $(sed -n 's/^iop_rdma_ops: SKIP: //p' "$d/guest.out" | head -n 1)"
+		return
+	fi
 	[ "$hrc" = 0 ] || why="$why; softverbs side exit $hrc"
 	if [ -n "$slow_exit" ] && tool_ok "$kind" "$gside" "$d/guest.out" "$size" "$iters"; then
 		grc=0 # its report is complete: only its exit hung (noted below)
@@ -290,7 +308,9 @@ one_run() {
 	UD_RECV=''
 	[[ " $* " == *" -c UD "* ]] && [ "$gside" = server ] && UD_RECV=1
 	[ "$grc" = 0 ] && ! tool_ok "$kind" "$gside" "$d/guest.out" "$size" "$iters" && why="$why; no report from the rxe side"
-	why="$why$(counters_ok "$ss" "$rd")"
+	local errs=0
+	[ "$kind" = ops ] && errs=$(sed -n 's/^iop_rdma_ops: expected error completions: //p' "$d/host.out" | head -n 1)
+	why="$why$(counters_ok "$ss" "$rd" "${errs:-0}")"
 	if [ -z "$FAULT" ]; then
 		for k in rcvd_seq_err out_of_seq_request; do
 			[ "$(kv "$rd" $k)" -eq 0 ] || why="$why; rxe $k $(kv "$rd" $k) without fault injection"

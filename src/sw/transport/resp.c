@@ -210,7 +210,8 @@ static enum resp_outcome fail_send(struct sw_qp *qp, const struct sw_pkt *pkt,
  *     completes with LOC_PROT_ERR and the peer gets a remote operation NAK;
  *   - SEND with Invalidate (the last packet carries the IETH): the rkey
  *     is invalidated (sw_mw_invalidate: a bound type 2 window of this
- *     QP's PD, bound to this QP), else the WQE completes with
+ *     QP's PD, bound to this QP; for an XRC TGT QP, which nothing binds
+ *     to, the named SRQ's PD: never one), else the WQE completes with
  *     REM_INV_REQ_ERR, as rxe's, and the peer gets an invalid request NAK.
  * The last packet completes the WQE (IBV_WC_WITH_INV and the invalidated
  * rkey after an invalidation) and counts the message (MSN).
@@ -244,7 +245,7 @@ static enum resp_outcome handle_send(struct sw_qp *qp, const struct sw_pkt *pkt)
 	resp->offset += pkt->paylen;
 	if ((flags & SW_F_IETH) &&
 	    sw_mw_invalidate(sw_dev_of(qp->ibv.qp_base.context), be32toh(pkt->imm_be),
-			     sw_pd_base(qp->ibv.qp_base.pd), qp->uid, true))
+			     sw_qp_mem_pd(qp), qp->uid, true))
 		return fail_send(qp, pkt, IBV_WC_REM_INV_REQ_ERR, SW_AETH_NAK_INV_REQ);
 	if (flags & SW_F_LAST) {
 		sw_resp_complete_recv(qp, IBV_WC_SUCCESS, IBV_WC_RECV, resp->offset, pkt);
