@@ -393,6 +393,8 @@ struct sw_qp {
 	struct sw_ring rq; /* struct sw_recv_wqe slots (unused with an SRQ) */
 	struct sw_req *req;
 	struct sw_resp *resp;
+	/* a copy pulled for the responder failed (transport/sge.c): -errno, else 0 */
+	atomic_int pull_err;
 	uint32_t qpn; /* our copy of qp_num (the QPN table's key) */
 	uint64_t uid; /* never reused in the process: names the QP a type 2 window is bound to */
 	/* ibv_wr_* session state */

@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "sw/addr.h"
 
@@ -195,8 +196,38 @@ struct sw_pkt {
 	/* payload (parse: points into the buffer) */
 	const uint8_t *payload;
 	uint32_t paylen;
+	/*
+	 * By reference (same-host link only, sw_pkt_take_ref): payload is
+	 * NULL, paylen the payload's length, ref the ref_n pieces (struct
+	 * sw_ref_piece, unaligned: read with memcpy) in process ref_pid.
+	 */
+	const uint8_t *ref;
+	uint32_t ref_n;
+	pid_t ref_pid;
 	const struct sw_opinfo *info; /* NULL after sw_pkt_parse_bth() */
 	struct sw_icrc_var ipv; /* parse: the sender's IPv4 header as the ICRC shows it */
+};
+
+/*
+ * A SEND or WRITE packet by reference (the same-host link's single copy,
+ * docs/single-copy.md; never on a wire): the headers as usual, with no
+ * pad count, then instead of the payload a u32 piece count n (1 to
+ * SW_REF_PIECES) and a u32 byte count (the payload's length: the sum of
+ * the pieces', at most SW_REF_MAX_BYTES), n pieces, and 4 bytes where the
+ * ICRC would be (not checked: the link is between processes of one user).
+ * Numbers in host order.
+ */
+struct sw_ref_piece {
+	uint64_t addr; /* in the sender's memory */
+	uint32_t len;
+	uint32_t rsvd; /* 0 */
+};
+
+enum {
+	SW_REF_PIECES = 16,
+	SW_REF_MAX_BYTES = 4096, /* the largest path MTU */
+	SW_REF_HDR_LEN = 8,
+	SW_REF_MIN_MSG = 32 << 10, /* smaller messages are copied: a pull is a system call */
 };
 
 /* Addresses the ICRC covers (the IP and UDP headers, masked). */
@@ -266,6 +297,17 @@ int sw_icrc_check(const struct sw_icrc_ctx *c, const uint8_t *pkt, size_t len,
  * and p->info is the opcode's row; on failure `p` is unspecified.
  */
 int sw_pkt_parse(struct sw_pkt *p, const uint8_t *buf, size_t len, const struct sw_icrc_ctx *icrc);
+
+/*
+ * A packet sw_pkt_parse() took without an ICRC check from a by-reference
+ * record of the same-host link (process `pid`): check its reference (an
+ * RC SEND or WRITE request, no pad count, 1 to SW_REF_PIECES pieces, none
+ * empty or wrapping, whose lengths add up to the byte count, at most
+ * SW_REF_MAX_BYTES, and exactly fill the packet) and make `p` a packet
+ * by reference (payload NULL, paylen the bytes, ref the pieces). 0 or
+ * -EPROTO.
+ */
+int sw_pkt_take_ref(struct sw_pkt *p, pid_t pid);
 
 /*
  * The BTH alone, for a packet whose opcode sw_opinfo() does not know:

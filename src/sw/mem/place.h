@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <infiniband/verbs.h>
 
@@ -28,6 +29,9 @@ struct sw_place_stats {
 	atomic_size_t pinned_jobs; /* placements run on a pinned worker */
 	atomic_size_t pinned_off_cpu; /* of those, run on another CPU than asked */
 	atomic_int last_cpu; /* CPU the last pinned placement ran on */
+	atomic_size_t pull_bytes; /* bytes read from other processes (place_pull.c) */
+	atomic_size_t pull_calls; /* process_vm_readv(2) calls made for them */
+	atomic_size_t pull_errors; /* calls that did not read all they asked */
 };
 
 extern struct sw_place_stats sw_place_stats;
@@ -60,6 +64,33 @@ int sw_place_defer(const struct sw_place_hint *hint, void *dst, const void *src,
  * receive buffers the deferred copies read from.
  */
 void sw_place_fence(void);
+
+/*
+ * Who waits for a pulled copy: done(a, b, err) runs once, on the pulling
+ * thread, when the copy has landed (err 0) or failed (-errno; whatever
+ * part landed stays). NULL done: nobody.
+ */
+struct sw_pull_owner {
+	void (*done)(void *a, void *b, int err);
+	void *a, *b;
+};
+
+/*
+ * Place `len` bytes that are at address `src` in process `pid` (the
+ * sender on the same-host link) at `dst`, as sw_place would
+ * (place_pull.c): without a hint the copy is queued and lands, in this
+ * thread's order, at the latest at the next sw_place_fence() or other
+ * placement; with a hint it is read and placed now. `own` is told when
+ * it landed. Returns 0 (the outcome goes to `own`).
+ */
+int sw_place_pull(const struct sw_place_hint *hint, void *dst, pid_t pid, uint64_t src, size_t len,
+		  const struct sw_pull_owner *own);
+
+/* Land every copy this thread queued with sw_place_pull; their owners are told. */
+void sw_place_pull_flush(void);
+
+/* True while this thread has queued pulled copies that have not landed. */
+bool sw_place_pull_pending(void);
 
 /*
  * Start the worker on the placements this thread deferred since the last

@@ -100,9 +100,12 @@ bool sw_place_pending(void)
 void sw_place_fence(void)
 {
 	atomic_uint *p = &tl.pending;
-	unsigned int v = atomic_load_explicit(p, memory_order_acquire);
+	unsigned int v;
 	int i;
 
+	if (sw_place_pull_pending())
+		sw_place_pull_flush(); /* this thread's pulled copies (place_pull.c) */
+	v = atomic_load_explicit(p, memory_order_acquire);
 	if (!v)
 		return;
 	kick_queued();
@@ -180,6 +183,8 @@ int sw_place_defer(const struct sw_place_hint *hint, void *dst, const void *src,
 	struct sw_place_job in = {.dst = dst, .src = src, .len = len, .done = done, .arg = arg};
 	struct sw_place_worker *w = NULL;
 
+	if (sw_place_pull_pending())
+		sw_place_pull_flush(); /* in this thread's order */
 	if (hint && hint->has_cpu) {
 		w = sw_place_worker_of(hint->cpu_id);
 		if (!w)

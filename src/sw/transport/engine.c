@@ -35,6 +35,7 @@ static void engine_config(struct sw_engine *eng)
 
 	eng->busy_poll = cfg->busy_poll;
 	eng->spin_ns = (uint64_t)cfg->spin_us * 1000;
+	eng->pull = cfg->single_copy && !cfg->cc_dma_bounce;
 	sw_fault_init(&eng->fault, &cfg->fault);
 }
 
@@ -154,6 +155,12 @@ static void engine_report(struct sw_engine *eng)
 		(unsigned long long)c->shm_links, (unsigned long long)c->shm_corrupt,
 		(unsigned long long)c->rx_ip_id, (unsigned long long)c->drops_ip_id,
 		(unsigned long long)c->ip_id_random);
+	fprintf(stderr,
+		"softverbs:   single copy: sent %llu received %llu packets by reference; "
+		"this process pulled %zu bytes in %zu calls, %zu failed\n",
+		(unsigned long long)c->ref_tx_pkts, (unsigned long long)c->ref_rx_pkts,
+		atomic_load(&sw_place_stats.pull_bytes), atomic_load(&sw_place_stats.pull_calls),
+		atomic_load(&sw_place_stats.pull_errors));
 }
 
 /* Contract: end the progress thread and wait for it, once. */
@@ -389,6 +396,7 @@ static void transport_reset(struct sw_qp *qp)
 	memset(resp, 0, sizeof(*resp));
 	resp->wqe = wqe;
 	resp->res = res;
+	atomic_store_explicit(&qp->pull_err, 0, memory_order_relaxed);
 }
 
 /*

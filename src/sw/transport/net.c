@@ -72,7 +72,7 @@ int sw_net_send_raw(struct sw_engine *eng, const uint8_t *pkt, size_t len, const
 {
 	/* multicast always goes to the kernel, which fans it out (mcast.c) */
 	int r = sw_sa_is_multicast(&av->dst) ? -ENOTCONN :
-					       sw_shm_send(eng, &pkt, &len, 1, &av->dst);
+					       sw_shm_send(eng, &pkt, &len, NULL, 1, &av->dst);
 	ssize_t n;
 
 	if (r != -ENOTCONN)
@@ -126,6 +126,22 @@ struct sw_tx_batch *sw_net_tx_batch(void)
 	return b;
 }
 
+/*
+ * A batch with packets by reference for a destination that has no link
+ * any more: those never go on a wire (they count as sent and are lost:
+ * the requester sends them again as copies), the rest go one by one.
+ */
+static uint32_t send_unref(struct sw_engine *eng, const struct sw_tx_batch *b,
+			   const struct sw_av *av)
+{
+	uint32_t i;
+
+	for (i = 0; i < b->n; i++)
+		if (!b->ref[i] && sw_net_send_raw(eng, b->buf[i], b->len[i], av) == -EAGAIN)
+			break;
+	return i;
+}
+
 /* Contract: see transport_priv.h. Without send-side faults: sendmmsg(2). */
 uint32_t sw_net_send_batch(struct sw_engine *eng, const struct sw_tx_batch *b,
 			   const struct sw_av *av)
@@ -154,10 +170,13 @@ uint32_t sw_net_send_batch(struct sw_engine *eng, const struct sw_tx_batch *b,
 
 		for (i = 0; i < n; i++)
 			pkts[i] = b->buf[i];
-		r = sw_shm_send(eng, pkts, b->len, n, &av->dst);
+		r = sw_shm_send(eng, pkts, b->len, b->ref, n, &av->dst);
 		if (r != -ENOTCONN)
 			return (uint32_t)r;
 	}
+	for (i = 0; i < n; i++)
+		if (b->ref[i]) /* the link closed since it was built: lost, sent again as a copy */
+			return send_unref(eng, b, av);
 	memset(msg, 0, sizeof(msg));
 	for (i = 0; i < n; i++) {
 		iov[i].iov_base = (void *)(uintptr_t)b->buf[i];

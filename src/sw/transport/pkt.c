@@ -37,6 +37,14 @@ static inline uint32_t get_be24(const uint8_t *p)
 	return (uint32_t)p[0] << 16 | (uint32_t)p[1] << 8 | p[2];
 }
 
+static inline uint32_t get_u32(const uint8_t *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, sizeof(v)); /* host order: the link stays on one host */
+	return v;
+}
+
 static inline uint32_t get_be32(const uint8_t *p)
 {
 	uint32_t v;
@@ -174,7 +182,40 @@ int sw_pkt_parse(struct sw_pkt *p, const uint8_t *buf, size_t len, const struct 
 
 	p->payload = h;
 	p->paylen = (uint32_t)(len - hdr_len - pad - SW_ICRC_LEN);
+	p->ref = NULL;
 	p->info = info;
+	return 0;
+}
+
+/* See wire.h. */
+int sw_pkt_take_ref(struct sw_pkt *p, pid_t pid)
+{
+	uint32_t flags = p->info ? p->info->flags : 0, n, total, sum = 0;
+
+	if ((p->opcode & SW_OP_CLASS_MASK) != SW_OP_RC || !(flags & SW_F_REQ) ||
+	    !(flags & (SW_F_SEND | SW_F_WRITE)) || (flags & SW_F_ATOMIC_WRITE) || p->padcnt ||
+	    pid <= 0 || p->paylen < SW_REF_HDR_LEN)
+		return -EPROTO;
+	n = get_u32(p->payload);
+	total = get_u32(p->payload + 4);
+	if (!n || n > SW_REF_PIECES || total > SW_REF_MAX_BYTES ||
+	    p->paylen != SW_REF_HDR_LEN + n * sizeof(struct sw_ref_piece))
+		return -EPROTO;
+	for (uint32_t i = 0; i < n; i++) {
+		struct sw_ref_piece pc;
+
+		memcpy(&pc, p->payload + SW_REF_HDR_LEN + i * sizeof(pc), sizeof(pc));
+		if (!pc.len || pc.rsvd || pc.addr + pc.len < pc.addr)
+			return -EPROTO;
+		sum += pc.len;
+	}
+	if (sum != total)
+		return -EPROTO;
+	p->ref = p->payload + SW_REF_HDR_LEN;
+	p->ref_n = n;
+	p->ref_pid = pid;
+	p->payload = NULL;
+	p->paylen = total;
 	return 0;
 }
 
@@ -193,6 +234,7 @@ int sw_pkt_parse_bth(struct sw_pkt *p, const uint8_t *buf, size_t len,
 	get_bth(p, buf);
 	p->payload = buf + SW_BTH_LEN;
 	p->paylen = (uint32_t)(len - SW_BTH_LEN - SW_ICRC_LEN);
+	p->ref = NULL;
 	p->info = NULL;
 	return 0;
 }

@@ -205,9 +205,13 @@ static void rx_mcast(struct sw_engine *eng, const struct sw_pkt *pkt, size_t len
 	sw_mcast_deliver(eng, pkt, len, src, dst);
 }
 
-/* Validate, find the QP, dispatch. Every drop is counted. */
+/*
+ * Validate, find the QP, dispatch. Every drop is counted. ref_pid: 0, or
+ * the record came from a same-host link by reference (sw_shm_recv): the
+ * sender's process, or -1 when we never allowed it (malformed).
+ */
 static void rx_one(struct sw_engine *eng, struct rx_batch *b, struct rx_slot *s, size_t len,
-		   const union sw_sa *dst)
+		   const union sw_sa *dst, pid_t ref_pid)
 {
 	struct sw_icrc_ctx ic;
 	struct sw_pkt pkt;
@@ -221,14 +225,18 @@ static void rx_one(struct sw_engine *eng, struct rx_batch *b, struct rx_slot *s,
 		return;
 	}
 	sw_icrc_ctx_set(&ic, &s->src, dst);
-	ret = sw_pkt_parse(&pkt, s->buf, len, &ic);
-	if (ret == -EPROTO &&
-	    (s->buf[0] & SW_OP_CLASS_MASK) == SW_OP_RC) /* unsupported: the responder NAKs */
-		ret = sw_pkt_parse_bth(&pkt, s->buf, len, &ic);
-	if (!ret && !pkt.ipv.recovered && !ic.v6)
-		sw_ipid_zero(&eng->ipid, s->src.v4.sin_addr.s_addr);
-	else if (!ret && !ip_id_ok(eng, &s->src, &pkt))
-		ret = -EILSEQ;
+	if (ref_pid) { /* no ICRC: it never was on a wire (shm_format.h) */
+		ret = sw_pkt_parse(&pkt, s->buf, len, NULL);
+		ret = ret ? ret : sw_pkt_take_ref(&pkt, ref_pid);
+	} else {
+		ret = sw_pkt_parse(&pkt, s->buf, len, &ic);
+		if (ret == -EPROTO && (s->buf[0] & SW_OP_CLASS_MASK) == SW_OP_RC)
+			ret = sw_pkt_parse_bth(&pkt, s->buf, len, &ic); /* the responder NAKs */
+		if (!ret && !pkt.ipv.recovered && !ic.v6)
+			sw_ipid_zero(&eng->ipid, s->src.v4.sin_addr.s_addr);
+		else if (!ret && !ip_id_ok(eng, &s->src, &pkt))
+			ret = -EILSEQ;
+	}
 	if (!ret && (pkt.pkey & 0x7fff) != (SW_DEFAULT_PKEY & 0x7fff))
 		ret = -EACCES; /* another partition: the P_Key table holds only the default */
 	if (ret) {
@@ -324,7 +332,7 @@ static int rx_socket(struct sw_engine *eng, struct rx_batch *b, int first, int e
 			continue;
 		}
 		dst = rx_dst(bound, &b->msg[i].msg_hdr, &ovfl);
-		rx_one(eng, b, &b->slot[i], b->msg[i].msg_len, &dst);
+		rx_one(eng, b, &b->slot[i], b->msg[i].msg_len, &dst, 0);
 	}
 	if (ovfl != *ovfl_seen) { /* the kernel's count only grows (mod 2^32) */
 		atomic_fetch_add_explicit(&eng->cnt.sock_overflows, (uint32_t)(ovfl - *ovfl_seen),
@@ -379,15 +387,18 @@ static int rx_batch(struct sw_engine *eng, struct rx_batch *b)
 	/* then the same-host links, into the slots left */
 	for (; n < end; n++) {
 		struct rx_slot *s = &b->slot[n];
-		int len = sw_shm_recv(eng, s->buf, sizeof(s->buf), &s->src);
+		pid_t ref_pid = 0;
+		int len = sw_shm_recv(eng, s->buf, sizeof(s->buf), &s->src, &ref_pid);
 
 		if (len <= 0)
 			break;
 		if (!sw_fault_rx_drop(eng))
-			rx_one(eng, b, s, (size_t)len, &port->local);
+			rx_one(eng, b, s, (size_t)len, &port->local, ref_pid);
 	}
 	n -= first;
-	if (n == SW_RX_BATCH && b->set + 1 < RX_SETS && sw_place_pending()) {
+	/* copies still to land (CPU_ID workers, pulls): take another set first */
+	if (n == SW_RX_BATCH && b->set + 1 < RX_SETS &&
+	    (sw_place_pending() || sw_place_pull_pending())) {
 		sw_place_kick();
 		b->set++;
 		return n;
@@ -424,7 +435,7 @@ int sw_rx_inject(struct sw_engine *eng, const uint8_t *buf, size_t len, const un
 	memcpy(b->slot[0].buf, buf, len);
 	b->slot[0].src = *src;
 	b->ntouched = 0;
-	rx_one(eng, b, &b->slot[0], len, dst);
+	rx_one(eng, b, &b->slot[0], len, dst, 0);
 	rx_flush_acks(b); /* fences first, as rx_batch() */
 	free(b);
 	return 0;

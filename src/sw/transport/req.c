@@ -121,9 +121,37 @@ static uint32_t ack_every(const struct sw_req *req)
 	return n >= SW_ACK_EVERY ? SW_ACK_EVERY : n < 2 ? 2 : n;
 }
 
+/*
+ * Packet `p` of `w` (`len` payload bytes at `off`) by reference, into
+ * `buf` (wire.h): its length, -E2BIG if the payload has more than
+ * SW_REF_PIECES pieces, or the SGE errors of a gather.
+ */
+static int build_ref(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t off, uint32_t len,
+		     struct sw_pkt *p, uint8_t *buf)
+{
+	struct sw_ref_piece pc[SW_REF_PIECES];
+	uint32_t hdr[2];
+	int n = sw_sge_refs(qp, (const struct ibv_sge *)(void *)w->data, w->num_sge, off, len, pc,
+			    SW_REF_PIECES);
+	size_t hl;
+
+	if (n < 0)
+		return n;
+	p->padcnt = 0;
+	p->paylen = SW_REF_HDR_LEN + (uint32_t)n * (uint32_t)sizeof(pc[0]);
+	hl = sw_pkt_write_hdrs(buf, p);
+	hdr[0] = (uint32_t)n;
+	hdr[1] = len;
+	memcpy(buf + hl, hdr, sizeof(hdr));
+	memcpy(buf + hl + sizeof(hdr), pc, (size_t)n * sizeof(pc[0]));
+	hl += p->paylen;
+	memset(buf + hl, 0, SW_ICRC_LEN); /* no ICRC: never on a wire */
+	return (int)(hl + SW_ICRC_LEN);
+}
+
 /* Contract: see transport_priv.h (qp->lock held). */
 int sw_req_build(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t k, uint8_t *buf,
-		 const struct sw_av *av, bool ack_req)
+		 const struct sw_av *av, bool ack_req, bool *by_ref)
 {
 	enum ibv_qp_type qpt = qp->ibv.qp_base.qp_type;
 	bool ud = qpt == IBV_QPT_UD, rc = qpt == IBV_QPT_RC || qpt == IBV_QPT_XRC_SEND;
@@ -203,6 +231,15 @@ int sw_req_build(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t k, uint8_t *b
 	if (p.ack_req && rc) {
 		qp->req->since_ackreq = 0;
 		qp->req->ackreq_psn = p.psn;
+	}
+	if (by_ref && *by_ref)
+		*by_ref = len && w->num_sge && w->length >= SW_REF_MIN_MSG && qpt == IBV_QPT_RC &&
+			  w->opcode != IBV_WR_ATOMIC_WRITE;
+	if (by_ref && *by_ref) {
+		ret = build_ref(qp, w, off, len, &p, buf);
+		if (ret != -E2BIG)
+			return ret;
+		*by_ref = false; /* too many pieces: a copy */
 	}
 	p.padcnt = sw_pad_for(len);
 	p.paylen = len;
@@ -324,6 +361,23 @@ static uint32_t pkt_psns(const struct sw_qp *qp, const struct sw_send_wqe *w)
 static bool resend_due(struct sw_qp *qp);
 
 /*
+ * Single copy: may this RC QP's packets go by reference now? Its device
+ * allows it, no send-side fault injection (which may hold, repeat or
+ * hand packets to UDP), and the link to the peer is open with pulls
+ * accepted (shm.c). Looked up once per run (*cache, -1 until then).
+ */
+static bool link_pulls(struct sw_qp *qp, int *cache)
+{
+	struct sw_engine *eng = sw_engine_of(qp);
+
+	if (*cache < 0)
+		*cache = eng->pull && !eng->fault.cfg.on_tx &&
+			 qp->ibv.qp_base.qp_type == IBV_QPT_RC &&
+			 sw_shm_pull_ok(eng, &qp->attr.av.dst);
+	return *cache > 0;
+}
+
+/*
  * Contract: see transport_priv.h (qp->lock held). RC packets are built into
  * the thread's batch and go out SW_TX_BATCH at a time; UD packets (and
  * RC ones when no batch buffer could be had) one by one.
@@ -337,6 +391,7 @@ static void req_run(struct sw_qp *qp)
 	uint32_t max_rd = qp->attr.max_rd_atomic ? qp->attr.max_rd_atomic : 1;
 	struct sw_tx_batch *tx = NULL;
 	bool pass, stop = false;
+	int refs = -1; /* may packets go by reference? -1: not looked yet */
 
 	if (!req || (st != IBV_QPS_RTS && st != IBV_QPS_SQD))
 		return;
@@ -369,7 +424,7 @@ static void req_run(struct sw_qp *qp)
 		const struct sw_av *av = ud ? &w->wr.ud.av : &qp->attr.av;
 		uint8_t *buf = tx ? tx->buf[tx->n] : one;
 		int len, ret;
-		bool ack;
+		bool ack, by_ref;
 
 		if (w->state == SW_WQE_FAILED) {
 			/* completes in order: once everything before it is retired */
@@ -418,7 +473,8 @@ static void req_run(struct sw_qp *qp)
 			      (!ack_coming(qp) &&
 			       (uint32_t)sw_psn_diff(req->psn, req->una_psn) + pkt_psns(qp, w) >=
 				       req->window));
-		len = sw_req_build(qp, w, req->send_off, buf, av, ack);
+		by_ref = tx && w->length >= SW_REF_MIN_MSG && link_pulls(qp, &refs);
+		len = sw_req_build(qp, w, req->send_off, buf, av, ack, &by_ref);
 		if (len < 0) {
 			/*
 			 * A bad local SGE fails the WQE. It completes in order:
@@ -435,6 +491,7 @@ static void req_run(struct sw_qp *qp)
 		}
 		if (tx) {
 			tx->psn[tx->n] = req->psn;
+			tx->ref[tx->n] = by_ref;
 			tx->len[tx->n++] = (size_t)len;
 		} else {
 			ret = sw_net_send(sw_engine_of(qp), buf, (size_t)len, av);
@@ -648,7 +705,7 @@ static struct sw_send_wqe *una_wqe(struct sw_qp *qp, uint32_t *k)
 static int resend_una(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t k)
 {
 	uint8_t buf[SW_PKT_MAX];
-	int len = sw_req_build(qp, w, k, buf, &qp->attr.av, true);
+	int len = sw_req_build(qp, w, k, buf, &qp->attr.av, true, NULL);
 
 	if (len < 0)
 		return len;

@@ -237,11 +237,15 @@ static enum resp_outcome handle_send(struct sw_qp *qp, const struct sw_pkt *pkt)
 		return fatal_nak(qp, SW_AETH_NAK_INV_REQ, pkt->psn);
 	if ((uint64_t)resp->offset + pkt->paylen > resp->wqe->length)
 		return fail_send(qp, pkt, IBV_WC_LOC_LEN_ERR, SW_AETH_NAK_INV_REQ);
-	if (pkt->paylen)
+	if (pkt->paylen && pkt->ref)
+		ret = sw_sge_scatter_ref(qp, resp->wqe->sge, resp->wqe->num_sge, resp->offset, pkt);
+	else if (pkt->paylen)
 		ret = sw_sge_scatter_rx(qp, resp->wqe->sge, resp->wqe->num_sge, resp->offset,
 					pkt->payload, pkt->paylen);
 	if (ret)
 		return fail_send(qp, pkt, IBV_WC_LOC_PROT_ERR, SW_AETH_NAK_REM_OP);
+	if ((flags & SW_F_LAST) && pkt->ref && sw_resp_pull_failed(qp, true))
+		return fail_send(qp, pkt, IBV_WC_REM_OP_ERR, SW_AETH_NAK_REM_OP);
 	resp->offset += pkt->paylen;
 	if ((flags & SW_F_IETH) &&
 	    sw_mw_invalidate(sw_dev_of(qp->ibv.qp_base.context), be32toh(pkt->imm_be),
@@ -345,9 +349,15 @@ static enum resp_outcome handle_write(struct sw_qp *qp, const struct sw_pkt *pkt
 		if (!mr && sw_resp_rkey(qp, resp->wr_rkey, resp->wr_va, pkt->paylen,
 					IBV_ACCESS_REMOTE_WRITE, &mr))
 			return fatal_nak(qp, SW_AETH_NAK_REM_ACCESS, pkt->psn);
-		ret = sw_place_mr(mr, sw_mr_host(mr, resp->wr_va), pkt->payload, pkt->paylen);
+		if (pkt->ref)
+			sw_place_mr_ref(qp, mr, sw_mr_host(mr, resp->wr_va), pkt);
+		else
+			ret = sw_place_mr(mr, sw_mr_host(mr, resp->wr_va), pkt->payload,
+					  pkt->paylen);
 	}
 	sw_resp_put_mr(mr);
+	if (!ret && pkt->ref && (flags & SW_F_LAST) && (flags & SW_F_IMMDT))
+		ret = sw_resp_pull_failed(qp, true); /* before the completion */
 	if (ret)
 		return fatal_nak(qp, SW_AETH_NAK_REM_OP, pkt->psn);
 	resp->wr_va += pkt->paylen;
@@ -879,6 +889,12 @@ static void resp_rc(struct sw_qp *qp, const struct sw_pkt *pkt)
 void sw_resp_flush_ack(struct sw_qp *qp)
 {
 	struct sw_resp *resp = qp->resp;
+
+	/* a pulled copy failed (the caller fenced): no ACK for bytes that are not there */
+	if (resp && qp->ibv.qp_base.state != IBV_QPS_ERR && sw_resp_pull_failed(qp, false)) {
+		fatal_nak(qp, SW_AETH_NAK_REM_OP, resp->ack_psn);
+		return;
+	}
 
 	if (resp && resp->ack_pending && qp->ibv.qp_base.state != IBV_QPS_ERR)
 		send_ack(qp, SW_AETH_ACK_NO_CREDIT, resp->ack_psn);

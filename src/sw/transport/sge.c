@@ -7,6 +7,11 @@
  * domain (an XRC TGT QP's: its XRC SRQ's, sw_qp_mem_pd), the range must lie inside it and, for
  * writes, the MR must allow local writes. Writes go through the placement layer (TPH hints); the
  * _rx variant lets a CPU_ID placement run behind (sw_place_mr).
+ *
+ * Single copy (docs/single-copy.md): the requester can name a packet's
+ * payload by the addresses of its pieces instead of gathering it
+ * (sw_sge_refs), and the responder places such a packet by pulling the
+ * pieces from the sender's memory (sw_place_mr_ref, sw_sge_scatter_ref).
  */
 #include <string.h>
 
@@ -142,4 +147,113 @@ int sw_sge_scatter_rx(struct sw_qp *qp, const struct ibv_sge *sge, uint32_t nsge
 	struct cursor c = {.cp = src};
 
 	return sge_walk(qp, sge, nsge, off, len, IBV_ACCESS_LOCAL_WRITE, scatter_piece_rx, &c);
+}
+
+/* ---- single copy ---- */
+
+struct ref_list {
+	struct sw_ref_piece *out;
+	uint32_t n, max;
+};
+
+static int ref_piece(struct sw_mr *mr, uint8_t *host, uint32_t n, void *arg)
+{
+	struct ref_list *l = arg;
+	struct sw_ref_piece *last = l->n ? &l->out[l->n - 1] : NULL;
+
+	(void)mr;
+	if (last && last->addr + last->len == (uintptr_t)host) {
+		last->len += n; /* SGEs that continue each other */
+		return 0;
+	}
+	if (!l->out || l->n == l->max)
+		return -E2BIG;
+	l->out[l->n++] = (struct sw_ref_piece){.addr = (uintptr_t)host, .len = n};
+	return 0;
+}
+
+/* Contract: see transport_priv.h. */
+int sw_sge_refs(struct sw_qp *qp, const struct ibv_sge *sge, uint32_t nsge, uint32_t off,
+		uint32_t len, struct sw_ref_piece *out, uint32_t max)
+{
+	struct ref_list l = {.out = out, .max = max};
+	int ret = sge_walk(qp, sge, nsge, off, len, 0, ref_piece, &l);
+
+	return ret ? ret : (int)l.n;
+}
+
+/* A pulled copy landed or failed: drop its holds; a failure marks the QP. */
+static void pull_done(void *mr, void *qp, int err)
+{
+	struct sw_qp *q = qp;
+	int none = 0;
+
+	if (err) /* the first error stays (sw_resp_pull_failed) */
+		atomic_compare_exchange_strong(&q->pull_err, &none, err);
+	sw_mr_put(mr);
+	sw_qp_put(q);
+}
+
+/* Where the next byte of a packet by reference is in its sender. */
+struct ref_src {
+	struct sw_qp *qp;
+	const struct sw_pkt *pkt;
+	uint32_t idx; /* piece */
+	uint32_t off; /* within it */
+};
+
+/*
+ * Queue the pull of the next `n` bytes of the packet into `host` of `mr`
+ * (sw_place_pull); the MR and the QP are held until it landed. The
+ * caller never asks for more than the packet holds.
+ */
+static int pull_piece(struct sw_mr *mr, uint8_t *host, uint32_t n, void *arg)
+{
+	struct ref_src *r = arg;
+
+	while (n) {
+		struct sw_ref_piece pc;
+		uint32_t take;
+		struct sw_pull_owner own = {.done = pull_done, .a = mr, .b = r->qp};
+
+		memcpy(&pc, r->pkt->ref + r->idx * sizeof(pc), sizeof(pc));
+		take = pc.len - r->off < n ? pc.len - r->off : n;
+		sw_mr_get(mr);
+		sw_qp_get(r->qp);
+		sw_place_pull(mr->has_hint ? &mr->hint : NULL, host, r->pkt->ref_pid,
+			      pc.addr + r->off, take, &own);
+		host += take;
+		n -= take;
+		r->off += take;
+		if (r->off == pc.len) {
+			r->idx++;
+			r->off = 0;
+		}
+	}
+	return 0;
+}
+
+/* Contract: see transport_priv.h. */
+void sw_place_mr_ref(struct sw_qp *qp, struct sw_mr *mr, uint8_t *host, const struct sw_pkt *pkt)
+{
+	struct ref_src r = {.qp = qp, .pkt = pkt};
+
+	pull_piece(mr, host, pkt->paylen, &r);
+}
+
+/* Contract: see transport_priv.h. */
+int sw_sge_scatter_ref(struct sw_qp *qp, const struct ibv_sge *sge, uint32_t nsge, uint32_t off,
+		       const struct sw_pkt *pkt)
+{
+	struct ref_src r = {.qp = qp, .pkt = pkt};
+
+	return sge_walk(qp, sge, nsge, off, pkt->paylen, IBV_ACCESS_LOCAL_WRITE, pull_piece, &r);
+}
+
+/* Contract: see transport_priv.h. */
+int sw_resp_pull_failed(struct sw_qp *qp, bool now)
+{
+	if (now)
+		sw_place_pull_flush();
+	return atomic_load_explicit(&qp->pull_err, memory_order_acquire);
 }

@@ -39,6 +39,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -57,6 +58,8 @@ struct shm_out { /* a destination we send to */
 
 struct shm_in { /* a link into this device */
 	int fd;
+	pid_t pid; /* the sender's process (SO_PEERCRED), for pulls */
+	bool pull; /* we set pull_ok: by-reference records are welcome */
 	struct shm_hdr *hdr; /* NULL until the hello came */
 	uint64_t tail; /* our copy of hdr->tail */
 	uint64_t done; /* our copy of hdr->done */
@@ -97,13 +100,20 @@ static socklen_t shm_name(struct sockaddr_un *sun, uid_t uid, const union sw_sa 
 	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
 }
 
-/* True if the other end of the connected socket `fd` runs as `uid`. */
-static bool shm_peer_is(int fd, uid_t uid)
+/*
+ * True if the other end of the connected socket `fd` runs as `uid`; its
+ * process id in *pid (NULL: not wanted).
+ */
+static bool shm_peer_is(int fd, uid_t uid, pid_t *pid)
 {
 	struct ucred cr;
 	socklen_t len = sizeof(cr);
 
-	return !getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) && cr.uid == uid;
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) || cr.uid != uid)
+		return false;
+	if (pid)
+		*pid = cr.pid;
+	return true;
 }
 
 /* Contract: see transport_priv.h. */
@@ -215,7 +225,7 @@ static int out_connect(struct sw_engine *eng, struct shm_out *o)
 		ret = -errno;
 		goto err_fd;
 	}
-	if (!shm_peer_is(fd, s->uid)) {
+	if (!shm_peer_is(fd, s->uid, NULL)) {
 		ret = -EPERM;
 		goto err_fd;
 	}
@@ -237,6 +247,8 @@ static int out_connect(struct sw_engine *eng, struct shm_out *o)
 	h->magic = SHM_MAGIC;
 	h->version = SHM_VERSION;
 	h->ring_bytes = SHM_RING_BYTES;
+	h->pull_addr = (uint64_t)(uintptr_t)&h->pull_cookie;
+	h->pull_cookie = (sw_now_ns() * 0x9e3779b97f4a7c15ull) ^ h->pull_addr;
 	memset(cm.buf, 0, sizeof(cm.buf));
 	c = (struct cmsghdr *)(void *)cm.buf; /* CMSG_FIRSTHDR(&mh), never NULL here */
 	c->cmsg_level = SOL_SOCKET;
@@ -300,7 +312,7 @@ static struct shm_out *out_get(struct sw_engine *eng, const union sw_sa *dst)
  * Append one record (o->lock held); 0, -EAGAIN (no room) or -EPROTO (the
  * consumer's index is impossible: a corrupt ring).
  */
-static int ring_put(struct shm_out *o, const uint8_t *pkt, size_t len)
+static int ring_put(struct shm_out *o, const uint8_t *pkt, size_t len, uint32_t flags)
 {
 	uint64_t tail = atomic_load_explicit(&o->hdr->tail, memory_order_acquire);
 	uint64_t used = o->head - tail, pos = o->head % SHM_RING_BYTES;
@@ -321,6 +333,7 @@ static int ring_put(struct shm_out *o, const uint8_t *pkt, size_t len)
 		pos = 0;
 	}
 	memcpy(ring_data(o->hdr) + pos, &l32, sizeof(l32));
+	memcpy(ring_data(o->hdr) + pos + sizeof(l32), &flags, sizeof(flags));
 	memcpy(ring_data(o->hdr) + pos + SHM_REC_HDR, pkt, len);
 	o->head += rec;
 	return 0;
@@ -345,8 +358,8 @@ static void ring_publish(struct shm_out *o)
 }
 
 /* Contract: see transport_priv.h. */
-int sw_shm_send(struct sw_engine *eng, const uint8_t *const *pkt, const size_t *len, uint32_t n,
-		const union sw_sa *dst)
+int sw_shm_send(struct sw_engine *eng, const uint8_t *const *pkt, const size_t *len,
+		const bool *ref, uint32_t n, const union sw_sa *dst)
 {
 	struct shm_out *o;
 	uint32_t i;
@@ -362,12 +375,14 @@ int sw_shm_send(struct sw_engine *eng, const uint8_t *const *pkt, const size_t *
 		return -ENOTCONN;
 	}
 	for (i = 0; i < n; i++) {
-		ret = ring_put(o, pkt[i], len[i]);
+		ret = ring_put(o, pkt[i], len[i], ref && ref[i] ? SHM_REC_REF : 0);
 		if (ret)
 			break;
 		atomic_fetch_add_explicit(&eng->cnt.tx_pkts, 1, memory_order_relaxed);
 		atomic_fetch_add_explicit(&eng->cnt.tx_bytes, len[i], memory_order_relaxed);
 		atomic_fetch_add_explicit(&eng->cnt.shm_tx_pkts, 1, memory_order_relaxed);
+		if (ref && ref[i])
+			atomic_fetch_add_explicit(&eng->cnt.ref_tx_pkts, 1, memory_order_relaxed);
 	}
 	if (i)
 		ring_publish(o);
@@ -386,9 +401,11 @@ int sw_shm_send(struct sw_engine *eng, const uint8_t *const *pkt, const size_t *
 /*
  * The link to `dst`: -1 when there is none (or it is not open), else
  * whether its ring holds packets the consumer has not handled yet (1) or
- * not (0), with *done and *head as in sw_shm_progress.
+ * not (0), with *done and *head as in sw_shm_progress, and in *pull
+ * whether it takes packets by reference (sw_shm_pull_ok).
  */
-static int out_peek(struct sw_engine *eng, const union sw_sa *dst, uint64_t *done, uint64_t *head)
+static int out_peek(struct sw_engine *eng, const union sw_sa *dst, uint64_t *done, uint64_t *head,
+		    bool *pull)
 {
 	struct sw_shm *s = eng->shm;
 	int state = -1;
@@ -406,6 +423,8 @@ static int out_peek(struct sw_engine *eng, const union sw_sa *dst, uint64_t *don
 			*done = atomic_load_explicit(&o->hdr->done, memory_order_acquire);
 			*head = o->head;
 			state = *done != o->head;
+			*pull = atomic_load_explicit(&o->hdr->accepted, memory_order_acquire) &&
+				atomic_load_explicit(&o->hdr->pull_ok, memory_order_acquire);
 		}
 		pthread_mutex_unlock(&o->lock);
 		break;
@@ -418,29 +437,42 @@ static int out_peek(struct sw_engine *eng, const union sw_sa *dst, uint64_t *don
 bool sw_shm_backlog(struct sw_engine *eng, const union sw_sa *dst, uint64_t *done)
 {
 	uint64_t head;
+	bool pull;
 
-	return out_peek(eng, dst, done, &head) > 0;
+	return out_peek(eng, dst, done, &head, &pull) > 0;
 }
 
 /* Contract: see transport_priv.h. */
 bool sw_shm_progress(struct sw_engine *eng, const union sw_sa *dst, uint64_t *done, uint64_t *head)
 {
-	return out_peek(eng, dst, done, head) >= 0;
+	bool pull;
+
+	return out_peek(eng, dst, done, head, &pull) >= 0;
+}
+
+/* Contract: see transport_priv.h. */
+bool sw_shm_pull_ok(struct sw_engine *eng, const union sw_sa *dst)
+{
+	uint64_t done, head;
+	bool pull = false;
+
+	return out_peek(eng, dst, &done, &head, &pull) >= 0 && pull;
 }
 
 /* Contract: see transport_priv.h. */
 bool sw_shm_linked(struct sw_engine *eng, const union sw_sa *dst)
 {
 	uint64_t done, head;
+	bool pull;
 
-	return out_peek(eng, dst, &done, &head) >= 0;
+	return out_peek(eng, dst, &done, &head, &pull) >= 0;
 }
 
 /*
  * Take one record from link `l` into buf; its length, 0 if the ring is
  * empty, -EPROTO if it is corrupt.
  */
-static int ring_take(struct shm_in *l, uint8_t *buf, size_t cap)
+static int ring_take(struct shm_in *l, uint8_t *buf, size_t cap, uint32_t *flags)
 {
 	uint64_t head = atomic_load_explicit(&l->hdr->head, memory_order_acquire);
 
@@ -463,6 +495,7 @@ static int ring_take(struct shm_in *l, uint8_t *buf, size_t cap)
 		rec = SHM_REC_HDR + (((uint64_t)len + 7) & ~7ull);
 		if (!len || len > cap || rec > avail || pos + rec > SHM_RING_BYTES)
 			return -EPROTO;
+		memcpy(flags, ring_data(l->hdr) + pos + sizeof(len), sizeof(*flags));
 		memcpy(buf, ring_data(l->hdr) + pos + SHM_REC_HDR, len);
 		l->tail += rec;
 		atomic_store_explicit(&l->hdr->tail, l->tail, memory_order_release);
@@ -486,7 +519,7 @@ void sw_shm_handled(struct sw_engine *eng)
 }
 
 /* Contract: see transport_priv.h. Progress thread only. */
-int sw_shm_recv(struct sw_engine *eng, uint8_t *buf, size_t cap, union sw_sa *src)
+int sw_shm_recv(struct sw_engine *eng, uint8_t *buf, size_t cap, union sw_sa *src, pid_t *ref_pid)
 {
 	struct sw_shm *s = eng->shm;
 
@@ -495,17 +528,23 @@ int sw_shm_recv(struct sw_engine *eng, uint8_t *buf, size_t cap, union sw_sa *sr
 	for (uint32_t k = 0; k < s->nin; k++) {
 		uint32_t i = (s->rr + k) % s->nin;
 		struct shm_in *l = &s->in[i];
+		uint32_t flags = 0;
 		int n;
 
 		if (!l->hdr)
 			continue;
-		n = ring_take(l, buf, cap);
+		n = ring_take(l, buf, cap, &flags);
 		if (!n && l->hup) {
 			in_close(s, i); /* what a sender sent before it left is delivered first */
 			k--;
 			continue;
 		}
 		if (n > 0) {
+			/* by reference only where we said so: else -1, a malformed packet */
+			*ref_pid = !(flags & SHM_REC_REF) ? 0 : l->pull ? l->pid : -1;
+			if (flags & SHM_REC_REF)
+				atomic_fetch_add_explicit(&eng->cnt.ref_rx_pkts, 1,
+							  memory_order_relaxed);
 			*src = l->src;
 			s->rr = i + 1;
 			atomic_fetch_add_explicit(&eng->cnt.shm_rx_pkts, 1, memory_order_relaxed);
@@ -566,10 +605,26 @@ int sw_shm_pollfds(struct sw_engine *eng, struct pollfd *p, int max)
 }
 
 /*
+ * Single copy: can this process read the sender's memory? The sender put
+ * a random value in the ring's header and its own address for it; read
+ * it from the sender (the kernel's ptrace access rules, a seccomp filter
+ * or another pid namespace may refuse) and compare.
+ */
+static bool in_pull_test(struct shm_in *l)
+{
+	uint64_t v = 0, want = l->hdr->pull_cookie;
+	struct iovec loc = {.iov_base = &v, .iov_len = sizeof(v)};
+	struct iovec rem = {.iov_base = (void *)(uintptr_t)l->hdr->pull_addr, .iov_len = sizeof(v)};
+
+	return l->pid > 0 && process_vm_readv(l->pid, &loc, 1, &rem, 1, 0) == sizeof(v) &&
+	       v == want;
+}
+
+/*
  * Take the hello (and the ring) of link `l`: 1 done, 0 not arrived yet,
  * -EPROTO a bad one (the link is to be closed).
  */
-static int in_hello(struct shm_in *l)
+static int in_hello(struct shm_in *l, bool pull)
 {
 	union {
 		char buf[CMSG_SPACE(4 * sizeof(int))];
@@ -628,6 +683,9 @@ static int in_hello(struct shm_in *l)
 		memcpy(g.raw, hello.gid, sizeof(g.raw));
 		sw_sa_from_gid(&l->src, &g, hello.port, 0);
 	}
+	l->pull = pull && in_pull_test(l);
+	if (l->pull)
+		atomic_store_explicit(&l->hdr->pull_ok, 1, memory_order_release);
 	atomic_store_explicit(&l->hdr->accepted, 1, memory_order_release);
 	ret = 1;
 out:
@@ -652,12 +710,15 @@ static void shm_accept(struct sw_engine *eng, uint64_t now)
 	       errno == ECONNABORTED) {
 		if (fd < 0)
 			continue;
-		if (s->nin == SHM_MAX_IN || !shm_peer_is(fd, s->uid)) {
+		pid_t pid = 0;
+
+		if (s->nin == SHM_MAX_IN || !shm_peer_is(fd, s->uid, &pid)) {
 			close(fd); /* the sender sees the hang-up and keeps to UDP */
 			continue;
 		}
 		/* a slot held without a hello would keep honest peers out */
-		s->in[s->nin++] = (struct shm_in){.fd = fd, .hello_by = now + SHM_HELLO_NS};
+		s->in[s->nin++] =
+			(struct shm_in){.fd = fd, .pid = pid, .hello_by = now + SHM_HELLO_NS};
 		atomic_fetch_add_explicit(&eng->cnt.shm_links, 1, memory_order_relaxed);
 	}
 	if (errno != EAGAIN && errno != EWOULDBLOCK)
@@ -716,7 +777,7 @@ void sw_shm_service(struct sw_engine *eng, uint64_t now)
 		shm_accept(eng, now);
 	for (uint32_t i = 0; i < s->nin;) {
 		struct shm_in *l = &s->in[i];
-		int r = l->hdr ? 1 : in_hello(l);
+		int r = l->hdr ? 1 : in_hello(l, eng->pull);
 
 		if (r < 0 || (!r && now >= l->hello_by)) {
 			in_close(s, i);

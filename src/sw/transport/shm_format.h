@@ -13,9 +13,14 @@
  * Ring: struct shm_hdr at offset 0, the data (SHM_RING_BYTES) at
  * SHM_HDR_BYTES. head and tail count bytes ever produced and consumed
  * (multiples of 8; tail may start anywhere such, head with it); a
- * record at data[head % SHM_RING_BYTES] is a u32 length, 4 reserved
- * bytes, and that many bytes of packet, padded to 8. A record never
+ * record at data[head % SHM_RING_BYTES] is a u32 length, a u32 of
+ * flags, and that many bytes of packet, padded to 8. A record never
  * wraps: a length of SHM_REC_WRAP says the rest of the ring is skipped.
+ * Flag SHM_REC_REF: the packet is a SEND or WRITE packet whose payload
+ * stays in the producer's memory (wire.h, struct sw_ref_piece); only
+ * after the consumer set `pull_ok`, having read `pull_cookie` at
+ * `pull_addr` in the producer with process_vm_readv(2) (single copy,
+ * docs/single-copy.md).
  */
 #ifndef SV_SW_TRANSPORT_SHM_FORMAT_H
 #define SV_SW_TRANSPORT_SHM_FORMAT_H
@@ -25,13 +30,14 @@
 
 enum {
 	SHM_MAGIC = 0x53564c4b, /* "SVLK" */
-	SHM_VERSION = 3, /* 2: the hello names IPv6 addresses too; 3: hdr.done */
+	SHM_VERSION = 4, /* 2: the hello names IPv6 addresses too; 3: hdr.done; 4: pulls */
 	SHM_HDR_BYTES = 256, /* the ring's data starts here */
 	SHM_RING_BYTES = 8 << 20, /* as much as the UDP socket buffer */
 	SHM_MAP_BYTES = SHM_HDR_BYTES + SHM_RING_BYTES, /* the memfd: header, then ring */
 	SHM_MAX_OUT = 64, /* destinations with a link (or a failed try) */
 	SHM_MAX_IN = 64, /* links into this device */
-	SHM_REC_HDR = 8, /* u32 length, u32 reserved */
+	SHM_REC_HDR = 8, /* u32 length, u32 flags */
+	SHM_REC_REF = 1, /* flags: the payload is by reference */
 	SHM_REC_WRAP = 0xffffffffu, /* length of a record that says "go to 0" */
 };
 
@@ -55,6 +61,10 @@ struct shm_hdr {
 	_Atomic uint64_t done;
 	_Alignas(64) atomic_uint sleeping; /* the consumer may be in poll(2): ring */
 	atomic_uint accepted; /* the consumer has the ring */
+	/* single copy: the producer's proof that its memory can be read */
+	uint64_t pull_addr; /* the address of pull_cookie in the producer's mapping */
+	uint64_t pull_cookie; /* a random value */
+	atomic_uint pull_ok; /* the consumer read it: SHM_REC_REF records are welcome */
 };
 
 _Static_assert(sizeof(struct shm_hdr) <= SHM_HDR_BYTES, "ring header too large");

@@ -42,7 +42,7 @@
 
 /* One kept packet: the parsed headers, the payload after them. */
 struct sw_stash_pkt {
-	struct sw_pkt pkt; /* pkt.payload points at data */
+	struct sw_pkt pkt; /* pkt.payload (or pkt.ref) points at data */
 	uint8_t data[];
 };
 
@@ -65,6 +65,7 @@ bool sw_stash_put(struct sw_qp *qp, const struct sw_pkt *pkt)
 	int32_t d = sw_psn_diff(pkt->psn, resp->epsn);
 	struct sw_stash_pkt *e, **slot;
 	struct sw_stash *s = resp->stash;
+	size_t len;
 
 	if (qp->ibv.qp_base.qp_type != IBV_QPT_RC || d <= 0)
 		return false;
@@ -83,12 +84,17 @@ bool sw_stash_put(struct sw_qp *qp, const struct sw_pkt *pkt)
 	if (atomic_fetch_add_explicit(&eng->stash_pkts, 1, memory_order_relaxed) >=
 	    SW_STASH_DEV_MAX)
 		goto undo;
-	e = malloc(sizeof(*e) + pkt->paylen);
+	/* by reference (single copy): the pieces; the sender keeps the bytes until acknowledged */
+	len = pkt->ref ? pkt->ref_n * sizeof(struct sw_ref_piece) : pkt->paylen;
+	e = malloc(sizeof(*e) + len);
 	if (!e)
 		goto undo;
 	e->pkt = *pkt;
-	memcpy(e->data, pkt->payload, pkt->paylen);
-	e->pkt.payload = e->data;
+	memcpy(e->data, pkt->ref ? pkt->ref : pkt->payload, len);
+	if (pkt->ref)
+		e->pkt.ref = e->data;
+	else
+		e->pkt.payload = e->data;
 	*slot = e;
 	s->n++;
 	atomic_fetch_add_explicit(&eng->cnt.stashed, 1, memory_order_relaxed);

@@ -74,6 +74,7 @@ struct sw_counters {
 	atomic_ullong fault_drops, fault_dups, fault_reorders;
 	/* the same-host link (shm.c): packets each way, links accepted, corrupt rings closed */
 	atomic_ullong shm_tx_pkts, shm_rx_pkts, shm_links, shm_corrupt;
+	atomic_ullong ref_tx_pkts, ref_rx_pkts; /* single copy: packets by reference */
 	/*
 	 * IPv4 IDs (ipid.c): packets whose ICRC matched a non-zero ID or a
 	 * clear DF, those whose ID the sender's window refused (also counted
@@ -167,6 +168,7 @@ struct sw_engine {
 	atomic_ullong timers_at;
 	atomic_uint sweeps; /* receive passes the progress thread has finished */
 	bool busy_poll; /* SOFTVERBS_BUSY_POLL: spin instead of sleeping */
+	bool pull; /* SOFTVERBS_SINGLE_COPY and not a CC bounce device */
 	uint64_t spin_ns; /* SOFTVERBS_SPIN_US: keep polling this long after work */
 	pthread_mutex_t cqmod_lock; /* guards the list of moderated CQs (before any cq->lock) */
 	struct sw_cq *cqmod; /* moderated CQs, through sw_cq.mod_next */
@@ -339,6 +341,7 @@ struct sw_tx_batch {
 	uint32_t n; /* packets built so far */
 	uint32_t psn[SW_TX_BATCH]; /* each packet's PSN */
 	size_t len[SW_TX_BATCH];
+	bool ref[SW_TX_BATCH]; /* by reference: the same-host link only */
 	uint8_t buf[SW_TX_BATCH][SW_PKT_MAX];
 };
 
@@ -374,8 +377,13 @@ void sw_shm_stop(struct sw_engine *eng);
  * the number that went (fewer than n: the ring is full, as a full
  * socket), or -ENOTCONN when `dst` has no link (yet): use UDP. Any thread.
  */
-int sw_shm_send(struct sw_engine *eng, const uint8_t *const *pkt, const size_t *len, uint32_t n,
-		const union sw_sa *dst);
+int sw_shm_send(struct sw_engine *eng, const uint8_t *const *pkt, const size_t *len,
+		const bool *ref, uint32_t n, const union sw_sa *dst);
+/*
+ * May packets to `dst` go by reference (single copy)? True once the link
+ * is open and its consumer could read our memory (shm_format.h). Any thread.
+ */
+bool sw_shm_pull_ok(struct sw_engine *eng, const union sw_sa *dst);
 /*
  * Does the link to `dst` hold packets its consumer has not handled yet
  * (read and answered)? *done gets how far it has (bytes, only compared
@@ -398,9 +406,11 @@ void sw_shm_handled(struct sw_engine *eng);
 /*
  * Progress thread: take one packet from the links into `buf` (at most
  * `cap` bytes), with the sender's address in *src; its length, or 0 when
- * every ring is empty. Corrupt rings are closed and counted.
+ * every ring is empty. Corrupt rings are closed and counted. *ref_pid: 0,
+ * or for a record by reference the sender's process (-1 if this link
+ * never allowed those: a malformed packet).
  */
-int sw_shm_recv(struct sw_engine *eng, uint8_t *buf, size_t cap, union sw_sa *src);
+int sw_shm_recv(struct sw_engine *eng, uint8_t *buf, size_t cap, union sw_sa *src, pid_t *ref_pid);
 /*
  * Progress thread, before poll(2): announce the sleep to every producer;
  * false (and nothing announced) if a ring already holds a packet.
@@ -565,10 +575,13 @@ uint32_t sw_wqe_npkts(const struct sw_qp *qp, const struct sw_send_wqe *w);
  * req.c: build packet `k` of WQE `w` into `buf` for `av`, asking for an
  * ACK if `ack_req` (RC; the last packet of a message always asks, and
  * every ack_every-th one). Its length, or -EACCES / -EINVAL for a bad
- * local SGE.
+ * local SGE. `by_ref` (NULL: never): in, the packet may go by reference
+ * (single copy: an RC SEND or WRITE of at least SW_REF_MIN_MSG bytes from
+ * SGEs then names its payload's pieces instead of carrying them,
+ * wire.h); out, whether it does.
  */
 int sw_req_build(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t k, uint8_t *buf,
-		 const struct sw_av *av, bool ack_req);
+		 const struct sw_av *av, bool ack_req, bool *by_ref);
 /*
  * req_uc.c: sw_req_run() for a UC QP: each WQE's packets in order, no
  * window, no budget, no timer; a WQE completes once its last packet is
@@ -792,5 +805,29 @@ int sw_sge_scatter_rx(struct sw_qp *qp, const struct ibv_sge *sge, uint32_t nsge
  * this returns. 0 or -errno (no worker: -ENODEV).
  */
 int sw_place_mr(struct sw_mr *mr, uint8_t *host, const uint8_t *src, uint32_t len);
+
+/*
+ * Single copy (sge.c, docs/single-copy.md). The pieces of `len` bytes at
+ * byte `off` of the SGE list, as host addresses, checked as
+ * sw_sge_gather checks them, merged where they continue each other, at
+ * most `max`: their count, or -EACCES / -EINVAL as sw_sge_gather, or
+ * -E2BIG (more pieces: gather instead).
+ */
+int sw_sge_refs(struct sw_qp *qp, const struct ibv_sge *sge, uint32_t nsge, uint32_t off,
+		uint32_t len, struct sw_ref_piece *out, uint32_t max);
+/*
+ * Place packet `pkt` (by reference: pkt->ref) at `host` inside `mr` by
+ * pulling it from its sender (sw_place_pull): it lands by the caller's
+ * next sw_place_fence(); a failure marks the QP (sw_resp_pull_failed).
+ */
+void sw_place_mr_ref(struct sw_qp *qp, struct sw_mr *mr, uint8_t *host, const struct sw_pkt *pkt);
+/* As sw_sge_scatter_rx for a packet by reference; the same errors. */
+int sw_sge_scatter_ref(struct sw_qp *qp, const struct ibv_sge *sge, uint32_t nsge, uint32_t off,
+		       const struct sw_pkt *pkt);
+/*
+ * Did a copy pulled for this QP fail? -errno or 0. `now`: land this
+ * thread's queued pulls first.
+ */
+int sw_resp_pull_failed(struct sw_qp *qp, bool now);
 
 #endif

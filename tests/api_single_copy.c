@@ -1,0 +1,457 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * api_single_copy: the same-host link's single copy (docs/single-copy.md)
+ * between two processes, A (initiator) and B (target), each with
+ * SOFTVERBS_STATS=1 read back from its stderr.
+ *
+ *   a. default: WRITE 1 MiB, WRITE 200 KiB from three SGEs, SEND 200 KiB
+ *      into a receive WQE of three SGEs, WRITE with immediate 64 KiB:
+ *      every byte lands where it should and nothing around it moves; A
+ *      sent packets by reference and B pulled bytes;
+ *   b. SOFTVERBS_SINGLE_COPY=0 in B: the same bytes, A sent nothing by
+ *      reference (B never accepted pulls), B pulled nothing;
+ *   c. B cannot read A's memory (a seccomp filter makes
+ *      process_vm_readv(2) fail with EPERM, as a container's may): the
+ *      same bytes, over copies;
+ *   d. bounds: a WRITE that runs past B's MR ends in REM_ACCESS_ERR
+ *      and none of its bytes land (the checks come before any pull);
+ *   e. B deregisters its MR while A streams 1 MiB WRITEs into it: A's
+ *      completions are successes, then REM_ACCESS_ERR (and flushes);
+ *      once ibv_dereg_mr returned, B's buffer (still mapped) never
+ *      changes again;
+ *   f. fork: A's child rewrites its copy of A's source (copy on write)
+ *      while A WRITEs it: B gets A's bytes, not the child's;
+ *   g. root only: B runs as another user (uid 65534): no link, so no
+ *      packet by reference; the bytes arrive over UDP.
+ */
+#include "harness.h"
+#include "stats.h"
+#include "traffic.h"
+
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+
+/* test: timeout=180 */
+
+#define ACC (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ)
+
+enum {
+	BUF = 8 << 20,
+	W1_OFF = 0, /* WRITE 1 MiB */
+	W1_LEN = 1 << 20,
+	W2_OFF = 2 << 20, /* WRITE 200 KiB from three SGEs */
+	W2_LEN = 200 << 10, /* the three pieces of s_piece */
+	S_OFF = 3 << 20, /* SEND 200 KiB: three receive SGEs from here */
+	S_LEN = 200 << 10,
+	I_OFF = 4 << 20, /* WRITE with immediate 64 KiB */
+	I_LEN = 64 << 10,
+	SRC_OFF = 5 << 20, /* A's sources */
+};
+
+enum mode {
+	M_DATA,
+	M_BOUNDS,
+	M_DEREG,
+	M_FORK
+};
+
+struct pcfg {
+	enum mode mode;
+	bool b_no_pull, b_seccomp, b_other_uid;
+	int sock; /* this side's end */
+};
+
+/* The receive WQE's three pieces (B) and the WRITE's three sources (A): gaps between. */
+static const struct {
+	uint32_t off, len;
+} s_piece[3] = {{0, 50 << 10}, {64 << 10, 100 << 10}, {192 << 10, 50 << 10}};
+
+static void write_env(const struct pcfg *c, bool b)
+{
+	setenv("SOFTVERBS_STATS", "1", 1);
+	setenv("SOFTVERBS_SHM", "1", 1);
+	if (b && c->b_no_pull)
+		setenv("SOFTVERBS_SINGLE_COPY", "0", 1);
+	else
+		unsetenv("SOFTVERBS_SINGLE_COPY");
+}
+
+/* Make process_vm_readv(2) fail with EPERM in this process. */
+static bool no_vm_readv(void)
+{
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_process_vm_readv, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = {.len = SV_ARRAY_N(f), .filter = f};
+
+	return !prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) &&
+	       !prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog);
+}
+
+static int post_recv3(struct t_ep *e)
+{
+	struct ibv_sge sge[3];
+	struct ibv_recv_wr wr = {.wr_id = 7, .sg_list = sge, .num_sge = 3}, *bad;
+
+	for (int i = 0; i < 3; i++)
+		sge[i] = (struct ibv_sge){.addr = (uintptr_t)e->buf + S_OFF + s_piece[i].off,
+					  .length = s_piece[i].len,
+					  .lkey = e->mr->lkey};
+	return ibv_post_recv(e->qp, &wr, &bad);
+}
+
+/* Post a WRITE or SEND of the three source pieces at SRC_OFF + 1 MiB. */
+static int post3(struct t_ep *e, enum ibv_wr_opcode op, uint64_t id, uint64_t raddr, uint32_t rkey)
+{
+	struct ibv_sge sge[3];
+	struct ibv_send_wr wr = {0}, *bad;
+
+	for (int i = 0; i < 3; i++)
+		sge[i] = (struct ibv_sge){.addr = (uintptr_t)e->buf + SRC_OFF + (1 << 20) +
+						  s_piece[i].off,
+					  .length = s_piece[i].len,
+					  .lkey = e->mr->lkey};
+	wr.wr_id = id;
+	wr.sg_list = sge;
+	wr.num_sge = 3;
+	wr.opcode = op;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.wr.rdma.remote_addr = raddr;
+	wr.wr.rdma.rkey = rkey;
+	return ibv_post_send(e->qp, &wr, &bad);
+}
+
+/* The bytes of the three pieces, one after the other (what B gets). */
+static void gather3(const uint8_t *base, uint8_t *out)
+{
+	for (int i = 0; i < 3; i++) {
+		memcpy(out, base + s_piece[i].off, s_piece[i].len);
+		out += s_piece[i].len;
+	}
+}
+
+static bool same(const uint8_t *a, const uint8_t *b, size_t n, const char *what)
+{
+	return CHECK_MSG(!memcmp(a, b, n), "%s: bytes differ", what);
+}
+
+static bool all_zero(const uint8_t *p, size_t n, const char *what)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i])
+			return CHECK_MSG(false, "%s: byte %zu changed", what, i);
+	return true;
+}
+
+/* ---- B ---- */
+
+static void b_check_data(struct t_ep *e)
+{
+	uint8_t *want = malloc(W2_LEN), *src = malloc(2 << 20);
+	struct ibv_wc wc;
+
+	if (!CHECK(want && src))
+		goto out;
+	t_fill(src, 2 << 20, 11); /* A's source area, as A filled it */
+	same(e->buf + W1_OFF, src, W1_LEN, "WRITE 1 MiB");
+	all_zero(e->buf + W1_OFF + W1_LEN, 4096, "after WRITE 1 MiB");
+	gather3(src + (1 << 20), want);
+	same(e->buf + W2_OFF, want, W2_LEN, "WRITE from three SGEs");
+	all_zero(e->buf + W2_OFF + W2_LEN, 4096, "after that WRITE");
+	/* the SEND: want = its 200 KiB, scattered over the three receive pieces */
+	{
+		size_t at = 0;
+
+		for (int i = 0; i < 3; i++) {
+			same(e->buf + S_OFF + s_piece[i].off, want + at, s_piece[i].len, "SEND");
+			at += s_piece[i].len;
+		}
+		all_zero(e->buf + S_OFF + (50 << 10), (64 - 50) << 10, "SEND gap");
+	}
+	same(e->buf + I_OFF, src, I_LEN, "WRITE with immediate");
+	for (int n = 0; n < 2; n++) {
+		if (!CHECK_EQ_INT(t_poll(e->cq, &wc, 1, 5000), 1))
+			break;
+		CHECK_MSG(wc.status == IBV_WC_SUCCESS, "B's completion: %s",
+			  ibv_wc_status_str(wc.status));
+		if (wc.opcode == IBV_WC_RECV)
+			CHECK_EQ_INT((int)wc.byte_len, S_LEN);
+		else
+			CHECK(wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM && wc.byte_len == I_LEN);
+	}
+out:
+	free(want);
+	free(src);
+}
+
+/* Deregister while A writes; then the buffer must stay as it is. */
+static void b_dereg(struct t_ep *e, int sock)
+{
+	char c;
+
+	if (!CHECK(t_xfer(sock, &c, 1, false) == 0)) /* A is streaming */
+		return;
+	CHECK_EQ_INT(ibv_dereg_mr(e->mr), 0);
+	e->mr = NULL;
+	memset(e->buf, 0xee, 2 << 20);
+	usleep(200 * 1000); /* A's WRITEs keep coming meanwhile */
+	for (size_t i = 0; i < (2u << 20); i++)
+		if (e->buf[i] != 0xee) {
+			CHECK_MSG(false, "byte %zu changed after ibv_dereg_mr returned", i);
+			break;
+		}
+	t_xfer(sock, &c, 1, true);
+}
+
+static int side_b(void *arg, int out)
+{
+	const struct pcfg *c = arg;
+	struct t_addr mine, peer;
+	struct t_ep e;
+	char cmd = 0;
+
+	write_env(c, true);
+	if (c->b_other_uid && (setgid(65534) || setuid(65534)))
+		return 2;
+	if (c->b_seccomp && !CHECK(no_vm_readv()))
+		return 1;
+	if (t_ep_init(&e, NULL, IBV_QPT_RC, BUF, ACC, 256))
+		return 1;
+	mine = t_addr_of(&e, 100);
+	if (t_xfer(c->sock, &mine, sizeof(mine), true) ||
+	    t_xfer(c->sock, &peer, sizeof(peer), false))
+		return 1;
+	if (!CHECK(t_connect_to(&e, &peer, 100, IBV_MTU_4096) == 0) || !CHECK(!post_recv3(&e)) ||
+	    !CHECK(!t_post_recv(&e, 8, BUF - 64, 64)))
+		return 1;
+	t_xfer(c->sock, &cmd, 1, true); /* ready */
+	if (c->mode == M_DEREG)
+		b_dereg(&e, c->sock);
+	else if (!t_xfer(c->sock, &cmd, 1, false) && cmd == 'V' && c->mode != M_BOUNDS)
+		b_check_data(&e);
+	else if (cmd == 'V')
+		all_zero(e.buf + BUF - (32 << 10), (32 << 10) - 64, "the end of the MR");
+	t_xfer(c->sock, &cmd, 1, true);
+	t_ep_destroy(&e, true);
+	(void)out;
+	return t_st()->failed ? 1 : 0;
+}
+
+/* ---- A ---- */
+
+static bool a_wait(struct t_ep *e, uint64_t id, enum ibv_wc_status want)
+{
+	struct ibv_wc wc;
+
+	if (!CHECK_EQ_INT(t_poll(e->cq, &wc, 1, 10000), 1))
+		return false;
+	return CHECK_MSG(wc.wr_id == id && wc.status == want, "wr %llu: %s, want %s",
+			 (unsigned long long)wc.wr_id, ibv_wc_status_str(wc.status),
+			 ibv_wc_status_str(want));
+}
+
+/* Warm up: the link comes up asynchronously; the first packets may go by UDP. */
+static void a_warm(struct t_ep *e, const struct t_addr *peer)
+{
+	for (int i = 0; i < 4; i++) {
+		if (!CHECK(!t_post(e, IBV_WR_RDMA_WRITE, 90, SRC_OFF, 64 << 10, peer->addr + W1_OFF,
+				   peer->rkey, IBV_SEND_SIGNALED)))
+			return;
+		a_wait(e, 90, IBV_WC_SUCCESS);
+		usleep(100 * 1000);
+	}
+}
+
+static void a_data(struct t_ep *e, const struct t_addr *peer, bool fork_child)
+{
+	struct ibv_send_wr wr = {0}, *bad;
+	struct ibv_sge sge;
+	pid_t child = -1;
+	int pfd[2];
+
+	if (fork_child && CHECK(!pipe(pfd))) {
+		child = fork();
+		if (child == 0) { /* rewrite our copy of the sources, then wait to be told */
+			char c;
+
+			memset(e->buf + SRC_OFF, 0x5a, 2 << 20);
+			close(pfd[1]);
+			(void)!read(pfd[0], &c, 1);
+			_exit(0);
+		}
+		close(pfd[0]);
+	}
+	CHECK(!t_post(e, IBV_WR_RDMA_WRITE, 1, SRC_OFF, W1_LEN, peer->addr + W1_OFF, peer->rkey,
+		      IBV_SEND_SIGNALED));
+	CHECK(!post3(e, IBV_WR_RDMA_WRITE, 2, peer->addr + W2_OFF, peer->rkey));
+	CHECK(!post3(e, IBV_WR_SEND, 3, 0, 0));
+	sge = (struct ibv_sge){
+		.addr = (uintptr_t)e->buf + SRC_OFF, .length = I_LEN, .lkey = e->mr->lkey};
+	wr.wr_id = 4;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.imm_data = htobe32(0x1234);
+	wr.wr.rdma.remote_addr = peer->addr + I_OFF;
+	wr.wr.rdma.rkey = peer->rkey;
+	CHECK(!ibv_post_send(e->qp, &wr, &bad));
+	for (uint64_t id = 1; id <= 4; id++)
+		a_wait(e, id, IBV_WC_SUCCESS);
+	if (child > 0) {
+		close(pfd[1]);
+		int st;
+
+		CHECK(waitpid(child, &st, 0) == child && WIFEXITED(st) && !WEXITSTATUS(st));
+	}
+}
+
+static void a_bounds(struct t_ep *e, const struct t_addr *peer)
+{
+	/* 64 KiB from 32 KiB before the end of B's MR */
+	CHECK(!t_post(e, IBV_WR_RDMA_WRITE, 5, SRC_OFF, 64 << 10, peer->addr + BUF - (32 << 10),
+		      peer->rkey, IBV_SEND_SIGNALED));
+	a_wait(e, 5, IBV_WC_REM_ACCESS_ERR);
+}
+
+/* Stream 1 MiB WRITEs until the dereg shows; count what came back. */
+static void a_dereg(struct t_ep *e, const struct t_addr *peer, int sock)
+{
+	int posted = 0, done = 0, ok = 0, access = 0, flushed = 0, other = 0;
+	bool told = false;
+	uint64_t end = t_ms() + 15000;
+	char c = 'D';
+
+	while (t_ms() < end && !access) {
+		struct ibv_wc wc[8];
+		int n;
+
+		while (posted - done < 8 && !access)
+			if (t_post(e, IBV_WR_RDMA_WRITE, 100 + (uint64_t)posted, SRC_OFF, 1 << 20,
+				   peer->addr, peer->rkey, IBV_SEND_SIGNALED))
+				break;
+			else
+				posted++;
+		n = ibv_poll_cq(e->cq, 8, wc);
+		for (int i = 0; i < n; i++) {
+			done++;
+			ok += wc[i].status == IBV_WC_SUCCESS;
+			access += wc[i].status == IBV_WC_REM_ACCESS_ERR;
+			flushed += wc[i].status == IBV_WC_WR_FLUSH_ERR;
+			other += wc[i].status != IBV_WC_SUCCESS &&
+				 wc[i].status != IBV_WC_REM_ACCESS_ERR &&
+				 wc[i].status != IBV_WC_WR_FLUSH_ERR;
+		}
+		if (!told && ok >= 8) {
+			told = true;
+			t_xfer(sock, &c, 1, true);
+		}
+	}
+	CHECK_MSG(told && access == 1 && !other, "ok %d, access errors %d, flushed %d, other %d",
+		  ok, access, flushed, other);
+	t_xfer(sock, &c, 1, false); /* B looked at its buffer */
+}
+
+static int side_a(void *arg, int out)
+{
+	const struct pcfg *c = arg;
+	struct t_addr mine, peer;
+	struct t_ep e;
+	char cmd;
+
+	write_env(c, false);
+	if (t_ep_init(&e, NULL, IBV_QPT_RC, BUF, ACC, 256))
+		return 1;
+	t_fill(e.buf + SRC_OFF, 2 << 20, 11);
+	mine = t_addr_of(&e, 200);
+	if (t_xfer(c->sock, &mine, sizeof(mine), true) ||
+	    t_xfer(c->sock, &peer, sizeof(peer), false))
+		return 1;
+	if (!CHECK(t_connect_to(&e, &peer, 200, IBV_MTU_4096) == 0) ||
+	    t_xfer(c->sock, &cmd, 1, false))
+		return 1;
+	a_warm(&e, &peer);
+	if (c->mode == M_DEREG) {
+		a_dereg(&e, &peer, c->sock);
+	} else {
+		if (c->mode == M_BOUNDS)
+			a_bounds(&e, &peer);
+		else
+			a_data(&e, &peer, c->mode == M_FORK);
+		cmd = 'V';
+		t_xfer(c->sock, &cmd, 1, true);
+		t_xfer(c->sock, &cmd, 1, false);
+	}
+	t_ep_destroy(&e, true);
+	(void)out;
+	return t_st()->failed ? 1 : 0;
+}
+
+/* ---- the runs ---- */
+
+/* "single copy: sent N received M packets by reference; ... pulled B bytes" */
+static void single_line(const char *text, unsigned long long *sent, unsigned long long *pulled)
+{
+	const char *p = text ? strstr(text, "single copy: sent ") : NULL;
+	unsigned long long rx = 0;
+
+	*sent = *pulled = 0;
+	if (CHECK_MSG(p, "no single copy line in the report") &&
+	    CHECK(sscanf(p,
+			 "single copy: sent %llu received %llu packets by reference; "
+			 "this process pulled %llu",
+			 sent, &rx, pulled) == 3))
+		return;
+}
+
+static void run(const char *name, struct pcfg c, bool want_refs)
+{
+	struct t_proc p[2];
+	unsigned long long a_sent, a_pulled, b_sent, b_pulled;
+	int sv[2];
+
+	t_case(name);
+	if (!CHECK(!socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)))
+		return;
+	c.sock = sv[1];
+	CHECK(!t_proc_spawn(&p[1], side_b, &c, NULL, 0, sv[0]));
+	c.sock = sv[0];
+	CHECK(!t_proc_spawn(&p[0], side_a, &c, NULL, 0, sv[1]));
+	close(sv[0]);
+	close(sv[1]);
+	CHECK_EQ_INT(t_proc_reap(p, 2, 60000), 2);
+	single_line(p[0].err, &a_sent, &a_pulled);
+	single_line(p[1].err, &b_sent, &b_pulled);
+	printf("# A sent %llu packets by reference, B pulled %llu bytes\n", a_sent, b_pulled);
+	if (want_refs)
+		CHECK_MSG(a_sent > 0 && b_pulled > 0, "the single copy was not used");
+	else
+		CHECK_MSG(a_sent == 0 && b_pulled == 0, "packets went by reference");
+	t_proc_free(&p[0]);
+	t_proc_free(&p[1]);
+}
+
+int main(void)
+{
+	t_start("api_single_copy");
+	run("a. default: WRITE, WRITE from SGEs, SEND, WRITE with immediate", (struct pcfg){0},
+	    true);
+	run("b. SOFTVERBS_SINGLE_COPY=0 in B: copies", (struct pcfg){.b_no_pull = true}, false);
+	run("c. B may not read A's memory (seccomp): copies", (struct pcfg){.b_seccomp = true},
+	    false);
+	run("d. a WRITE past the end of B's MR", (struct pcfg){.mode = M_BOUNDS}, true);
+	run("e. B deregisters its MR during WRITEs", (struct pcfg){.mode = M_DEREG}, true);
+	run("f. A forks while its WRITEs are pulled", (struct pcfg){.mode = M_FORK}, true);
+	if (geteuid() == 0)
+		run("g. B is another user: no link", (struct pcfg){.b_other_uid = true}, false);
+	else
+		printf("# g. not run: running B as uid 65534 needs root\n");
+	return t_finish();
+}
