@@ -92,43 +92,19 @@ static void flush_lines(uint8_t *dst, size_t len)
 	atomic_fetch_add_explicit(&sw_place_stats.flushed_lines, n, memory_order_relaxed);
 }
 
-/*
- * Writes into application memory race with the application's reads by
- * design, as DMA does (tests/tsan.supp says why). Under ThreadSanitizer
- * the placement is hidden from the race detector here, since the writer's
- * stack of a long-ago placement often cannot be restored for a
- * suppression to match.
- */
-#if defined(__SANITIZE_THREAD__)
-#define SV_TSAN_BUILD 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define SV_TSAN_BUILD 1
-#endif
-#endif
-#ifdef SV_TSAN_BUILD
-void __tsan_ignore_thread_begin(void);
-void __tsan_ignore_thread_end(void);
-#define DMA_BEGIN() __tsan_ignore_thread_begin()
-#define DMA_END() __tsan_ignore_thread_end()
-#else
-#define DMA_BEGIN() ((void)0)
-#define DMA_END() ((void)0)
-#endif
-
 /* Contract: see place.h. */
 void sw_place_here(const struct sw_place_hint *hint, uint8_t *dst, const uint8_t *src, size_t len)
 {
 	if (!len)
 		return;
-	DMA_BEGIN();
+	SW_DMA_BEGIN();
 	if (hint && hint->ph == 1)
 		copy_body_nt(dst, src, len - 1);
 	else
 		memcpy(dst, src, len - 1);
 	atomic_thread_fence(memory_order_release);
 	*(volatile uint8_t *)(dst + len - 1) = src[len - 1];
-	DMA_END();
+	SW_DMA_END();
 	if (hint && hint->mem_type == IBV_TPH_MEM_TYPE_PM)
 		flush_lines(dst, len);
 }
@@ -136,9 +112,9 @@ void sw_place_here(const struct sw_place_hint *hint, uint8_t *dst, const uint8_t
 /* Contract: see place.h. */
 void sw_fetch(void *dst, const void *src, size_t len)
 {
-	DMA_BEGIN();
+	SW_DMA_BEGIN();
 	memcpy(dst, src, len);
-	DMA_END();
+	SW_DMA_END();
 }
 
 /*
@@ -159,7 +135,7 @@ uint64_t sw_place_atomic(const struct sw_place_hint *hint, uint64_t *target, boo
 	uint64_t orig;
 
 	sw_place_fence(); /* the word may be one a deferred WRITE is still placing */
-	DMA_BEGIN();
+	SW_DMA_BEGIN();
 	if (cas) {
 		orig = compare;
 		__atomic_compare_exchange_n(target, &orig, swap_add, false, __ATOMIC_SEQ_CST,
@@ -167,7 +143,7 @@ uint64_t sw_place_atomic(const struct sw_place_hint *hint, uint64_t *target, boo
 	} else {
 		orig = __atomic_fetch_add(target, swap_add, __ATOMIC_SEQ_CST);
 	}
-	DMA_END();
+	SW_DMA_END();
 	place_persist(hint, target, sizeof(*target));
 	return orig;
 }
@@ -176,9 +152,9 @@ uint64_t sw_place_atomic(const struct sw_place_hint *hint, uint64_t *target, boo
 void sw_place_store64(const struct sw_place_hint *hint, uint64_t *target, uint64_t value)
 {
 	sw_place_fence(); /* after the WRITEs before it, which may still be on a worker */
-	DMA_BEGIN();
+	SW_DMA_BEGIN();
 	__atomic_store_n(target, value, __ATOMIC_SEQ_CST);
-	DMA_END();
+	SW_DMA_END();
 	place_persist(hint, target, sizeof(*target));
 }
 

@@ -14,6 +14,30 @@
 
 #include <infiniband/verbs.h>
 
+/*
+ * Writes into application memory race with the application's reads by
+ * design, as DMA does (tests/tsan.supp says why). Under ThreadSanitizer
+ * placements are hidden from the race detector (SW_DMA_BEGIN/END around
+ * them), since the writer's stack of a long-ago placement often cannot
+ * be restored for a suppression to match.
+ */
+#if defined(__SANITIZE_THREAD__)
+#define SV_TSAN_BUILD 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SV_TSAN_BUILD 1
+#endif
+#endif
+#ifdef SV_TSAN_BUILD
+void __tsan_ignore_thread_begin(void);
+void __tsan_ignore_thread_end(void);
+#define SW_DMA_BEGIN() __tsan_ignore_thread_begin()
+#define SW_DMA_END() __tsan_ignore_thread_end()
+#else
+#define SW_DMA_BEGIN() ((void)0)
+#define SW_DMA_END() ((void)0)
+#endif
+
 /* The hints placement needs, copied from a DMA handle. */
 struct sw_place_hint {
 	bool has_cpu;

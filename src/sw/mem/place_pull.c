@@ -111,7 +111,9 @@ void sw_place_pull_flush(void)
 		if (left >= s->len) {
 			left -= s->len;
 			/* the last byte after the rest: see the header */
+			SW_DMA_BEGIN();
 			__atomic_store_n(s->dst + s->len - 1, pq.tail[i], __ATOMIC_RELEASE);
+			SW_DMA_END();
 			owner_done(&s->own, 0);
 		} else {
 			left = 0;
