@@ -22,7 +22,15 @@
  *   f. fork: A's child rewrites its copy of A's source (copy on write)
  *      while A WRITEs it: B gets A's bytes, not the child's;
  *   g. root only: B runs as another user (uid 65534): no link, so no
- *      packet by reference; the bytes arrive over UDP.
+ *      packet by reference; the bytes arrive over UDP;
+ *   h. B deregisters its MR while A streams 1 MiB READs from it:
+ *      ibv_dereg_mr returns within 1.5 s, A's READs then fail with
+ *      REM_ACCESS_ERR, nothing else, and the ones that succeeded hold
+ *      B's bytes, not what B wrote over them after the dereg.
+ * Cases a, b, c and f also READ 1 MiB and 200 KiB into three SGEs from B
+ * and check every byte at A; READ responses never go by reference (B
+ * sends none, A pulls nothing: a READ's bytes are the MR's at the time
+ * of the response, which a later atomic or WRITE may change).
  */
 #include "harness.h"
 #include "stats.h"
@@ -50,13 +58,16 @@ enum {
 	I_OFF = 4 << 20, /* WRITE with immediate 64 KiB */
 	I_LEN = 64 << 10,
 	SRC_OFF = 5 << 20, /* A's sources */
+	R_OFF = 6 << 20, /* B: what A READs (1 MiB); A: where the READ lands */
+	R3_OFF = 7 << 20, /* A: a READ of 200 KiB lands in three pieces from here */
 };
 
 enum mode {
 	M_DATA,
 	M_BOUNDS,
 	M_DEREG,
-	M_FORK
+	M_FORK,
+	M_DEREG_READ
 };
 
 struct pcfg {
@@ -107,15 +118,18 @@ static int post_recv3(struct t_ep *e)
 	return ibv_post_recv(e->qp, &wr, &bad);
 }
 
-/* Post a WRITE or SEND of the three source pieces at SRC_OFF + 1 MiB. */
+/*
+ * Post a WRITE or SEND of the three source pieces at SRC_OFF + 1 MiB, or
+ * a READ into the three pieces at R3_OFF.
+ */
 static int post3(struct t_ep *e, enum ibv_wr_opcode op, uint64_t id, uint64_t raddr, uint32_t rkey)
 {
+	size_t base = op == IBV_WR_RDMA_READ ? R3_OFF : SRC_OFF + (1 << 20);
 	struct ibv_sge sge[3];
 	struct ibv_send_wr wr = {0}, *bad;
 
 	for (int i = 0; i < 3; i++)
-		sge[i] = (struct ibv_sge){.addr = (uintptr_t)e->buf + SRC_OFF + (1 << 20) +
-						  s_piece[i].off,
+		sge[i] = (struct ibv_sge){.addr = (uintptr_t)e->buf + base + s_piece[i].off,
 					  .length = s_piece[i].len,
 					  .lkey = e->mr->lkey};
 	wr.wr_id = id;
@@ -191,14 +205,22 @@ out:
 	free(src);
 }
 
-/* Deregister while A writes; then the buffer must stay as it is. */
+/*
+ * Deregister while A writes (or reads: then within the bound on how long
+ * the link keeps an MR for READ responses); then the buffer must stay
+ * as it is.
+ */
 static void b_dereg(struct t_ep *e, int sock)
 {
+	uint64_t t0;
 	char c;
 
 	if (!CHECK(t_xfer(sock, &c, 1, false) == 0)) /* A is streaming */
 		return;
+	t0 = t_ms();
 	CHECK_EQ_INT(ibv_dereg_mr(e->mr), 0);
+	CHECK_MSG(t_ms() - t0 < 1500, "ibv_dereg_mr took %llu ms",
+		  (unsigned long long)(t_ms() - t0));
 	e->mr = NULL;
 	memset(e->buf, 0xee, 2 << 20);
 	usleep(200 * 1000); /* A's WRITEs keep coming meanwhile */
@@ -224,6 +246,7 @@ static int side_b(void *arg, int out)
 		return 1;
 	if (t_ep_init(&e, NULL, IBV_QPT_RC, BUF, ACC, 256))
 		return 1;
+	t_fill(e.buf + R_OFF, 1 << 20, 23); /* what A READs */
 	mine = t_addr_of(&e, 100);
 	if (t_xfer(c->sock, &mine, sizeof(mine), true) ||
 	    t_xfer(c->sock, &peer, sizeof(peer), false))
@@ -232,7 +255,7 @@ static int side_b(void *arg, int out)
 	    !CHECK(!t_post_recv(&e, 8, BUF - 64, 64)))
 		return 1;
 	t_xfer(c->sock, &cmd, 1, true); /* ready */
-	if (c->mode == M_DEREG)
+	if (c->mode == M_DEREG || c->mode == M_DEREG_READ)
 		b_dereg(&e, c->sock);
 	else if (!t_xfer(c->sock, &cmd, 1, false) && cmd == 'V' && c->mode != M_BOUNDS)
 		b_check_data(&e);
@@ -269,6 +292,25 @@ static void a_warm(struct t_ep *e, const struct t_addr *peer)
 	}
 }
 
+/* The READs landed: 1 MiB at R_OFF, its first 200 KiB in three pieces at R3_OFF. */
+static void a_check_reads(struct t_ep *e)
+{
+	uint8_t *want = malloc(1 << 20);
+	size_t at = 0;
+
+	if (!CHECK(want))
+		return;
+	t_fill(want, 1 << 20, 23);
+	same(e->buf + R_OFF, want, 1 << 20, "READ 1 MiB");
+	for (int i = 0; i < 3; i++) {
+		same(e->buf + R3_OFF + s_piece[i].off, want + at, s_piece[i].len,
+		     "READ into three SGEs");
+		at += s_piece[i].len;
+	}
+	all_zero(e->buf + R3_OFF + (50 << 10), (64 - 50) << 10, "READ gap");
+	free(want);
+}
+
 static void a_data(struct t_ep *e, const struct t_addr *peer, bool fork_child)
 {
 	struct ibv_send_wr wr = {0}, *bad;
@@ -303,8 +345,12 @@ static void a_data(struct t_ep *e, const struct t_addr *peer, bool fork_child)
 	wr.wr.rdma.remote_addr = peer->addr + I_OFF;
 	wr.wr.rdma.rkey = peer->rkey;
 	CHECK(!ibv_post_send(e->qp, &wr, &bad));
-	for (uint64_t id = 1; id <= 4; id++)
+	CHECK(!t_post(e, IBV_WR_RDMA_READ, 5, R_OFF, 1 << 20, peer->addr + R_OFF, peer->rkey,
+		      IBV_SEND_SIGNALED));
+	CHECK(!post3(e, IBV_WR_RDMA_READ, 6, peer->addr + R_OFF, peer->rkey));
+	for (uint64_t id = 1; id <= 6; id++)
 		a_wait(e, id, IBV_WC_SUCCESS);
+	a_check_reads(e);
 	if (child > 0) {
 		close(pfd[1]);
 		int st;
@@ -321,8 +367,8 @@ static void a_bounds(struct t_ep *e, const struct t_addr *peer)
 	a_wait(e, 5, IBV_WC_REM_ACCESS_ERR);
 }
 
-/* Stream 1 MiB WRITEs until the dereg shows; count what came back. */
-static void a_dereg(struct t_ep *e, const struct t_addr *peer, int sock)
+/* Stream 1 MiB WRITEs (or READs) until the dereg shows; count what came back. */
+static void a_dereg(struct t_ep *e, const struct t_addr *peer, int sock, bool read)
 {
 	int posted = 0, done = 0, ok = 0, access = 0, flushed = 0, other = 0;
 	bool told = false;
@@ -334,8 +380,9 @@ static void a_dereg(struct t_ep *e, const struct t_addr *peer, int sock)
 		int n;
 
 		while (posted - done < 8 && !access)
-			if (t_post(e, IBV_WR_RDMA_WRITE, 100 + (uint64_t)posted, SRC_OFF, 1 << 20,
-				   peer->addr, peer->rkey, IBV_SEND_SIGNALED))
+			if (t_post(e, read ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE,
+				   100 + (uint64_t)posted, read ? R_OFF : SRC_OFF, 1 << 20,
+				   peer->addr + (read ? R_OFF : 0), peer->rkey, IBV_SEND_SIGNALED))
 				break;
 			else
 				posted++;
@@ -357,6 +404,15 @@ static void a_dereg(struct t_ep *e, const struct t_addr *peer, int sock)
 	CHECK_MSG(told && access == 1 && !other, "ok %d, access errors %d, flushed %d, other %d",
 		  ok, access, flushed, other);
 	t_xfer(sock, &c, 1, false); /* B looked at its buffer */
+	if (read) { /* the READs that succeeded read B's bytes before its dereg returned */
+		uint8_t *want = malloc(1 << 20);
+
+		if (CHECK(want)) {
+			t_fill(want, 1 << 20, 23);
+			same(e->buf + R_OFF, want, 1 << 20, "READ before the dereg");
+		}
+		free(want);
+	}
 }
 
 static int side_a(void *arg, int out)
@@ -378,8 +434,8 @@ static int side_a(void *arg, int out)
 	    t_xfer(c->sock, &cmd, 1, false))
 		return 1;
 	a_warm(&e, &peer);
-	if (c->mode == M_DEREG) {
-		a_dereg(&e, &peer, c->sock);
+	if (c->mode == M_DEREG || c->mode == M_DEREG_READ) {
+		a_dereg(&e, &peer, c->sock, c->mode == M_DEREG_READ);
 	} else {
 		if (c->mode == M_BOUNDS)
 			a_bounds(&e, &peer);
@@ -411,7 +467,7 @@ static void single_line(const char *text, unsigned long long *sent, unsigned lon
 		return;
 }
 
-static void run(const char *name, struct pcfg c, bool want_refs)
+static void run(const char *name, struct pcfg c, bool want)
 {
 	struct t_proc p[2];
 	unsigned long long a_sent, a_pulled, b_sent, b_pulled;
@@ -429,11 +485,14 @@ static void run(const char *name, struct pcfg c, bool want_refs)
 	CHECK_EQ_INT(t_proc_reap(p, 2, 60000), 2);
 	single_line(p[0].err, &a_sent, &a_pulled);
 	single_line(p[1].err, &b_sent, &b_pulled);
-	printf("# A sent %llu packets by reference, B pulled %llu bytes\n", a_sent, b_pulled);
-	if (want_refs)
+	printf("# A sent %llu packets by reference, B pulled %llu bytes; B sent %llu, A pulled %llu\n",
+	       a_sent, b_pulled, b_sent, a_pulled);
+	if (want)
 		CHECK_MSG(a_sent > 0 && b_pulled > 0, "the single copy was not used");
 	else
-		CHECK_MSG(a_sent == 0 && b_pulled == 0, "packets went by reference");
+		CHECK_MSG(a_sent + b_pulled == 0, "packets went by reference");
+	/* READ responses always carry their bytes (docs/single-copy.md) */
+	CHECK_MSG(b_sent + a_pulled == 0, "READ responses went by reference");
 	t_proc_free(&p[0]);
 	t_proc_free(&p[1]);
 }
@@ -441,14 +500,15 @@ static void run(const char *name, struct pcfg c, bool want_refs)
 int main(void)
 {
 	t_start("api_single_copy");
-	run("a. default: WRITE, WRITE from SGEs, SEND, WRITE with immediate", (struct pcfg){0},
-	    true);
+	run("a. default: WRITE, WRITE from SGEs, SEND, WRITE with immediate, READ",
+	    (struct pcfg){0}, true);
 	run("b. SOFTVERBS_SINGLE_COPY=0 in B: copies", (struct pcfg){.b_no_pull = true}, false);
 	run("c. B may not read A's memory (seccomp): copies", (struct pcfg){.b_seccomp = true},
 	    false);
 	run("d. a WRITE past the end of B's MR", (struct pcfg){.mode = M_BOUNDS}, true);
 	run("e. B deregisters its MR during WRITEs", (struct pcfg){.mode = M_DEREG}, true);
 	run("f. A forks while its WRITEs are pulled", (struct pcfg){.mode = M_FORK}, true);
+	run("h. B deregisters its MR during READs", (struct pcfg){.mode = M_DEREG_READ}, true);
 	if (geteuid() == 0)
 		run("g. B is another user: no link", (struct pcfg){.b_other_uid = true}, false);
 	else

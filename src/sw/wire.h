@@ -310,6 +310,14 @@ int sw_pkt_parse(struct sw_pkt *p, const uint8_t *buf, size_t len, const struct 
 int sw_pkt_take_ref(struct sw_pkt *p, pid_t pid);
 
 /*
+ * Write packet `p` by reference into `buf`: its headers (no pad count),
+ * the reference to `len` bytes in the `n` pieces `pc` (1 to
+ * SW_REF_PIECES), and 4 zero bytes for the ICRC. Its length.
+ */
+size_t sw_pkt_write_ref(uint8_t *buf, struct sw_pkt *p, const struct sw_ref_piece *pc, uint32_t n,
+			uint32_t len);
+
+/*
  * The BTH alone, for a packet whose opcode sw_opinfo() does not know:
  * length (BTH + ICRC at least, a multiple of 4), transport version 0
  * and ICRC as sw_pkt_parse() checks them; p->info is NULL and the

@@ -137,7 +137,7 @@ static uint32_t send_unref(struct sw_engine *eng, const struct sw_tx_batch *b,
 	uint32_t i;
 
 	for (i = 0; i < b->n; i++)
-		if (!b->ref[i] && sw_net_send_raw(eng, b->buf[i], b->len[i], av) == -EAGAIN)
+		if (!b->ref[i].n && sw_net_send_raw(eng, b->buf[i], b->len[i], av) == -EAGAIN)
 			break;
 	return i;
 }
@@ -175,7 +175,8 @@ uint32_t sw_net_send_batch(struct sw_engine *eng, const struct sw_tx_batch *b,
 			return (uint32_t)r;
 	}
 	for (i = 0; i < n; i++)
-		if (b->ref[i]) /* the link closed since it was built: lost, sent again as a copy */
+		if (b->ref[i]
+			    .n) /* the link closed since it was built: lost, sent again as a copy */
 			return send_unref(eng, b, av);
 	memset(msg, 0, sizeof(msg));
 	for (i = 0; i < n; i++) {

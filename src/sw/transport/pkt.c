@@ -188,6 +188,23 @@ int sw_pkt_parse(struct sw_pkt *p, const uint8_t *buf, size_t len, const struct 
 }
 
 /* See wire.h. */
+size_t sw_pkt_write_ref(uint8_t *buf, struct sw_pkt *p, const struct sw_ref_piece *pc, uint32_t n,
+			uint32_t len)
+{
+	uint32_t hdr[2] = {n, len};
+	size_t hl;
+
+	p->padcnt = 0;
+	p->paylen = SW_REF_HDR_LEN + n * (uint32_t)sizeof(pc[0]);
+	hl = sw_pkt_write_hdrs(buf, p);
+	memcpy(buf + hl, hdr, sizeof(hdr));
+	memcpy(buf + hl + sizeof(hdr), pc, (size_t)n * sizeof(pc[0]));
+	hl += p->paylen;
+	memset(buf + hl, 0, SW_ICRC_LEN); /* no ICRC: never on a wire */
+	return hl + SW_ICRC_LEN;
+}
+
+/* See wire.h. */
 int sw_pkt_take_ref(struct sw_pkt *p, pid_t pid)
 {
 	uint32_t flags = p->info ? p->info->flags : 0, n, total, sum = 0;

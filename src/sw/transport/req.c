@@ -123,35 +123,23 @@ static uint32_t ack_every(const struct sw_req *req)
 
 /*
  * Packet `p` of `w` (`len` payload bytes at `off`) by reference, into
- * `buf` (wire.h): its length, -E2BIG if the payload has more than
- * SW_REF_PIECES pieces, or the SGE errors of a gather.
+ * `buf` (wire.h), its MRs held in `ref`: its length, -E2BIG if the
+ * payload has more than SW_REF_PIECES pieces, or the SGE errors of a
+ * gather.
  */
 static int build_ref(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t off, uint32_t len,
-		     struct sw_pkt *p, uint8_t *buf)
+		     struct sw_pkt *p, uint8_t *buf, struct sw_ref_hold *ref)
 {
 	struct sw_ref_piece pc[SW_REF_PIECES];
-	uint32_t hdr[2];
 	int n = sw_sge_refs(qp, (const struct ibv_sge *)(void *)w->data, w->num_sge, off, len, pc,
-			    SW_REF_PIECES);
-	size_t hl;
+			    SW_REF_PIECES, ref);
 
-	if (n < 0)
-		return n;
-	p->padcnt = 0;
-	p->paylen = SW_REF_HDR_LEN + (uint32_t)n * (uint32_t)sizeof(pc[0]);
-	hl = sw_pkt_write_hdrs(buf, p);
-	hdr[0] = (uint32_t)n;
-	hdr[1] = len;
-	memcpy(buf + hl, hdr, sizeof(hdr));
-	memcpy(buf + hl + sizeof(hdr), pc, (size_t)n * sizeof(pc[0]));
-	hl += p->paylen;
-	memset(buf + hl, 0, SW_ICRC_LEN); /* no ICRC: never on a wire */
-	return (int)(hl + SW_ICRC_LEN);
+	return n < 0 ? n : (int)sw_pkt_write_ref(buf, p, pc, (uint32_t)n, len);
 }
 
 /* Contract: see transport_priv.h (qp->lock held). */
 int sw_req_build(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t k, uint8_t *buf,
-		 const struct sw_av *av, bool ack_req, bool *by_ref)
+		 const struct sw_av *av, bool ack_req, struct sw_ref_hold *ref)
 {
 	enum ibv_qp_type qpt = qp->ibv.qp_base.qp_type;
 	bool ud = qpt == IBV_QPT_UD, rc = qpt == IBV_QPT_RC || qpt == IBV_QPT_XRC_SEND;
@@ -232,14 +220,13 @@ int sw_req_build(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t k, uint8_t *b
 		qp->req->since_ackreq = 0;
 		qp->req->ackreq_psn = p.psn;
 	}
-	if (by_ref && *by_ref)
-		*by_ref = len && w->num_sge && w->length >= SW_REF_MIN_MSG && qpt == IBV_QPT_RC &&
-			  w->opcode != IBV_WR_ATOMIC_WRITE;
-	if (by_ref && *by_ref) {
-		ret = build_ref(qp, w, off, len, &p, buf);
+	if (ref)
+		ref->n = 0;
+	if (ref && len && w->num_sge && w->length >= SW_REF_MIN_MSG && qpt == IBV_QPT_RC &&
+	    w->opcode != IBV_WR_ATOMIC_WRITE) {
+		ret = build_ref(qp, w, off, len, &p, buf, ref);
 		if (ret != -E2BIG)
-			return ret;
-		*by_ref = false; /* too many pieces: a copy */
+			return ret; /* (too many pieces: a copy) */
 	}
 	p.padcnt = sw_pad_for(len);
 	p.paylen = len;
@@ -293,6 +280,9 @@ static bool tx_flush(struct sw_qp *qp, struct sw_tx_batch *tx, const struct sw_a
 		return true;
 	sent = sw_net_send_batch(eng, tx, av);
 	tx->n = 0;
+	for (uint32_t i = 0; i < n; i++) /* the link keeps what it needs (shm_hold.c) */
+		if (tx->ref[i].n)
+			sw_ref_hold_put(&tx->ref[i]);
 	for (uint32_t i = 0; i < sent; i++)
 		fresh = count_sent(qp, tx->psn[i], tx->len[i]);
 	if (sent) {
@@ -474,7 +464,8 @@ static void req_run(struct sw_qp *qp)
 			       (uint32_t)sw_psn_diff(req->psn, req->una_psn) + pkt_psns(qp, w) >=
 				       req->window));
 		by_ref = tx && w->length >= SW_REF_MIN_MSG && link_pulls(qp, &refs);
-		len = sw_req_build(qp, w, req->send_off, buf, av, ack, &by_ref);
+		len = sw_req_build(qp, w, req->send_off, buf, av, ack,
+				   by_ref ? &tx->ref[tx->n] : NULL);
 		if (len < 0) {
 			/*
 			 * A bad local SGE fails the WQE. It completes in order:
@@ -491,7 +482,8 @@ static void req_run(struct sw_qp *qp)
 		}
 		if (tx) {
 			tx->psn[tx->n] = req->psn;
-			tx->ref[tx->n] = by_ref;
+			if (!by_ref)
+				tx->ref[tx->n].n = 0;
 			tx->len[tx->n++] = (size_t)len;
 		} else {
 			ret = sw_net_send(sw_engine_of(qp), buf, (size_t)len, av);

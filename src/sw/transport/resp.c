@@ -38,6 +38,7 @@ enum resp_outcome {
 	RESP_EPSN_SET, /* handled, and the handler set the expected PSN (a READ takes several) */
 	RESP_RNR, /* an RNR NAK went out: the same PSN is expected again */
 	RESP_FATAL, /* a NAK went out and the QP is in the error state */
+	RESP_GONE, /* single copy: the sender's process is gone; nothing answered, nothing moves */
 };
 
 /* Send a response packet built from `p` with `payload`, to the peer. */
@@ -244,8 +245,9 @@ static enum resp_outcome handle_send(struct sw_qp *qp, const struct sw_pkt *pkt)
 					pkt->payload, pkt->paylen);
 	if (ret)
 		return fail_send(qp, pkt, IBV_WC_LOC_PROT_ERR, SW_AETH_NAK_REM_OP);
-	if ((flags & SW_F_LAST) && pkt->ref && sw_resp_pull_failed(qp, true))
-		return fail_send(qp, pkt, IBV_WC_REM_OP_ERR, SW_AETH_NAK_REM_OP);
+	if ((flags & SW_F_LAST) && pkt->ref && (ret = sw_resp_pull_failed(qp, true)))
+		return ret == -ESRCH ? RESP_GONE :
+				       fail_send(qp, pkt, IBV_WC_REM_OP_ERR, SW_AETH_NAK_REM_OP);
 	resp->offset += pkt->paylen;
 	if ((flags & SW_F_IETH) &&
 	    sw_mw_invalidate(sw_dev_of(qp->ibv.qp_base.context), be32toh(pkt->imm_be),
@@ -358,6 +360,8 @@ static enum resp_outcome handle_write(struct sw_qp *qp, const struct sw_pkt *pkt
 	sw_resp_put_mr(mr);
 	if (!ret && pkt->ref && (flags & SW_F_LAST) && (flags & SW_F_IMMDT))
 		ret = sw_resp_pull_failed(qp, true); /* before the completion */
+	if (ret == -ESRCH)
+		return RESP_GONE;
 	if (ret)
 		return fatal_nak(qp, SW_AETH_NAK_REM_OP, pkt->psn);
 	resp->wr_va += pkt->paylen;
@@ -377,7 +381,9 @@ static enum resp_outcome handle_write(struct sw_qp *qp, const struct sw_pkt *pkt
 /*
  * Send READ responses for packets [from, res->npkts) of `res`, read from
  * `mr` (NULL only for a zero-length READ: one empty response). Each
- * carries the current MSN and an ACK syndrome without credits.
+ * carries the current MSN and an ACK syndrome without credits. (Always
+ * with their bytes, never by reference: the bytes are the MR's as it is
+ * now, before any later request of the QP changes them.)
  */
 static void send_read_resp(struct sw_qp *qp, const struct sw_rd_res *res, uint32_t from,
 			   const struct sw_mr *mr)
@@ -808,6 +814,7 @@ static bool resp_in_order(struct sw_qp *qp, const struct sw_pkt *pkt)
 	switch (handle_expected(qp, pkt)) {
 	case RESP_FATAL: /* the QP is in error: nothing more to do */
 	case RESP_RNR: /* the requester sends this PSN again */
+	case RESP_GONE: /* and this one never will */
 		return false;
 	case RESP_DONE:
 		resp->epsn = sw_psn_add(pkt->psn, 1);
@@ -892,6 +899,11 @@ void sw_resp_flush_ack(struct sw_qp *qp)
 
 	/* a pulled copy failed (the caller fenced): no ACK for bytes that are not there */
 	if (resp && qp->ibv.qp_base.state != IBV_QPS_ERR && sw_resp_pull_failed(qp, false)) {
+		if (sw_resp_pull_failed(qp, false) == -ESRCH) {
+			resp->ack_pending = false; /* the sender is gone: nobody to answer */
+			return;
+		}
+		atomic_store(&qp->pull_err, 0); /* once: the way to the error state flushes ACKs */
 		fatal_nak(qp, SW_AETH_NAK_REM_OP, resp->ack_psn);
 		return;
 	}

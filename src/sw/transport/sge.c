@@ -154,14 +154,21 @@ int sw_sge_scatter_rx(struct sw_qp *qp, const struct ibv_sge *sge, uint32_t nsge
 struct ref_list {
 	struct sw_ref_piece *out;
 	uint32_t n, max;
+	struct sw_ref_hold *hold;
 };
 
 static int ref_piece(struct sw_mr *mr, uint8_t *host, uint32_t n, void *arg)
 {
 	struct ref_list *l = arg;
 	struct sw_ref_piece *last = l->n ? &l->out[l->n - 1] : NULL;
+	struct sw_ref_hold *h = l->hold;
 
-	(void)mr;
+	if (!h->n || h->mr[h->n - 1] != mr) { /* at most one per piece */
+		if (h->n == SW_REF_PIECES)
+			return -E2BIG;
+		sw_mr_get(mr);
+		h->mr[h->n++] = mr;
+	}
 	if (last && last->addr + last->len == (uintptr_t)host) {
 		last->len += n; /* SGEs that continue each other */
 		return 0;
@@ -174,12 +181,24 @@ static int ref_piece(struct sw_mr *mr, uint8_t *host, uint32_t n, void *arg)
 
 /* Contract: see transport_priv.h. */
 int sw_sge_refs(struct sw_qp *qp, const struct ibv_sge *sge, uint32_t nsge, uint32_t off,
-		uint32_t len, struct sw_ref_piece *out, uint32_t max)
+		uint32_t len, struct sw_ref_piece *out, uint32_t max, struct sw_ref_hold *hold)
 {
-	struct ref_list l = {.out = out, .max = max};
-	int ret = sge_walk(qp, sge, nsge, off, len, 0, ref_piece, &l);
+	struct ref_list l = {.out = out, .max = max, .hold = hold};
+	int ret;
 
+	hold->n = 0;
+	ret = sge_walk(qp, sge, nsge, off, len, 0, ref_piece, &l);
+	if (ret)
+		sw_ref_hold_put(hold);
 	return ret ? ret : (int)l.n;
+}
+
+/* Contract: see transport_priv.h. */
+void sw_ref_hold_put(struct sw_ref_hold *h)
+{
+	for (uint32_t i = 0; i < h->n; i++)
+		sw_mr_put(h->mr[i]);
+	h->n = 0;
 }
 
 /* A pulled copy landed or failed: drop its holds; a failure marks the QP. */

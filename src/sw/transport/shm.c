@@ -44,6 +44,7 @@
 #include <unistd.h>
 
 #include "sw/transport/shm_format.h"
+#include "sw/transport/shm_hold.h"
 #include "sw/transport/transport_priv.h"
 
 struct shm_out { /* a destination we send to */
@@ -54,6 +55,7 @@ struct shm_out { /* a destination we send to */
 	struct shm_hdr *hdr; /* the ring, NULL when no link */
 	uint64_t head; /* our copy of hdr->head */
 	uint64_t retry_at; /* no link: look again from then on */
+	struct shm_holds holds; /* MRs named by records not yet read (shm_hold.c) */
 };
 
 struct shm_in { /* a link into this device */
@@ -77,6 +79,7 @@ struct sw_shm {
 	uint32_t nin, rr; /* links in use; next to look at */
 	uint64_t sweep_at;
 	uint64_t accept_at; /* out of descriptors: the listener rests until then */
+	atomic_uint holding; /* out links with holds (shm_release) */
 };
 
 /* The ring's data, after its header. */
@@ -144,8 +147,11 @@ int sw_shm_start(struct sw_engine *eng)
 	return 0;
 }
 
-static void out_close(struct shm_out *o, uint64_t retry_at)
+static void out_close(struct sw_shm *s, struct shm_out *o, uint64_t retry_at)
 {
+	if (o->holds.n)
+		atomic_fetch_sub_explicit(&s->holding, 1, memory_order_relaxed);
+	shm_hold_clear(&o->holds);
 	if (o->hdr)
 		munmap(o->hdr, SHM_MAP_BYTES);
 	if (o->fd >= 0)
@@ -177,7 +183,7 @@ void sw_shm_stop(struct sw_engine *eng)
 	while (s->nin)
 		in_close(s, s->nin - 1);
 	for (int i = 0; i < SHM_MAX_OUT; i++) {
-		out_close(&s->out[i], 0);
+		out_close(s, &s->out[i], 0);
 		pthread_mutex_destroy(&s->out[i].lock);
 	}
 	if (s->lfd >= 0)
@@ -294,7 +300,7 @@ static struct shm_out *out_get(struct sw_engine *eng, const union sw_sa *dst)
 	if (!o && spare) {
 		o = spare;
 		pthread_mutex_lock(&o->lock);
-		out_close(o, 0);
+		out_close(s, o, 0);
 		o->used = true;
 		o->dst = *dst;
 		pthread_mutex_unlock(&o->lock);
@@ -357,9 +363,35 @@ static void ring_publish(struct shm_out *o)
 	}
 }
 
+/*
+ * A record by reference went into `o`'s ring: keep its MRs until the
+ * consumer has read past it (o->lock held). Out of memory, a hold is
+ * lost: deregistration then does not wait for that record.
+ */
+static void out_hold(struct sw_shm *s, struct shm_out *o, const struct sw_ref_hold *h)
+{
+	bool had = o->holds.n;
+	uint64_t now = sw_now_ns();
+
+	for (uint32_t k = 0; k < h->n; k++)
+		(void)shm_hold_add(&o->holds, o->head, h->mr[k], now);
+	if (!had && o->holds.n)
+		atomic_fetch_add_explicit(&s->holding, 1, memory_order_relaxed);
+}
+
+/* Drop the holds of `o` its consumer has read past (o->lock held). */
+static void out_release(struct sw_shm *s, struct shm_out *o, uint64_t now)
+{
+	if (!o->holds.n)
+		return;
+	shm_hold_release(&o->holds, atomic_load_explicit(&o->hdr->done, memory_order_acquire), now);
+	if (!o->holds.n)
+		atomic_fetch_sub_explicit(&s->holding, 1, memory_order_relaxed);
+}
+
 /* Contract: see transport_priv.h. */
 int sw_shm_send(struct sw_engine *eng, const uint8_t *const *pkt, const size_t *len,
-		const bool *ref, uint32_t n, const union sw_sa *dst)
+		const struct sw_ref_hold *ref, uint32_t n, const union sw_sa *dst)
 {
 	struct shm_out *o;
 	uint32_t i;
@@ -374,20 +406,23 @@ int sw_shm_send(struct sw_engine *eng, const uint8_t *const *pkt, const size_t *
 		pthread_mutex_unlock(&o->lock);
 		return -ENOTCONN;
 	}
+	out_release(eng->shm, o, sw_now_ns());
 	for (i = 0; i < n; i++) {
-		ret = ring_put(o, pkt[i], len[i], ref && ref[i] ? SHM_REC_REF : 0);
+		ret = ring_put(o, pkt[i], len[i], ref && ref[i].n ? SHM_REC_REF : 0);
 		if (ret)
 			break;
+		if (ref && ref[i].n)
+			out_hold(eng->shm, o, &ref[i]);
 		atomic_fetch_add_explicit(&eng->cnt.tx_pkts, 1, memory_order_relaxed);
 		atomic_fetch_add_explicit(&eng->cnt.tx_bytes, len[i], memory_order_relaxed);
 		atomic_fetch_add_explicit(&eng->cnt.shm_tx_pkts, 1, memory_order_relaxed);
-		if (ref && ref[i])
+		if (ref && ref[i].n)
 			atomic_fetch_add_explicit(&eng->cnt.ref_tx_pkts, 1, memory_order_relaxed);
 	}
 	if (i)
 		ring_publish(o);
 	if (ret == -EPROTO) {
-		out_close(o, sw_now_ns() + SHM_RETRY_NS);
+		out_close(eng->shm, o, sw_now_ns() + SHM_RETRY_NS);
 		atomic_fetch_add_explicit(&eng->cnt.shm_corrupt, 1, memory_order_relaxed);
 	} else if (ret == -EAGAIN) {
 		atomic_fetch_add_explicit(&eng->cnt.tx_again, 1, memory_order_relaxed);
@@ -396,6 +431,23 @@ int sw_shm_send(struct sw_engine *eng, const uint8_t *const *pkt, const size_t *
 	if (!i && ret == -EPROTO)
 		return -ENOTCONN; /* nothing went: UDP takes it */
 	return (int)i;
+}
+
+/* Progress thread: drop the holds every link's consumer has read past. */
+static void shm_release(struct sw_shm *s, uint64_t now)
+{
+	if (!atomic_load_explicit(&s->holding, memory_order_relaxed))
+		return;
+	pthread_mutex_lock(&s->lock);
+	for (int i = 0; i < SHM_MAX_OUT; i++) {
+		struct shm_out *o = &s->out[i];
+
+		pthread_mutex_lock(&o->lock);
+		if (o->hdr)
+			out_release(s, o, now);
+		pthread_mutex_unlock(&o->lock);
+	}
+	pthread_mutex_unlock(&s->lock);
 }
 
 /*
@@ -759,8 +811,9 @@ static void shm_sweep(struct sw_shm *s, uint64_t now)
 				continue;
 			pthread_mutex_lock(&o->lock);
 			/* an accepted link's peer may be back already: look again at once */
-			out_close(o, o->hdr && atomic_load(&o->hdr->accepted) ? 0 :
-										now + SHM_RETRY_NS);
+			out_close(s, o,
+				  o->hdr && atomic_load(&o->hdr->accepted) ? 0 :
+									     now + SHM_RETRY_NS);
 			pthread_mutex_unlock(&o->lock);
 		}
 	pthread_mutex_unlock(&s->lock);
@@ -791,4 +844,5 @@ void sw_shm_service(struct sw_engine *eng, uint64_t now)
 		s->sweep_at = now + SHM_SWEEP_NS;
 		shm_sweep(s, now);
 	}
+	shm_release(s, now);
 }

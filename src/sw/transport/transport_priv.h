@@ -337,11 +337,20 @@ static inline int sw_net_fd(const struct sw_engine *eng, const struct sw_av *av)
 enum {
 	SW_TX_BATCH = 16
 };
+/*
+ * A packet by reference (single copy): the MRs its pieces lie in, each
+ * referenced by the builder; the link keeps them until its consumer has
+ * read the packet (shm_hold.c), so that deregistering one waits for that.
+ */
+struct sw_ref_hold {
+	uint32_t n; /* 0: not by reference */
+	struct sw_mr *mr[SW_REF_PIECES];
+};
 struct sw_tx_batch {
 	uint32_t n; /* packets built so far */
 	uint32_t psn[SW_TX_BATCH]; /* each packet's PSN */
 	size_t len[SW_TX_BATCH];
-	bool ref[SW_TX_BATCH]; /* by reference: the same-host link only */
+	struct sw_ref_hold ref[SW_TX_BATCH]; /* n > 0: by reference, the same-host link only */
 	uint8_t buf[SW_TX_BATCH][SW_PKT_MAX];
 };
 
@@ -378,7 +387,7 @@ void sw_shm_stop(struct sw_engine *eng);
  * socket), or -ENOTCONN when `dst` has no link (yet): use UDP. Any thread.
  */
 int sw_shm_send(struct sw_engine *eng, const uint8_t *const *pkt, const size_t *len,
-		const bool *ref, uint32_t n, const union sw_sa *dst);
+		const struct sw_ref_hold *ref, uint32_t n, const union sw_sa *dst);
 /*
  * May packets to `dst` go by reference (single copy)? True once the link
  * is open and its consumer could read our memory (shm_format.h). Any thread.
@@ -575,13 +584,14 @@ uint32_t sw_wqe_npkts(const struct sw_qp *qp, const struct sw_send_wqe *w);
  * req.c: build packet `k` of WQE `w` into `buf` for `av`, asking for an
  * ACK if `ack_req` (RC; the last packet of a message always asks, and
  * every ack_every-th one). Its length, or -EACCES / -EINVAL for a bad
- * local SGE. `by_ref` (NULL: never): in, the packet may go by reference
+ * local SGE. `ref` (NULL: never): the packet may go by reference
  * (single copy: an RC SEND or WRITE of at least SW_REF_MIN_MSG bytes from
  * SGEs then names its payload's pieces instead of carrying them,
- * wire.h); out, whether it does.
+ * wire.h); ref->n says whether it does, and ref then holds its MRs (the
+ * caller drops them, sw_ref_hold_put, once it was sent or not).
  */
 int sw_req_build(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t k, uint8_t *buf,
-		 const struct sw_av *av, bool ack_req, bool *by_ref);
+		 const struct sw_av *av, bool ack_req, struct sw_ref_hold *ref);
 /*
  * req_uc.c: sw_req_run() for a UC QP: each WQE's packets in order, no
  * window, no budget, no timer; a WQE completes once its last packet is
@@ -810,11 +820,14 @@ int sw_place_mr(struct sw_mr *mr, uint8_t *host, const uint8_t *src, uint32_t le
  * Single copy (sge.c, docs/single-copy.md). The pieces of `len` bytes at
  * byte `off` of the SGE list, as host addresses, checked as
  * sw_sge_gather checks them, merged where they continue each other, at
- * most `max`: their count, or -EACCES / -EINVAL as sw_sge_gather, or
- * -E2BIG (more pieces: gather instead).
+ * most `max`, and in `hold` a reference on each MR they lie in: their
+ * count, or -EACCES / -EINVAL as sw_sge_gather, or -E2BIG (more pieces:
+ * gather instead); on an error `hold` holds nothing.
  */
 int sw_sge_refs(struct sw_qp *qp, const struct ibv_sge *sge, uint32_t nsge, uint32_t off,
-		uint32_t len, struct sw_ref_piece *out, uint32_t max);
+		uint32_t len, struct sw_ref_piece *out, uint32_t max, struct sw_ref_hold *hold);
+/* Drop the MR references of `h` (its n becomes 0). */
+void sw_ref_hold_put(struct sw_ref_hold *h);
 /*
  * Place packet `pkt` (by reference: pkt->ref) at `host` inside `mr` by
  * pulling it from its sender (sw_place_pull): it lands by the caller's

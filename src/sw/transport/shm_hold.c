@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * shm_hold.c - memory regions an outgoing same-host link must keep until
+ * its consumer has read them (single copy, docs/single-copy.md).
+ *
+ * A SEND or WRITE packet by reference names bytes of the requester's
+ * MRs that the responder's progress thread pulls later. ibv_dereg_mr()
+ * of such an MR must not return while that can still happen, so the link
+ * keeps a reference on it until the consumer's `done` index (which it
+ * advances after each receive batch, once the batch's pulls landed)
+ * passes the record. The references also go when the link closes, and
+ * after SHM_HOLD_NS at the latest, so that a consumer that stops reading
+ * (stopped, or hostile: it runs as our user) cannot hold a
+ * deregistration forever; it then reads freed memory of its own user at
+ * worst.
+ *
+ * Under the link's lock (shm.c).
+ */
+#include <stdlib.h>
+
+#include "sw/transport/shm_hold.h"
+#include "sw/transport/transport_priv.h"
+
+/* Contract: see shm_hold.h. */
+int shm_hold_add(struct shm_holds *h, uint64_t pos, struct sw_mr *mr, uint64_t now)
+{
+	if (h->n && h->a[h->n - 1].mr == mr) { /* the same MR again: keep it longer */
+		h->a[h->n - 1].pos = pos;
+		h->a[h->n - 1].at = now;
+		return 0;
+	}
+	if (h->n == h->cap) {
+		uint32_t cap = h->cap ? 2 * h->cap : 64;
+		struct shm_hold *a = realloc(h->a, cap * sizeof(*a));
+
+		if (!a)
+			return -ENOMEM;
+		h->a = a;
+		h->cap = cap;
+	}
+	sw_mr_get(mr);
+	h->a[h->n++] = (struct shm_hold){.pos = pos, .mr = mr, .at = now};
+	return 0;
+}
+
+/* Contract: see shm_hold.h. */
+void shm_hold_release(struct shm_holds *h, uint64_t done, uint64_t now)
+{
+	uint32_t i = 0, k;
+
+	/* in order of position: the ones read, and the ones too old */
+	while (i < h->n && (done >= h->a[i].pos || now - h->a[i].at >= SHM_HOLD_NS))
+		sw_mr_put(h->a[i++].mr);
+	if (!i)
+		return;
+	for (k = 0; i < h->n; k++, i++)
+		h->a[k] = h->a[i];
+	h->n = k;
+}
+
+/* Contract: see shm_hold.h. */
+void shm_hold_clear(struct shm_holds *h)
+{
+	for (uint32_t i = 0; i < h->n; i++)
+		sw_mr_put(h->a[i].mr);
+	free(h->a);
+	*h = (struct shm_holds){0};
+}
