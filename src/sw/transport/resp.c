@@ -41,15 +41,13 @@ enum resp_outcome {
 	RESP_GONE, /* single copy: the sender's process is gone; nothing answered, nothing moves */
 };
 
-/* Send a response packet built from `p` with `payload`, to the peer. */
-static void send_resp(struct sw_qp *qp, struct sw_pkt *p, const uint8_t *payload, uint32_t len)
+/* Build a response packet from `p` with `payload` into `buf`; its length. */
+static size_t build_resp(struct sw_qp *qp, struct sw_pkt *p, const uint8_t *payload, uint32_t len,
+			 uint8_t *buf)
 {
-	struct sw_engine *eng = sw_engine_of(qp);
-	uint8_t buf[SW_PKT_MAX];
 	struct sw_icrc_ctx ic;
-	size_t hl, n;
+	size_t hl;
 
-	sw_place_fence(); /* nothing acknowledged or read back before it landed */
 	if (qp->ibv.qp_base.qp_type == IBV_QPT_XRC_RECV)
 		p->opcode |= SW_OP_XRC; /* RC's response in the XRC group, no XRCETH */
 	p->pkey = SW_DEFAULT_PKEY;
@@ -59,12 +57,45 @@ static void send_resp(struct sw_qp *qp, struct sw_pkt *p, const uint8_t *payload
 	hl = sw_pkt_write_hdrs(buf, p);
 	if (len)
 		sw_fetch(buf + hl, payload, len); /* registered memory (READ) */
-	sw_net_icrc_out(eng, &qp->attr.av, &ic);
-	n = sw_pkt_finish(buf, hl + len, &ic);
-	if (!sw_net_send_wait(eng, buf, n, &qp->attr.av)) {
+	sw_net_icrc_out(sw_engine_of(qp), &qp->attr.av, &ic);
+	return sw_pkt_finish(buf, hl + len, &ic);
+}
+
+/* Send a built response (waiting a little for room), counted. */
+static void send_built(struct sw_qp *qp, const uint8_t *buf, size_t n)
+{
+	if (!sw_net_send_wait(sw_engine_of(qp), buf, n, &qp->attr.av)) {
 		SW_QP_COUNT(qp, tx_pkts, 1);
 		SW_QP_COUNT(qp, tx_bytes, n);
 	}
+}
+
+/* Send a response packet built from `p` with `payload`, to the peer. */
+static void send_resp(struct sw_qp *qp, struct sw_pkt *p, const uint8_t *payload, uint32_t len)
+{
+	uint8_t buf[SW_PKT_MAX];
+
+	sw_place_fence(); /* nothing acknowledged or read back before it landed */
+	send_built(qp, buf, build_resp(qp, p, payload, len, buf));
+}
+
+/*
+ * Send the responses built into `b` with as few calls as the link or
+ * socket takes (sw_net_send_batch), the rest one by one, waiting for room.
+ */
+static void send_resp_batch(struct sw_qp *qp, struct sw_tx_batch *b)
+{
+	uint32_t sent = sw_net_send_batch(sw_engine_of(qp), b, &qp->attr.av);
+
+	for (uint32_t i = 0; i < b->n; i++) {
+		if (i >= sent) {
+			send_built(qp, b->buf[i], b->len[i]);
+			continue;
+		}
+		SW_QP_COUNT(qp, tx_pkts, 1);
+		SW_QP_COUNT(qp, tx_bytes, b->len[i]);
+	}
+	b->n = 0;
 }
 
 /*
@@ -381,15 +412,21 @@ static enum resp_outcome handle_write(struct sw_qp *qp, const struct sw_pkt *pkt
 /*
  * Send READ responses for packets [from, res->npkts) of `res`, read from
  * `mr` (NULL only for a zero-length READ: one empty response). Each
- * carries the current MSN and an ACK syndrome without credits. (Always
+ * carries the current MSN and an ACK syndrome without credits; they go
+ * SW_TX_BATCH at a time through sw_net_send_batch(). (Always
  * with their bytes, never by reference: the bytes are the MR's as it is
  * now, before any later request of the QP changes them.)
  */
 static void send_read_resp(struct sw_qp *qp, const struct sw_rd_res *res, uint32_t from,
 			   const struct sw_mr *mr)
 {
+	struct sw_tx_batch *b = res->npkts - from > 1 ? sw_net_tx_batch() : NULL;
 	uint32_t mtu = qp->attr.mtu;
 
+	if (b) {
+		b->n = 0;
+		sw_place_fence(); /* as send_resp(), once for all of them */
+	}
 	for (uint32_t k = from; k < res->npkts; k++) {
 		struct sw_pkt p = {0};
 		uint32_t off = k * mtu;
@@ -406,8 +443,18 @@ static void send_read_resp(struct sw_qp *qp, const struct sw_rd_res *res, uint32
 		p.psn = sw_psn_add(res->psn, k);
 		p.syndrome = SW_AETH_ACK_NO_CREDIT;
 		p.msn = qp->resp->msn;
-		send_resp(qp, &p, n ? sw_mr_host(mr, res->va + off) : NULL, n);
+		if (!b) {
+			send_resp(qp, &p, n ? sw_mr_host(mr, res->va + off) : NULL, n);
+			continue;
+		}
+		b->ref[b->n].n = 0;
+		b->len[b->n] = build_resp(qp, &p, n ? sw_mr_host(mr, res->va + off) : NULL, n,
+					  b->buf[b->n]);
+		if (++b->n == SW_TX_BATCH)
+			send_resp_batch(qp, b);
 	}
+	if (b && b->n)
+		send_resp_batch(qp, b);
 }
 
 /*
