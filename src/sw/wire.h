@@ -227,7 +227,7 @@ enum {
 	SW_REF_PIECES = 16,
 	SW_REF_MAX_BYTES = 4096, /* the largest path MTU */
 	SW_REF_HDR_LEN = 8,
-	SW_REF_MIN_MSG = 32 << 10, /* smaller messages are copied: a pull is a system call */
+	SW_REF_MIN_MSG = 4 << 10, /* smaller messages are copied: a pull is a system call */
 };
 
 /* Addresses the ICRC covers (the IP and UDP headers, masked). */
