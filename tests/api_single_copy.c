@@ -27,6 +27,9 @@
  *      ibv_dereg_mr returns within 1.5 s, A's READs then fail with
  *      REM_ACCESS_ERR, nothing else, and the ones that succeeded hold
  *      B's bytes, not what B wrote over them after the dereg.
+ *   i. A exits with 8 MiB of WRITEs in flight (B may find A gone
+ *      half-way through pulling them): B's QP stays in RTS, as a NIC's
+ *      whose peer died; nothing crashes.
  * Cases a, b, c and f also READ 1 MiB and 200 KiB into three SGEs from B
  * and check every byte at A; READ responses never go by reference (B
  * sends none, A pulls nothing: a READ's bytes are the MR's at the time
@@ -67,7 +70,8 @@ enum mode {
 	M_BOUNDS,
 	M_DEREG,
 	M_FORK,
-	M_DEREG_READ
+	M_DEREG_READ,
+	M_EXIT
 };
 
 struct pcfg {
@@ -232,6 +236,22 @@ static void b_dereg(struct t_ep *e, int sock)
 	t_xfer(sock, &c, 1, true);
 }
 
+/*
+ * A exits with WRITEs in flight, which may be half pulled: B's QP must
+ * not go to the error state for it, and nothing may crash.
+ */
+static void b_after_exit(struct t_ep *e, int sock)
+{
+	struct ibv_qp_attr a;
+	struct ibv_qp_init_attr ia;
+	char c;
+
+	(void)t_xfer(sock, &c, 1, false); /* EOF: A is gone */
+	usleep(300 * 1000);
+	if (CHECK(!ibv_query_qp(e->qp, &a, IBV_QP_STATE, &ia)))
+		CHECK_MSG(a.qp_state == IBV_QPS_RTS, "B's QP is in state %d", a.qp_state);
+}
+
 static int side_b(void *arg, int out)
 {
 	const struct pcfg *c = arg;
@@ -255,6 +275,11 @@ static int side_b(void *arg, int out)
 	    !CHECK(!t_post_recv(&e, 8, BUF - 64, 64)))
 		return 1;
 	t_xfer(c->sock, &cmd, 1, true); /* ready */
+	if (c->mode == M_EXIT) {
+		b_after_exit(&e, c->sock);
+		t_ep_destroy(&e, true);
+		return t_st()->failed ? 1 : 0;
+	}
 	if (c->mode == M_DEREG || c->mode == M_DEREG_READ)
 		b_dereg(&e, c->sock);
 	else if (!t_xfer(c->sock, &cmd, 1, false) && cmd == 'V' && c->mode != M_BOUNDS)
@@ -434,6 +459,12 @@ static int side_a(void *arg, int out)
 	    t_xfer(c->sock, &cmd, 1, false))
 		return 1;
 	a_warm(&e, &peer);
+	if (c->mode == M_EXIT) { /* 8 x 1 MiB posted, and gone before they complete */
+		for (int i = 0; i < 8; i++)
+			CHECK(!t_post(&e, IBV_WR_RDMA_WRITE, 300 + (uint64_t)i, SRC_OFF, 1 << 20,
+				      peer.addr, peer.rkey, 0));
+		_exit(t_st()->failed ? 1 : 0);
+	}
 	if (c->mode == M_DEREG || c->mode == M_DEREG_READ) {
 		a_dereg(&e, &peer, c->sock, c->mode == M_DEREG_READ);
 	} else {
@@ -483,6 +514,15 @@ static void run(const char *name, struct pcfg c, bool want)
 	close(sv[0]);
 	close(sv[1]);
 	CHECK_EQ_INT(t_proc_reap(p, 2, 60000), 2);
+	if (c.mode == M_EXIT) { /* A printed no report: it never closed its device */
+		const char *f = p[1].err ? strstr(p[1].err, " calls, ") : NULL;
+
+		CHECK(!p[0].err || !strstr(p[0].err, "single copy: sent"));
+		printf("# B's pulls that failed (A gone): %ld\n", f ? strtol(f + 8, NULL, 10) : -1);
+		t_proc_free(&p[0]);
+		t_proc_free(&p[1]);
+		return;
+	}
 	single_line(p[0].err, &a_sent, &a_pulled);
 	single_line(p[1].err, &b_sent, &b_pulled);
 	printf("# A sent %llu packets by reference, B pulled %llu bytes; B sent %llu, A pulled %llu\n",
@@ -509,6 +549,8 @@ int main(void)
 	run("e. B deregisters its MR during WRITEs", (struct pcfg){.mode = M_DEREG}, true);
 	run("f. A forks while its WRITEs are pulled", (struct pcfg){.mode = M_FORK}, true);
 	run("h. B deregisters its MR during READs", (struct pcfg){.mode = M_DEREG_READ}, true);
+	run("i. A exits with WRITEs in flight: B's QP stays in RTS", (struct pcfg){.mode = M_EXIT},
+	    true);
 	if (geteuid() == 0)
 		run("g. B is another user: no link", (struct pcfg){.b_other_uid = true}, false);
 	else
