@@ -218,6 +218,7 @@ static void net_msgs_build(struct net_msgs *m, struct sw_tx_batch *b, uint32_t f
 			struct cmsghdr *c = &m->cm[m->nmsg].align;
 			uint16_t seg = (uint16_t)b->len[i];
 
+			memset(m->cm[m->nmsg].buf, 0, sizeof(m->cm[m->nmsg].buf));
 			h->msg_control = m->cm[m->nmsg].buf;
 			h->msg_controllen = sizeof(m->cm[m->nmsg].buf);
 			c->cmsg_level = SOL_UDP;
