@@ -60,7 +60,6 @@ static int run(struct t_stats *st)
 	static char text[16384];
 	int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
 	struct ibv_context *ctx = t_open_dev();
-	struct t_capture cap;
 	struct t_ep a, b;
 	int ret = -1;
 
@@ -92,12 +91,8 @@ static int run(struct t_stats *st)
 out:
 	t_ep_destroy(&a, false);
 	t_ep_destroy(&b, false);
-	if (!CHECK(t_capture_begin(&cap) == 0)) {
-		ibv_close_device(ctx);
+	if (!CHECK(t_close_report(ctx, text, sizeof(text)) == 0))
 		return -1;
-	}
-	ibv_close_device(ctx); /* the report, at the last close */
-	t_capture_end(&cap, text, sizeof(text));
 	if (!CHECK_MSG(t_stats_parse(text, st) == 1 && (st->lines & T_STATS_OFFLOAD) &&
 			       (st->lines & T_STATS_IPID),
 		       "no device report with the offload and ip id lines:\n%s", text))

@@ -168,6 +168,23 @@ static inline int t_stats_parse(const char *text, struct t_stats *s)
 	return reports;
 }
 
+/*
+ * Close `ctx`, the device's last user, capturing its report (stderr) in
+ * `text`; 0, or -1 when stderr could not be captured (ctx closed anyway).
+ */
+static inline int t_close_report(struct ibv_context *ctx, char *text, size_t size)
+{
+	struct t_capture cap;
+
+	if (t_capture_begin(&cap)) {
+		ibv_close_device(ctx);
+		return -1;
+	}
+	ibv_close_device(ctx); /* the report, at the last close */
+	t_capture_end(&cap, text, size);
+	return 0;
+}
+
 /* The counters that tell how a run went, on one line (after "# "). */
 static inline void t_stats_print(const char *what, const struct t_stats *s)
 {
