@@ -15,7 +15,9 @@
  *      and the GSO segments' non-zero IPv4 IDs were recovered from their
  *      ICRCs and taken (ip id: recovered > 0, refused 0): each segment
  *      carries the ICRC of the ID the kernel gave it;
- *   2. SOFTVERBS_GSO=0: the same data, no GSO send and no GRO datagram.
+ *   2. IPv6 (SOFTVERBS_ADDR=::1): GSO and GRO used, no ICRC drop, and no
+ *      recovered ID (IPv6 has none);
+ *   3. SOFTVERBS_GSO=0: the same data, no GSO send and no GRO datagram.
  *
  * Case 1 fails on a device without GSO/GRO (the counters stay 0), and on
  * one whose receiver refuses a zero sender's segment IDs (ipid.c).
@@ -124,6 +126,16 @@ int main(void)
 		CHECK_EQ_INT((int)st.ip_id_refused, 0);
 		CHECK_EQ_INT((int)st.drops[1], 0);
 	}
+
+	t_case("IPv6 (SOFTVERBS_ADDR=::1): GSO and GRO used, no ID to recover");
+	setenv("SOFTVERBS_ADDR", "::1", 1);
+	memset(&st, 0, sizeof(st));
+	if (run(&st) == 0) {
+		CHECK(st.gso_sends > 0 && st.gro_recvs > 0);
+		CHECK_EQ_INT((int)st.ip_id_rx, 0);
+		CHECK_EQ_INT((int)st.drops[1], 0);
+	}
+	unsetenv("SOFTVERBS_ADDR");
 
 	t_case("SOFTVERBS_GSO=0: one datagram per packet, the same data");
 	setenv("SOFTVERBS_GSO", "0", 1);

@@ -40,7 +40,10 @@
  *   the rest of the packet up to the ICRC itself
  * The IPv4 header is rebuilt here, not taken from the socket: the kernel
  * sends ours with version/IHL 0x45, identification 0 and DF set
- * (IP_PMTUDISC_DO on an unconnected UDP socket), no options.
+ * (IP_PMTUDISC_DO on an unconnected UDP socket), no options. The
+ * segments of a UDP GSO send (net.c) are the exception: the kernel gives
+ * the n-th (from 0) ID n, and sw_icrc_set_ip_id() turns ID 0's ICRC into
+ * that one's by the same algebra the receive side uses (below).
  *
  * Received packets. A UDP socket never shows the receiver the sender's
  * IPv4 Identification or its DF bit, and the ICRC covers both (only TOS,

@@ -44,10 +44,10 @@ enum {
 	/*
 	 * UDP GRO (SOFTVERBS_GSO): the address socket's datagrams go into
 	 * RX_GRO_BUFS buffers of RX_GRO_BYTES per set, in the first
-	 * RX_GRO_SETS sets only: 2 MiB of address space per device, of which
+	 * RX_GRO_SETS sets only: 4 MiB of address space per device, of which
 	 * only what coalesced datagrams fill becomes resident.
 	 */
-	RX_GRO_BUFS = 16,
+	RX_GRO_BUFS = SW_RX_BATCH,
 	RX_GRO_BYTES = 64 << 10,
 	RX_GRO_SETS = 2,
 	RX_TOUCHED = 1024, /* QPs that may owe an ACK at the end of one batch */
@@ -273,7 +273,7 @@ static void rx_one(struct sw_engine *eng, struct rx_batch *b, const uint8_t *buf
 		ret = sw_pkt_parse_bth(&pkt, buf, len, &ic);
 	if (!ret && !pkt.ipv.recovered && !ic.v6)
 		sw_ipid_zero(&eng->ipid, src->v4.sin_addr.s_addr);
-	else if (!ret && !ip_id_ok(eng, src, &pkt))
+	else if (!ret && pkt.ipv.recovered && !ip_id_ok(eng, src, &pkt)) /* never IPv6 */
 		ret = -EILSEQ;
 	if (!ret && (pkt.pkey & 0x7fff) != (SW_DEFAULT_PKEY & 0x7fff))
 		ret = -EACCES; /* another partition: the P_Key table holds only the default */
@@ -392,6 +392,11 @@ static void rx_split(struct sw_engine *eng, struct rx_batch *b, const uint8_t *b
 {
 	size_t step = seg > 0 && (size_t)seg < len ? (size_t)seg : len, pkts = 0;
 
+	if (!len) { /* an empty datagram: one malformed packet, as on the plain path */
+		if (!sw_fault_rx_drop(eng))
+			rx_one(eng, b, buf, src, 0, dst);
+		return;
+	}
 	for (size_t off = 0; off < len; off += step) {
 		size_t n = len - off < step ? len - off : step;
 
@@ -438,8 +443,9 @@ static int rx_gro(struct sw_engine *eng, struct rx_batch *b, unsigned int set, b
 		}
 		rx_split(eng, b, b->big[first + (unsigned int)i].buf, m->msg_len, seg,
 			 &b->big[first + (unsigned int)i].src, &dst);
-		pkts += seg > 0 ? (int)((m->msg_len + (unsigned int)seg - 1) / (unsigned int)seg) :
-				  1;
+		pkts += seg > 0 && m->msg_len ?
+				(int)((m->msg_len + (unsigned int)seg - 1) / (unsigned int)seg) :
+				1;
 	}
 	if (ovfl != eng->rx_ovfl[0]) { /* as rx_socket() */
 		atomic_fetch_add_explicit(&eng->cnt.sock_overflows,
