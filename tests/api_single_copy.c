@@ -63,6 +63,9 @@ enum {
 	SRC_OFF = 5 << 20, /* A's sources */
 	R_OFF = 6 << 20, /* B: what A READs (1 MiB); A: where the READ lands */
 	R3_OFF = 7 << 20, /* A: a READ of 200 KiB lands in three pieces from here */
+	OV_OFF = W1_LEN - 8191, /* a WRITE of OV_LEN over the end of WRITE 1 MiB */
+	OV_LEN = 16 << 10,
+	OV_SRC = 1536 << 10, /* its source: A's SRC_OFF + this */
 };
 
 enum mode {
@@ -178,8 +181,11 @@ static void b_check_data(struct t_ep *e)
 	if (!CHECK(want && src))
 		goto out;
 	t_fill(src, 2 << 20, 11); /* A's source area, as A filled it */
-	same(e->buf + W1_OFF, src, W1_LEN, "WRITE 1 MiB");
-	all_zero(e->buf + W1_OFF + W1_LEN, 4096, "after WRITE 1 MiB");
+	/* WRITE 1 MiB, then OV_LEN bytes from OV_SRC over its end, at OV_OFF */
+	same(e->buf + W1_OFF, src, OV_OFF, "WRITE 1 MiB");
+	same(e->buf + W1_OFF + OV_OFF, src + OV_SRC, OV_LEN,
+	     "a WRITE over its end, posted after it");
+	all_zero(e->buf + W1_OFF + OV_OFF + OV_LEN, 4096, "after those WRITEs");
 	gather3(src + (1 << 20), want);
 	same(e->buf + W2_OFF, want, W2_LEN, "WRITE from three SGEs");
 	all_zero(e->buf + W2_OFF + W2_LEN, 4096, "after that WRITE");
@@ -357,6 +363,9 @@ static void a_data(struct t_ep *e, const struct t_addr *peer, bool fork_child)
 	}
 	CHECK(!t_post(e, IBV_WR_RDMA_WRITE, 1, SRC_OFF, W1_LEN, peer->addr + W1_OFF, peer->rkey,
 		      IBV_SEND_SIGNALED));
+	/* overlapping WRITEs land in posting order (place_pull.c: a later one waits) */
+	CHECK(!t_post(e, IBV_WR_RDMA_WRITE, 7, SRC_OFF + OV_SRC, OV_LEN,
+		      peer->addr + W1_OFF + OV_OFF, peer->rkey, IBV_SEND_SIGNALED));
 	CHECK(!post3(e, IBV_WR_RDMA_WRITE, 2, peer->addr + W2_OFF, peer->rkey));
 	CHECK(!post3(e, IBV_WR_SEND, 3, 0, 0));
 	sge = (struct ibv_sge){
@@ -373,8 +382,8 @@ static void a_data(struct t_ep *e, const struct t_addr *peer, bool fork_child)
 	CHECK(!t_post(e, IBV_WR_RDMA_READ, 5, R_OFF, 1 << 20, peer->addr + R_OFF, peer->rkey,
 		      IBV_SEND_SIGNALED));
 	CHECK(!post3(e, IBV_WR_RDMA_READ, 6, peer->addr + R_OFF, peer->rkey));
-	for (uint64_t id = 1; id <= 6; id++)
-		a_wait(e, id, IBV_WC_SUCCESS);
+	for (int i = 0; i < 7; i++) /* in posting order */
+		a_wait(e, (uint64_t[]){1, 7, 2, 3, 4, 5, 6}[i], IBV_WC_SUCCESS);
 	a_check_reads(e);
 	if (child > 0) {
 		close(pfd[1]);

@@ -23,7 +23,10 @@
  * WRITE that came in one receive batch is one segment of one call. The
  * last byte of each segment is read into a side buffer and stored after
  * the call returned, with release order: a reader polling the last byte
- * of a WRITE sees the rest first, as sw_place() promises.
+ * of a WRITE sees the rest first, as sw_place() promises. A copy into
+ * bytes a queued one also covers lands only after the queue did (later
+ * WRITEs to the same place win, and a side-stored byte must not land
+ * over a later copy's).
  *
  * Each queued copy has an owner callback, run once when it has landed or
  * failed (-errno: the sender's memory could not be read, e.g. it was
@@ -32,14 +35,16 @@
  * one before carries the same owner.
  *
  * Copies into an MR with a placement hint are read into a bounce buffer
- * and placed through sw_place() at once: the hints are about how the
- * stores are made.
+ * and placed through sw_place() at once (the hints are about how the
+ * stores are made), but for a CPU id: those are read into a buffer of
+ * their own and queued on the pinned worker, which tells the owner.
  *
  * Per thread; no locks.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
 
@@ -124,6 +129,63 @@ void sw_place_pull_flush(void)
 		atomic_fetch_add_explicit(&sw_place_stats.pull_errors, 1, memory_order_relaxed);
 }
 
+/* Read `len` bytes at `src` in `pid` into `to`: 0 or -errno, counted. */
+static int pull_now(uint8_t *to, pid_t pid, uint64_t src, size_t len)
+{
+	struct iovec l = {.iov_base = to, .iov_len = len};
+	struct iovec r = {.iov_base = (void *)(uintptr_t)src, .iov_len = len};
+	ssize_t got = process_vm_readv(pid, &l, 1, &r, 1, 0);
+
+	atomic_fetch_add_explicit(&sw_place_stats.pull_calls, 1, memory_order_relaxed);
+	if (got != (ssize_t)len) {
+		atomic_fetch_add_explicit(&sw_place_stats.pull_errors, 1, memory_order_relaxed);
+		return got < 0 ? -errno : -EFAULT;
+	}
+	atomic_fetch_add_explicit(&sw_place_stats.pull_bytes, len, memory_order_relaxed);
+	return 0;
+}
+
+/* A CPU_ID placement of pulled bytes: they wait in `data` for the pinned worker. */
+struct pull_job {
+	struct sw_pull_owner own;
+	uint8_t data[];
+};
+
+static void pull_job_done(void *arg) /* on the worker, once the bytes landed */
+{
+	struct pull_job *j = arg;
+
+	owner_done(&j->own, 0);
+	free(j);
+}
+
+/*
+ * With a CPU id: read into a buffer of the job's own and queue its
+ * placement on the pinned worker without waiting (sw_place_defer), as
+ * sw_place_mr does for bytes that came in a packet; the owner is told
+ * on the worker, once they landed, so it holds the MR until then. A
+ * fence per packet would cost a round trip to the worker each.
+ * -ENOMEM: not queued, nothing told.
+ */
+static int pull_to_worker(const struct sw_place_hint *hint, uint8_t *dst, pid_t pid, uint64_t src,
+			  size_t len, const struct sw_pull_owner *own)
+{
+	struct pull_job *j = malloc(sizeof(*j) + len);
+	int ret;
+
+	if (!j)
+		return -ENOMEM;
+	j->own = *own;
+	ret = pull_now(j->data, pid, src, len);
+	if (!ret)
+		ret = sw_place_defer(hint, dst, j->data, len, pull_job_done, j);
+	if (ret) {
+		owner_done(own, ret);
+		free(j);
+	}
+	return 0;
+}
+
 /* Read through the bounce buffer and place with `hint`, now. */
 static int pull_bounced(const struct sw_place_hint *hint, uint8_t *dst, pid_t pid, uint64_t src,
 			size_t len)
@@ -132,19 +194,10 @@ static int pull_bounced(const struct sw_place_hint *hint, uint8_t *dst, pid_t pi
 
 	while (len) {
 		size_t take = len < BOUNCE_BYTES ? len : BOUNCE_BYTES;
-		struct iovec l = {.iov_base = bounce, .iov_len = take};
-		struct iovec r = {.iov_base = (void *)(uintptr_t)src, .iov_len = take};
-		ssize_t got = process_vm_readv(pid, &l, 1, &r, 1, 0);
-		int ret;
+		int ret = pull_now(bounce, pid, src, take);
 
-		atomic_fetch_add_explicit(&sw_place_stats.pull_calls, 1, memory_order_relaxed);
-		if (got != (ssize_t)take) {
-			atomic_fetch_add_explicit(&sw_place_stats.pull_errors, 1,
-						  memory_order_relaxed);
-			return got < 0 ? -errno : -EFAULT;
-		}
-		atomic_fetch_add_explicit(&sw_place_stats.pull_bytes, take, memory_order_relaxed);
-		ret = sw_place(hint, dst, bounce, take);
+		if (!ret)
+			ret = sw_place(hint, dst, bounce, take);
 		if (ret)
 			return ret;
 		dst += take;
@@ -152,6 +205,19 @@ static int pull_bounced(const struct sw_place_hint *hint, uint8_t *dst, pid_t pi
 		len -= take;
 	}
 	return 0;
+}
+
+/*
+ * Does [dst, dst + len) overlap a queued segment? Then it must wait for
+ * them to land: within one call, the side-stored last bytes would land
+ * after a later segment's body and undo its bytes there.
+ */
+static bool overlaps_queued(const uint8_t *dst, size_t len)
+{
+	for (unsigned int i = 0; i < pq.n; i++)
+		if (dst < pq.seg[i].dst + pq.seg[i].len && pq.seg[i].dst < dst + len)
+			return true;
+	return false;
 }
 
 /* Contract: see place.h. */
@@ -167,9 +233,15 @@ int sw_place_pull(const struct sw_place_hint *hint, void *dst, pid_t pid, uint64
 	}
 	if (hint) {
 		sw_place_pull_flush();
+		if (hint->has_cpu && !pull_to_worker(hint, dst, pid, src, len, own))
+			return 0;
 		ret = pull_bounced(hint, dst, pid, src, len);
 		owner_done(own, ret);
 		return 0;
+	}
+	if (overlaps_queued(dst, len)) {
+		sw_place_pull_flush();
+		last = NULL;
 	}
 	if (last && pq.pid == pid && last->dst + last->len == (uint8_t *)dst &&
 	    last->src + last->len == src && last->own.done == own->done && last->own.a == own->a &&
