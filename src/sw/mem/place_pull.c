@@ -102,7 +102,9 @@ void sw_place_pull_flush(void)
 		loc[nl++] = (struct iovec){.iov_base = &pq.tail[i], .iov_len = 1};
 		total += s->len;
 	}
+	SW_DMA_BEGIN(); /* writes into application memory, as a placement's */
 	got = process_vm_readv(pq.pid, loc, nl, rem, n, 0);
+	SW_DMA_END();
 	if (got < 0) {
 		err = -errno;
 		got = 0;
@@ -134,8 +136,11 @@ static int pull_now(uint8_t *to, pid_t pid, uint64_t src, size_t len)
 {
 	struct iovec l = {.iov_base = to, .iov_len = len};
 	struct iovec r = {.iov_base = (void *)(uintptr_t)src, .iov_len = len};
-	ssize_t got = process_vm_readv(pid, &l, 1, &r, 1, 0);
+	ssize_t got;
 
+	SW_DMA_BEGIN();
+	got = process_vm_readv(pid, &l, 1, &r, 1, 0);
+	SW_DMA_END();
 	atomic_fetch_add_explicit(&sw_place_stats.pull_calls, 1, memory_order_relaxed);
 	if (got != (ssize_t)len) {
 		atomic_fetch_add_explicit(&sw_place_stats.pull_errors, 1, memory_order_relaxed);
