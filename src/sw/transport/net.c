@@ -174,9 +174,9 @@ uint32_t sw_net_send_batch(struct sw_engine *eng, const struct sw_tx_batch *b,
 		if (r != -ENOTCONN)
 			return (uint32_t)r;
 	}
+	/* the link closed since these were built: lost, sent again as copies */
 	for (i = 0; i < n; i++)
-		if (b->ref[i]
-			    .n) /* the link closed since it was built: lost, sent again as a copy */
+		if (b->ref[i].n)
 			return send_unref(eng, b, av);
 	memset(msg, 0, sizeof(msg));
 	for (i = 0; i < n; i++) {

@@ -943,10 +943,11 @@ static void resp_rc(struct sw_qp *qp, const struct sw_pkt *pkt)
 void sw_resp_flush_ack(struct sw_qp *qp)
 {
 	struct sw_resp *resp = qp->resp;
+	int pull_err = sw_resp_pull_failed(qp, false);
 
 	/* a pulled copy failed (the caller fenced): no ACK for bytes that are not there */
-	if (resp && qp->ibv.qp_base.state != IBV_QPS_ERR && sw_resp_pull_failed(qp, false)) {
-		if (sw_resp_pull_failed(qp, false) == -ESRCH) {
+	if (resp && qp->ibv.qp_base.state != IBV_QPS_ERR && pull_err) {
+		if (pull_err == -ESRCH) {
 			resp->ack_pending = false; /* the sender is gone: nobody to answer */
 			return;
 		}
