@@ -43,6 +43,8 @@ struct t_stats {
 	/* resent packets, socket overflows, budget waits, probes, timer deferrals */
 	unsigned long long resent, sock_ovfl, budget_waits, probes, deferrals;
 	unsigned long long sleeps; /* the progress thread's sleeps in poll(2) */
+	/* receive passes by application threads polling an empty CQ, their packets */
+	unsigned long long app_passes, app_pkts;
 	int lines; /* T_STATS_* bits of the lines seen */
 };
 
@@ -142,6 +144,13 @@ static inline int t_stats_parse(const char *text, struct t_stats *s)
 		} else if (sscanf(p, "softverbs:   progress thread: sleeps %llu", &v[0]) == 1) {
 			s->sleeps += v[0];
 			s->lines |= T_STATS_PROGRESS;
+			if (sscanf(p,
+				   "softverbs:   progress thread: sleeps %*u; application threads: "
+				   "passes %llu packets %llu",
+				   &v[1], &v[2]) == 2) {
+				s->app_passes += v[1];
+				s->app_pkts += v[2];
+			}
 		}
 	}
 	return reports;

@@ -61,7 +61,7 @@ enum {
 	SW_MAX_RES_RD_ATOM = SW_MAX_QP_RD_ATOM * SW_MAX_QP,
 	SW_MAX_PKEYS = 1,
 	SW_UDP_PORT = 4791,
-	SW_SPIN_US_DEFAULT = 0, /* SOFTVERBS_SPIN_US; see docs/performance.md */
+	SW_SPIN_US_DEFAULT = 50, /* SOFTVERBS_SPIN_US; see docs/performance.md */
 	SW_VENDOR_ID = 0xFFFFFF, /* not Mellanox (0x02c9), not Amazon (0x1d0f) */
 	SW_VENDOR_PART_ID = 0,
 	SW_HW_VER = 1,
@@ -109,6 +109,7 @@ struct sw_config {
 	bool stats; /* SOFTVERBS_STATS: counters at exit */
 	bool shm; /* SOFTVERBS_SHM: same-host link (default 1) */
 	bool single_copy; /* SOFTVERBS_SINGLE_COPY: pulls over the link (default 1) */
+	bool app_progress; /* SOFTVERBS_APP_PROGRESS: empty CQ polls receive (default 1) */
 	/* SOFTVERBS_LINK_LAYER: IBV_LINK_LAYER_ETHERNET (eth, default) or _INFINIBAND (ib) */
 	uint8_t link_layer;
 	struct sw_fault fault; /* SOFTVERBS_FAULT */
@@ -151,8 +152,9 @@ struct sw_dev {
 	atomic_ullong wc_errors, wc_flushed; /* error completions of all its QPs */
 	/*
 	 * An application thread found one of its CQs empty since the
-	 * progress thread last looked: someone polls for completions, so
-	 * the progress thread spinning for them pays (transport/progress.c).
+	 * progress thread last looked: someone polls for completions, and
+	 * receives itself while the progress thread sleeps, so that thread
+	 * need not spin (transport/progress.c, spin_now).
 	 */
 	atomic_bool app_polls;
 	struct sw_dev *next_live, **pprev_live; /* every device not yet freed (ctrl/unload.c) */
@@ -164,17 +166,22 @@ static inline struct sw_dev *sw_dev_of(struct ibv_context *ctx)
 }
 
 /*
- * An application thread polled a CQ of `ctx` and found it empty; then it
- * yields the CPU (the progress thread may need it). Sets app_polls, only
- * when SOFTVERBS_SPIN_US asks the progress thread to look at it, and
- * without writing the shared line when it is set already.
+ * An application thread polled a CQ of `ctx` and found it empty: sets
+ * app_polls, without writing the shared line when it is set already.
  */
-static inline void sw_empty_poll(struct ibv_context *ctx)
+static inline void sw_app_polled(struct ibv_context *ctx)
 {
 	struct sw_dev *dev = sw_dev_of(ctx);
 
-	if (dev->cfg.spin_us && !atomic_load_explicit(&dev->app_polls, memory_order_relaxed))
+	if (!atomic_load_explicit(&dev->app_polls, memory_order_relaxed))
 		atomic_store_explicit(&dev->app_polls, true, memory_order_relaxed);
+}
+
+/* The same, with nothing received for it meanwhile: yield the CPU (the progress thread may need
+ * it). */
+static inline void sw_empty_poll(struct ibv_context *ctx)
+{
+	sw_app_polled(ctx);
 	sched_yield();
 }
 

@@ -129,6 +129,14 @@ void sw_transport_qp_error(struct sw_qp *qp);
  */
 void sw_transport_settle(struct sw_qp *qp);
 
+/*
+ * An application thread found a CQ of `dev` empty (no lock held). While
+ * the progress thread sleeps, take one receive pass here instead of
+ * waiting for it to wake (transport/progress.c): true when packets were
+ * handled, so that polling the CQ again may find what they completed.
+ */
+bool sw_transport_poll(struct sw_dev *dev);
+
 /* New send WQEs were posted: send what the window allows (qp->lock held). */
 void sw_transport_kick(struct sw_qp *qp);
 

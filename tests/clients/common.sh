@@ -35,8 +35,7 @@ tmp=$(mktemp -d)
 spid=''
 cleanup() {
 	# only the processes this script started, by pid
-	[ -z "$spid" ] || kill "$spid" 2>/dev/null
-	[ -z "$spid" ] || wait "$spid" 2>/dev/null
+	[ -z "$spid" ] || kill_server
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -107,7 +106,10 @@ sv() {
 start_server() {
 	out=$1
 	shift
-	sv "$@" >"$out" 2>&1 &
+	# exec: $spid is timeout(1) itself, which passes a kill on to the
+	# server (a subshell's pid would leave both running until the limit:
+	# io_demo then spun two cores for 120 s under the tests after it)
+	(exec timeout -k 5 "$limit" "$run" -- "$@") >"$out" 2>&1 &
 	spid=$!
 }
 # start_listening OUT CMD...: start_server with each @PORT@ of CMD a free
@@ -156,6 +158,15 @@ stop_server() {
 # kill_server: end a server that never exits by itself (io_demo, qperf)
 kill_server() {
 	kill "$spid" 2>/dev/null
+	i=0
+	while kill -0 "$spid" 2>/dev/null && [ $i -lt 50 ]; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+	if kill -0 "$spid" 2>/dev/null; then # deaf to TERM: the server, then timeout(1)
+		pkill -KILL -P "$spid" 2>/dev/null
+		kill -KILL "$spid" 2>/dev/null
+	fi
 	wait "$spid" 2>/dev/null
 	spid=''
 }

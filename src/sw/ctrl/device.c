@@ -98,6 +98,7 @@ static bool config_equal(const struct sw_config *a, const struct sw_config *b)
 	       a->gid_layout == b->gid_layout && a->udp_port == b->udp_port && a->mtu == b->mtu &&
 	       a->cc_dma_bounce == b->cc_dma_bounce && a->cc_heap == b->cc_heap &&
 	       a->busy_poll == b->busy_poll && a->spin_us == b->spin_us &&
+	       a->app_progress == b->app_progress && a->single_copy == b->single_copy &&
 	       a->progress_cpu == b->progress_cpu && a->stats == b->stats && a->shm == b->shm &&
 	       a->link_layer == b->link_layer && !memcmp(&a->fault, &b->fault, sizeof(a->fault)) &&
 	       !strcmp(a->error, b->error);

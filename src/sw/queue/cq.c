@@ -185,14 +185,11 @@ out:
 	return ret;
 }
 
-/* Contract: the ABI poll_cq: up to num_entries completions, oldest first; -EINVAL if < 0. */
-int sw_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
+/* Contract: up to num_entries completions of `cq` into wc, oldest first. */
+static int take(struct sw_cq *cq, int num_entries, struct ibv_wc *wc)
 {
-	struct sw_cq *cq = sw_cq(ibcq);
 	int n = 0;
 
-	if (num_entries < 0)
-		return -EINVAL;
 	pthread_mutex_lock(&cq->lock);
 	while (n < num_entries && sw_ring_used(&cq->ring)) {
 		const struct sw_cqe *e = sw_ring_slot(&cq->ring, cq->ring.cons);
@@ -201,13 +198,31 @@ int sw_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
 		cq->ring.cons++;
 	}
 	pthread_mutex_unlock(&cq->lock);
+	return n;
+}
+
+/* Contract: the ABI poll_cq: up to num_entries completions, oldest first; -EINVAL if < 0. */
+int sw_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
+{
+	struct sw_cq *cq = sw_cq(ibcq);
+	int n;
+
+	if (num_entries < 0)
+		return -EINVAL;
+	n = take(cq, num_entries, wc);
 	/*
-	 * Completions come from the progress thread: an application
-	 * spinning on an empty CQ lets it run (and the peer's, on a host
-	 * with as many spinners as CPUs) instead of waiting to be preempted.
+	 * Empty: while the progress thread sleeps, receive here what may
+	 * complete something (no wake-up on the way); else let that thread
+	 * run (and the peer's, on a host with as many spinners as CPUs)
+	 * instead of waiting to be preempted.
 	 */
-	if (!n)
-		sw_empty_poll(ibcq->context);
+	if (!n && num_entries) {
+		sw_app_polled(ibcq->context);
+		if (sw_transport_poll(sw_dev_of(ibcq->context)))
+			n = take(cq, num_entries, wc);
+		else
+			sw_empty_poll(ibcq->context);
+	}
 	return n;
 }
 

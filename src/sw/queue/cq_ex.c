@@ -50,11 +50,18 @@ static int sw_start_poll(struct ibv_cq_ex *ibcq, struct ibv_poll_cq_attr *attr)
 		return EINVAL;
 	pthread_mutex_lock(&cq->lock);
 	ret = set_current(cq);
-	if (ret) {
+	if (ret == ENOENT) { /* as an empty poll_cq (cq.c) */
 		pthread_mutex_unlock(&cq->lock);
-		if (ret == ENOENT)
-			sw_empty_poll(ibcq->context); /* as an empty poll_cq (cq.c) */
+		sw_app_polled(ibcq->context);
+		if (!sw_transport_poll(sw_dev_of(ibcq->context))) {
+			sw_empty_poll(ibcq->context);
+			return ENOENT;
+		}
+		pthread_mutex_lock(&cq->lock);
+		ret = set_current(cq);
 	}
+	if (ret)
+		pthread_mutex_unlock(&cq->lock);
 	return ret;
 }
 

@@ -36,6 +36,7 @@ static void engine_config(struct sw_engine *eng)
 	eng->busy_poll = cfg->busy_poll;
 	eng->spin_ns = (uint64_t)cfg->spin_us * 1000;
 	eng->pull = cfg->single_copy && !cfg->cc_dma_bounce;
+	eng->app_rx = cfg->app_progress;
 	sw_fault_init(&eng->fault, &cfg->fault);
 }
 
@@ -64,6 +65,8 @@ int sw_engine_start(struct sw_dev *dev)
 	pthread_mutex_init(&eng->active_lock, NULL);
 	pthread_mutex_init(&eng->cqmod_lock, NULL);
 	pthread_mutex_init(&eng->budget.lock, NULL);
+	pthread_mutex_init(&eng->rx_token, NULL);
+	eng->fork_gen = sw_fork_gen_now();
 	sem_init(&eng->started, 0, 0);
 	ret = sw_mcast_init(eng);
 	if (ret)
@@ -101,6 +104,7 @@ err_wake:
 	pthread_mutex_destroy(&eng->active_lock);
 	pthread_mutex_destroy(&eng->cqmod_lock);
 	pthread_mutex_destroy(&eng->budget.lock);
+	pthread_mutex_destroy(&eng->rx_token);
 	close(eng->wake_fd);
 err_free:
 	sw_progress_fini(eng);
@@ -125,7 +129,8 @@ static void engine_report(struct sw_engine *eng)
 		"softverbs:   retransmits %llu timeouts %llu duplicates %llu tx_again %llu\n"
 		"softverbs:   resent pkts %llu, socket overflows %llu, budget waits %llu, probes %llu, "
 		"timer deferrals %llu, stashed %llu, selective %llu\n"
-		"softverbs:   progress thread: sleeps %llu\n"
+		"softverbs:   progress thread: sleeps %llu; application threads: passes %llu "
+		"packets %llu\n"
 		"softverbs:   naks rx seq %llu rnr %llu err %llu, tx seq %llu rnr %llu err %llu\n"
 		"softverbs:   drops malformed %llu icrc %llu no_qp %llu state %llu qkey %llu "
 		"no_recv %llu out_of_window %llu\n"
@@ -142,6 +147,7 @@ static void engine_report(struct sw_engine *eng)
 		(unsigned long long)c->budget_waits, (unsigned long long)c->probes,
 		(unsigned long long)c->timer_deferrals, (unsigned long long)c->stashed,
 		(unsigned long long)c->selective, (unsigned long long)c->sleeps,
+		(unsigned long long)c->app_passes, (unsigned long long)c->app_pkts,
 		(unsigned long long)c->seq_naks_rx, (unsigned long long)c->rnr_naks_rx,
 		(unsigned long long)c->err_naks_rx, (unsigned long long)c->seq_naks_tx,
 		(unsigned long long)c->rnr_naks_tx, (unsigned long long)c->err_naks_tx,
@@ -200,6 +206,7 @@ void sw_engine_stop(struct sw_dev *dev)
 	dev->eng = NULL;
 	close(eng->wake_fd);
 	pthread_mutex_destroy(&eng->active_lock);
+	pthread_mutex_destroy(&eng->rx_token);
 	sem_destroy(&eng->started);
 	free(eng->active);
 	sw_progress_fini(eng);

@@ -39,7 +39,7 @@
  * sender is active, so a corrupted packet passes with probability about
  * 2^-15 * 2^-4.5. docs/reliability.md gives the arithmetic.
  *
- * Progress thread only (or one test thread): no locks.
+ * The receive token's holder only (or one test thread): no locks of its own.
  */
 #include <string.h>
 

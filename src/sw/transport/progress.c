@@ -9,20 +9,20 @@
  * copies it queued on CPU_ID placement workers (place_worker.c), sends
  * the ACKs owed, and runs the retransmit and RNR timers.
  *
- * While traffic flows and the application polls for it, it may poll too:
- * for SOFTVERBS_SPIN_US (default 0: not at all) after the last packet or post
- * it received, as long as an application thread found a CQ of the
- * device empty in that time, it keeps looking, calling sched_yield(2)
- * between empty polls, so that the next packet of a ping-pong or a
- * stream finds it awake instead of paying a cross-CPU wake-up (tens of
- * microseconds on a VM). An application that sleeps in
- * ibv_get_cq_event() needs this thread to wake it anyway, and spinning
- * would only take the CPU from it and from the peer. (Not the default:
- * with more polling threads than cores it can cost more than it saves;
- * docs/performance.md.) Idle longer than that, it
- * sleeps in poll(2) until a packet, a wake-up or the next timer (at most
- * 100 ms), so it costs nothing measurable. With SOFTVERBS_BUSY_POLL=1 it
- * never sleeps.
+ * Who receives. While it sleeps, an application thread that finds a CQ
+ * empty takes a receive pass itself (sw_transport_poll): the receive
+ * side is guarded by eng->rx_token, which this thread releases only
+ * around poll(2). So an application that polls its CQs is served in its
+ * own thread, without a cross-CPU wake-up (tens of microseconds on a
+ * VM). What no CQ poll serves is the passive side: a WRITE or READ
+ * target that waits on memory or computes. For that, after its own last
+ * packet or a post, this thread keeps looking for SOFTVERBS_SPIN_US
+ * (default 50), calling sched_yield(2) between empty polls, unless an
+ * application thread found a CQ empty in that time (it receives itself;
+ * two spinners per process would only share the cores: spin_now). Idle
+ * longer than that, it sleeps in poll(2) until a packet, a wake-up or
+ * the next timer (at most 100 ms), so it costs nothing measurable. With
+ * SOFTVERBS_BUSY_POLL=1 it never sleeps.
  */
 #define _GNU_SOURCE
 #include <sched.h>
@@ -363,15 +363,17 @@ static int rx_group(void *arg, int fd, const union sw_sa *bound, uint32_t *ovfl)
 }
 
 /*
- * One receive batch into the next slot set; returns the number of
- * packets taken off the sockets and links. It ends by waiting for the
- * placements it queued (sw_place_fence) and sending the ACKs owed, but
- * for a full batch with copies still queued and a set left: then the
- * next batch fills the next set while the worker (kicked) copies, and the fence
- * and the ACKs come after it (at most RX_SETS batches, so one fence per
- * RX_SLOTS packets of a stream into a CPU_ID MR).
+ * One receive batch into the next slot set (eng->rx_token held); returns
+ * the number of packets taken off the sockets and links. It ends by
+ * waiting for the placements it queued (sw_place_fence) and sending the
+ * ACKs owed, but, if `defer`, for a full batch with copies still queued
+ * and a set left: then the next batch fills the next set while the
+ * worker (kicked) copies, and the fence and the ACKs come after it (at
+ * most RX_SETS batches, so one fence per RX_SLOTS packets of a stream
+ * into a CPU_ID MR). The queued copies are this thread's: only the
+ * progress thread defers, and it keeps the token until a batch that did not.
  */
-static int rx_batch(struct sw_engine *eng, struct rx_batch *b)
+static int rx_batch(struct sw_engine *eng, struct rx_batch *b, bool defer)
 {
 	const struct sw_port *port = &eng->dev->port;
 	int first = (int)b->set * SW_RX_BATCH, end = first + SW_RX_BATCH, n;
@@ -397,7 +399,7 @@ static int rx_batch(struct sw_engine *eng, struct rx_batch *b)
 	}
 	n -= first;
 	/* copies still to land (CPU_ID workers, pulls): take another set first */
-	if (n == SW_RX_BATCH && b->set + 1 < RX_SETS &&
+	if (defer && n == SW_RX_BATCH && b->set + 1 < RX_SETS &&
 	    (sw_place_pending() || sw_place_pull_pending())) {
 		sw_place_kick();
 		b->set++;
@@ -412,7 +414,7 @@ static int rx_batch(struct sw_engine *eng, struct rx_batch *b)
 	 * on memory for what was just placed runs now, before the ACKs go out
 	 * (a system call each): in a ping-pong its answer then leaves first.
 	 */
-	if (eng->busy_poll && b->ntouched)
+	if (eng->busy_poll && defer && b->ntouched)
 		sched_yield();
 	rx_flush_acks(b);
 	sw_shm_handled(eng);
@@ -528,6 +530,25 @@ void sw_progress_fini(struct sw_engine *eng)
 	eng->cap_snap = 0;
 }
 
+/*
+ * Spin rather than sleep: this thread had work (packets, or a post that
+ * woke it) within the last spin_ns, and, where application threads
+ * receive themselves (app_rx), none of them found a CQ empty in that
+ * time. One that polls takes the packets while this thread sleeps
+ * (sw_transport_poll), and a second spinner in the process would only
+ * take a core from it, or from the peer's on a host with as many
+ * spinners as cores. What is left is the passive side: an application
+ * that waits on memory for a WRITE, or computes, and needs this thread
+ * awake for the next packet.
+ */
+static bool spin_now(const struct sw_engine *eng, uint64_t now, uint64_t worked_ns,
+		     uint64_t polled_ns)
+{
+	if (now - worked_ns >= eng->spin_ns)
+		return false;
+	return !eng->app_rx || now - polled_ns >= eng->spin_ns;
+}
+
 /* Contract: the progress thread's body; returns when eng->stop is set. */
 void *sw_progress_main(void *arg)
 {
@@ -536,14 +557,14 @@ void *sw_progress_main(void *arg)
 	/* when it last had work, and last saw an application poll an empty CQ */
 	uint64_t next_timer = 0, worked_ns = 0, polled_ns = 0;
 	unsigned int busy = 0; /* nonempty batches since the timers last ran */
-	unsigned int sweeps = 0; /* receive passes done (this thread alone writes eng->sweeps) */
 
 	sem_post(&eng->started);
+	pthread_mutex_lock(&eng->rx_token); /* released only to sleep */
 	while (!atomic_load(&eng->stop)) {
-		int n = rx_batch(eng, b);
+		int n = rx_batch(eng, b, true);
 		uint64_t now;
 
-		atomic_store_explicit(&eng->sweeps, ++sweeps, memory_order_release);
+		atomic_fetch_add_explicit(&eng->sweeps, 1, memory_order_release);
 
 		/* the ACKs just handled may have freed budget: serve the line */
 		if (atomic_load_explicit(&eng->budget.nwait, memory_order_relaxed))
@@ -571,13 +592,11 @@ void *sw_progress_main(void *arg)
 		}
 		if (n > 0)
 			continue;
-		if (eng->spin_ns &&
-		    atomic_load_explicit(&eng->dev->app_polls, memory_order_relaxed)) {
+		if (atomic_load_explicit(&eng->dev->app_polls, memory_order_relaxed)) {
 			atomic_store_explicit(&eng->dev->app_polls, false, memory_order_relaxed);
 			polled_ns = now;
 		}
-		if (eng->busy_poll ||
-		    (now - worked_ns < eng->spin_ns && now - polled_ns < eng->spin_ns)) {
+		if (eng->busy_poll || spin_now(eng, now, worked_ns, polled_ns)) {
 			/*
 			 * Spin, but let another thread that waits for this core
 			 * run: with more busy threads than cores (two processes
@@ -623,7 +642,14 @@ void *sw_progress_main(void *arg)
 			continue;
 		}
 		atomic_fetch_add_explicit(&eng->cnt.sleeps, 1, memory_order_relaxed);
+		/*
+		 * Asleep, the receive side is free for the application threads
+		 * that poll their CQs (sw_transport_poll). A link's descriptor
+		 * that one of them closes meanwhile only ends the poll early.
+		 */
+		pthread_mutex_unlock(&eng->rx_token);
 		ready = poll(pfd, (nfds_t)(PFD_SHM + nshm), ms);
+		pthread_mutex_lock(&eng->rx_token);
 		atomic_store(&eng->sleeping, false);
 		sw_shm_sleep_end(eng);
 		for (int k = PFD_SHM; ready > 0 && k < PFD_SHM + nshm; k++)
@@ -642,5 +668,61 @@ void *sw_progress_main(void *arg)
 		}
 	}
 	rx_flush_acks(b); /* what a last deferred batch still owes */
+	pthread_mutex_unlock(&eng->rx_token);
 	return NULL;
+}
+
+static atomic_uint fork_gen;
+
+static void fork_child(void)
+{
+	atomic_fetch_add_explicit(&fork_gen, 1, memory_order_relaxed);
+}
+
+static void fork_gen_setup(void)
+{
+	if (pthread_atfork(NULL, NULL, fork_child))
+		(void)0; /* out of memory: a child then relies on dev->pid checks alone */
+}
+
+/* Contract: see transport_priv.h. */
+unsigned int sw_fork_gen_now(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+	pthread_once(&once, fork_gen_setup);
+	return atomic_load_explicit(&fork_gen, memory_order_relaxed);
+}
+
+/*
+ * Contract: see sw/transport.h. Only while the progress thread sleeps:
+ * awake, it takes the packets itself, and a second thread at the
+ * sockets would only contend with it. The pass fences and sends its
+ * ACKs before it returns the token (no deferral: the copies it queues
+ * are this thread's); the timers stay the progress thread's.
+ */
+bool sw_transport_poll(struct sw_dev *dev)
+{
+	struct sw_engine *eng = dev->eng;
+	int n;
+
+	if (!eng || !eng->app_rx || !atomic_load_explicit(&eng->sleeping, memory_order_relaxed) ||
+	    eng->fork_gen != atomic_load_explicit(&fork_gen, memory_order_relaxed) ||
+	    pthread_mutex_trylock(&eng->rx_token))
+		return false;
+	if (!atomic_load_explicit(&eng->sleeping, memory_order_relaxed) ||
+	    atomic_load_explicit(&eng->stop, memory_order_relaxed)) {
+		pthread_mutex_unlock(&eng->rx_token); /* it woke meanwhile */
+		return false;
+	}
+	n = rx_batch(eng, eng->rx, false);
+	atomic_fetch_add_explicit(&eng->sweeps, 1, memory_order_release);
+	if (atomic_load_explicit(&eng->budget.nwait, memory_order_relaxed))
+		sw_budget_serve(eng);
+	pthread_mutex_unlock(&eng->rx_token);
+	atomic_fetch_add_explicit(&eng->cnt.app_passes, 1, memory_order_relaxed);
+	if (n > 0)
+		atomic_fetch_add_explicit(&eng->cnt.app_pkts, (unsigned int)n,
+					  memory_order_relaxed);
+	return n > 0;
 }

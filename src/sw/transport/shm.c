@@ -555,7 +555,7 @@ static int ring_take(struct shm_in *l, uint8_t *buf, size_t cap, uint32_t *flags
 	}
 }
 
-/* Contract: see transport_priv.h. Progress thread only. */
+/* Contract: see transport_priv.h. The receive token's holder only (progress.c). */
 void sw_shm_handled(struct sw_engine *eng)
 {
 	struct sw_shm *s = eng->shm;
@@ -570,7 +570,7 @@ void sw_shm_handled(struct sw_engine *eng)
 	}
 }
 
-/* Contract: see transport_priv.h. Progress thread only. */
+/* Contract: see transport_priv.h. The receive token's holder only (progress.c). */
 int sw_shm_recv(struct sw_engine *eng, uint8_t *buf, size_t cap, union sw_sa *src, pid_t *ref_pid)
 {
 	struct sw_shm *s = eng->shm;
@@ -611,7 +611,7 @@ int sw_shm_recv(struct sw_engine *eng, uint8_t *buf, size_t cap, union sw_sa *sr
 	return 0;
 }
 
-/* Contract: see transport_priv.h. Progress thread only. */
+/* Contract: see transport_priv.h. The receive token's holder only (progress.c). */
 bool sw_shm_sleep_begin(struct sw_engine *eng)
 {
 	struct sw_shm *s = eng->shm;
@@ -819,7 +819,7 @@ static void shm_sweep(struct sw_shm *s, uint64_t now)
 	pthread_mutex_unlock(&s->lock);
 }
 
-/* Contract: see transport_priv.h. Progress thread only. */
+/* Contract: see transport_priv.h. The receive token's holder only (progress.c). */
 void sw_shm_service(struct sw_engine *eng, uint64_t now)
 {
 	struct sw_shm *s = eng->shm;

@@ -70,6 +70,7 @@ struct sw_counters {
 	atomic_ullong stashed, selective;
 	/* times the progress thread went to sleep in poll(2) (progress.c) */
 	atomic_ullong sleeps;
+	atomic_ullong app_passes, app_pkts; /* receive passes by application threads */
 	/* packets fault injection (SOFTVERBS_FAULT) dropped, sent twice, held back */
 	atomic_ullong fault_drops, fault_dups, fault_reorders;
 	/* the same-host link (shm.c): packets each way, links accepted, corrupt rings closed */
@@ -99,13 +100,13 @@ struct sw_fault_state {
 	struct sw_fault cfg;
 	pthread_mutex_t lock; /* the send side: tx_rng and the held packet */
 	uint64_t tx_rng;
-	uint64_t rx_rng; /* the receive side's, progress thread only */
+	uint64_t rx_rng; /* the receive side's, under eng->rx_token */
 	uint8_t *held; /* a packet held back for reordering, or NULL */
 	size_t held_len;
 	struct sw_av held_av;
 };
 
-/* ipid.c: the IPv4 ID windows of the senders seen; progress thread only. */
+/* ipid.c: the IPv4 ID windows of the senders seen; under eng->rx_token. */
 enum {
 	SW_IPID_PEERS_LOG2 = 6
 };
@@ -166,9 +167,18 @@ struct sw_engine {
 	 * wake-up (sw_engine_wake_for).
 	 */
 	atomic_ullong timers_at;
-	atomic_uint sweeps; /* receive passes the progress thread has finished */
+	atomic_uint sweeps; /* receive passes finished, by any thread (progress.c) */
+	/*
+	 * The receive side: the sockets, the links' rings and eng->rx, with
+	 * all they lead to. The progress thread holds it but while it sleeps
+	 * in poll(2); an application thread polling an empty CQ takes a pass
+	 * under it then (sw_transport_poll).
+	 */
+	pthread_mutex_t rx_token;
+	unsigned int fork_gen; /* sw_fork_gen when started: a fork child's copy never receives */
 	bool busy_poll; /* SOFTVERBS_BUSY_POLL: spin instead of sleeping */
 	bool pull; /* SOFTVERBS_SINGLE_COPY and not a CC bounce device */
+	bool app_rx; /* SOFTVERBS_APP_PROGRESS: sw_transport_poll may receive */
 	uint64_t spin_ns; /* SOFTVERBS_SPIN_US: keep polling this long after work */
 	pthread_mutex_t cqmod_lock; /* guards the list of moderated CQs (before any cq->lock) */
 	struct sw_cq *cqmod; /* moderated CQs, through sw_cq.mod_next */
@@ -219,6 +229,12 @@ int sw_progress_init(struct sw_engine *eng);
 void sw_progress_fini(struct sw_engine *eng);
 /* progress.c: the progress thread's body; returns when eng->stop is set. */
 void *sw_progress_main(void *arg);
+/*
+ * progress.c: this process's fork generation (0, one more in each fork
+ * child): an engine started in another generation is a copy whose thread
+ * does not run here, and its sockets are the parent's.
+ */
+unsigned int sw_fork_gen_now(void);
 
 /*
  * progress.c: handle `len` bytes from `src` to local address `dst` as one
