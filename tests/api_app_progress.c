@@ -221,10 +221,7 @@ out:
 	}
 	t_ep_destroy(&a, false);
 	t_ep_destroy(&b, false);
-	memset(st, 0, sizeof(*st));
-	if (!CHECK(t_close_captured(ctx, text, sizeof(text)) == 0) || /* the report */
-	    !CHECK_MSG(t_stats_parse(text, st) == 1 && (st->lines & T_STATS_PROGRESS),
-		       "no device report with a progress line at the close:\n%s", text))
+	if (t_close_report(ctx, text, sizeof(text), st, T_STATS_PROGRESS))
 		return -1;
 	printf("# %d round trips: application passes %llu, packets %llu; progress thread "
 	       "sleeps %llu\n",

@@ -208,9 +208,7 @@ static int measure(unsigned long long *sleeps, struct thread_use *idle)
 out:
 	t_ep_destroy(&a, false);
 	t_ep_destroy(&b, false);
-	if (!CHECK(t_close_captured(ctx, text, sizeof(text)) == 0) || /* the report */
-	    !CHECK_MSG(t_stats_parse(text, &st) == 1 && (st.lines & T_STATS_PROGRESS),
-		       "no device report with a progress line at the close:\n%s", text))
+	if (t_close_report(ctx, text, sizeof(text), &st, T_STATS_PROGRESS))
 		return -1;
 	*sleeps = st.sleeps;
 	if (!ret)

@@ -212,25 +212,6 @@ static inline void t_capture_end(struct t_capture *c, char *out, size_t size)
 }
 
 /*
- * Close `ctx` with stderr captured into `out` (NUL-terminated): what the
- * device prints at its last close (its SOFTVERBS_STATS report). 0, or
- * -1 when stderr could not be captured (the device is closed anyway).
- */
-static inline int t_close_captured(struct ibv_context *ctx, char *out, size_t size)
-{
-	struct t_capture cap;
-
-	out[0] = '\0';
-	if (t_capture_begin(&cap)) {
-		ibv_close_device(ctx);
-		return -1;
-	}
-	ibv_close_device(ctx);
-	t_capture_end(&cap, out, size);
-	return 0;
-}
-
-/*
  * Opens the first device as the environment configures it right now
  * (each list call re-reads SOFTVERBS_*), or NULL with errno.
  */

@@ -43,6 +43,9 @@ struct t_stats {
 	/* resent packets, socket overflows, budget waits, probes, timer deferrals */
 	unsigned long long resent, sock_ovfl, budget_waits, probes, deferrals;
 	unsigned long long sleeps; /* the progress thread's sleeps in poll(2) */
+	unsigned long long ip_id_rx, ip_id_refused; /* recovered IPv4 IDs taken, refused */
+	/* UDP offloads: GSO sends, their packets, refusals; GRO datagrams, their packets */
+	unsigned long long gso_sends, gso_pkts, gso_refused, gro_recvs, gro_pkts;
 	/* receive passes by application threads polling an empty CQ, their packets */
 	unsigned long long app_passes, app_pkts;
 	int lines; /* T_STATS_* bits of the lines seen */
@@ -58,7 +61,9 @@ enum {
 	T_STATS_LINK = 64,
 	T_STATS_RESENT = 128, /* resent pkts, socket overflows, budget waits, probes, deferrals */
 	T_STATS_PROGRESS = 256, /* progress thread: sleeps */
-	T_STATS_ALL = 511,
+	T_STATS_IPID = 512, /* ip id: recovered, refused */
+	T_STATS_OFFLOAD = 1024, /* udp offload: gso sends, pkts, refused, gro recvs, pkts */
+	T_STATS_ALL = 2047,
 };
 
 /* Adds the device reports in `text` to *s; returns how many there were. */
@@ -151,9 +156,49 @@ static inline int t_stats_parse(const char *text, struct t_stats *s)
 				s->app_passes += v[1];
 				s->app_pkts += v[2];
 			}
+		} else if (sscanf(p, "softverbs:   ip id: recovered %llu, refused %llu", &v[0],
+				  &v[1]) == 2) {
+			s->ip_id_rx += v[0];
+			s->ip_id_refused += v[1];
+			s->lines |= T_STATS_IPID;
+		} else if (
+			sscanf(p,
+			       "softverbs:   udp offload: gso sends %llu pkts %llu refused %llu, "
+			       "gro recvs %llu pkts %llu",
+			       &v[0], &v[1], &v[2], &v[3], &v[4]) == 5) {
+			s->gso_sends += v[0];
+			s->gso_pkts += v[1];
+			s->gso_refused += v[2];
+			s->gro_recvs += v[3];
+			s->gro_pkts += v[4];
+			s->lines |= T_STATS_OFFLOAD;
 		}
 	}
 	return reports;
+}
+
+/*
+ * Close `ctx`, the device's last user, capturing its report (stderr) in
+ * `text` and reading it into *st: 0, or -1 (a failed check says why)
+ * when stderr could not be captured (ctx closed anyway) or the text is
+ * not exactly one report with all of the T_STATS_* `lines`.
+ */
+static inline int t_close_report(struct ibv_context *ctx, char *text, size_t size,
+				 struct t_stats *st, int lines)
+{
+	struct t_capture cap;
+
+	if (!CHECK(t_capture_begin(&cap) == 0)) {
+		ibv_close_device(ctx);
+		return -1;
+	}
+	ibv_close_device(ctx); /* the report, at the last close */
+	t_capture_end(&cap, text, size);
+	memset(st, 0, sizeof(*st));
+	return CHECK_MSG(t_stats_parse(text, st) == 1 && (st->lines & lines) == lines,
+			 "no device report with the lines %#x at the close:\n%s", lines, text) ?
+		       0 :
+		       -1;
 }
 
 /* The counters that tell how a run went, on one line (after "# "). */

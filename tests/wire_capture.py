@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 """Check a live capture of the device's traffic (tests/wire_capture.sh).
 
-usage: wire_capture.py PCAP MANIFEST TSHARK
+usage: wire_capture.py PCAP MANIFEST TSHARK [gso|nogso]
 
 MANIFEST is written by api_wire_sequence --client: the hosts, the RC QPNs,
 every request packet the sequence must put on the wire ("req OPCODE DQPN
@@ -14,10 +14,20 @@ ICRC; every expected packet must be there with its fields; every other
 packet must be an ACK of the right QP and PSN; tshark must dissect every
 packet as InfiniBand with the same opcode, QPN, PSN and RETH / DETH
 fields, and report no malformed packet. Exit 0 when all agree.
+
+UDP GSO (SOFTVERBS_GSO, on by default): a capture on lo holds a GSO send
+as one large datagram, before the kernel cuts it (lo passes it whole; a
+NIC's driver or the receiving socket cuts it). It is cut here as the
+kernel cuts it: segments of the size of the first, the last possibly
+shorter, the n-th (from 0) with IPv4 ID n, DF, its own lengths. The size
+is the one at which the next BTH has the first one's QPN and PSN + 1 and
+the first segment's ICRC holds; then every segment's ICRC is checked with
+its own ID, and tshark dissects the cut packets (written to PCAP.cut).
+"gso": at least one such datagram must be there; "nogso": none may be.
 """
 import sys
 
-from scapy.all import IP, UDP, raw, rdpcap
+from scapy.all import IP, UDP, Ether, raw, rdpcap, wrpcap
 from scapy.contrib.roce import BTH
 
 from roce_pcap import tshark_problem, tshark_rows
@@ -25,6 +35,7 @@ from roce_pcap import tshark_problem, tshark_rows
 RETH_OPS = {0x06, 0x0A, 0x0C}
 ATOMIC_OPS = {0x13, 0x14}
 ACK, ATOMIC_ACK = 0x11, 0x12
+LO_ETHER = bytes(12) + b"\x08\x00"  # lo's Ethernet header: no addresses, IPv4
 
 
 def read_manifest(path):
@@ -60,11 +71,57 @@ def decode(p):
     return bth.opcode, bth.dqpn, bth.psn, ext
 
 
+def segment(p, payload, k):
+    """The k-th segment of GSO datagram `p`: `payload`, with the kernel's header."""
+    ip = p[IP]
+    seg = (IP(src=ip.src, dst=ip.dst, id=k, flags="DF", ttl=ip.ttl, tos=ip.tos) /
+           UDP(sport=p[UDP].sport, dport=p[UDP].dport) / payload)
+    return IP(raw(seg))
+
+
+def cut(p):
+    """The datagrams a captured UDP datagram stands for (see the module doc):
+    [p] when it is one packet, the segments of a GSO send otherwise, or
+    [p] when no size fits (its ICRC check then reports it)."""
+    pay = raw(p[UDP].payload)
+    if p[BTH].compute_icrc(None) == raw(p[IP])[-4:] or len(pay) < 32:
+        return [p]
+    qpn, psn = pay[5:8], int.from_bytes(pay[9:12], "big")
+    nxt = ((psn + 1) & 0xffffff).to_bytes(3, "big")
+    for s in range(16, len(pay) - 15, 4):
+        if pay[s + 5:s + 8] != qpn or pay[s + 9:s + 12] != nxt:
+            continue
+        first = segment(p, pay[:s], 0)
+        if first[BTH].compute_icrc(None) == raw(first)[-4:]:
+            return [segment(p, pay[o:o + s], i) for i, o in enumerate(range(0, len(pay), s))]
+    return [p]
+
+
+def expand(pcap):
+    """The capture's packets with GSO datagrams cut, written to PCAP.cut;
+    returns (path, packets, GSO datagrams found)."""
+    out, gso = [], 0
+    for p in rdpcap(pcap):
+        if p.haslayer(IP) and p.haslayer(UDP) and p[UDP].dport == 4791 and p.haslayer(BTH):
+            segs = cut(p)
+            gso += len(segs) > 1
+            out += segs if len(segs) > 1 else [p[IP]]
+        elif p.haslayer(IP):
+            out.append(p[IP])
+    out = [Ether(LO_ETHER + raw(ip)) for ip in out]  # as lo frames them
+    path = pcap + ".cut"
+    wrpcap(path, out)
+    return path, out, gso
+
+
 def main():
-    if len(sys.argv) != 4:
+    if len(sys.argv) not in (4, 5):
         print(__doc__.strip().splitlines()[2], file=sys.stderr)
         return 2
-    pcap, manifest, tshark = sys.argv[1:]
+    pcap, manifest, tshark = sys.argv[1:4]
+    mode = sys.argv[4] if len(sys.argv) == 5 else ""
+    pcap, packets, gso = expand(pcap)
+    print(f"capture: {gso} UDP GSO datagrams cut into their packets")
     m = read_manifest(manifest)
     ours = {m["client_qpn"], m["server_qpn"]} | {u[1] for u in m["ud"]}
     want_req = {(r[0], r[1], r[2]): tuple(r[3:]) for r in m["req"]}
@@ -74,7 +131,11 @@ def main():
     errors, seen, frames, icrc_ok = [], set(), {}, 0
     acks = 0
 
-    for n, p in enumerate(rdpcap(pcap), 1):
+    if mode == "gso" and not gso:
+        errors.append("no GSO datagram in the capture (SOFTVERBS_GSO on)")
+    elif mode == "nogso" and gso:
+        errors.append(f"{gso} GSO datagrams in the capture with SOFTVERBS_GSO=0")
+    for n, p in enumerate(packets, 1):
         if not (p.haslayer(IP) and p.haslayer(UDP) and p[UDP].dport == 4791):
             continue
         if {p[IP].src, p[IP].dst} != m["hosts"] or not p.haslayer(BTH):

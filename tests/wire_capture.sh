@@ -1,17 +1,21 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# wire_capture.sh SEQUENCE_BIN WORKDIR
+# wire_capture.sh SEQUENCE_BIN WORKDIR [gso|nogso]
 #
 # Captures the device's live traffic on the loopback interface while
 # SEQUENCE_BIN (tests/api_wire_sequence.c) runs its known sequence
 # between two processes (SEND, multi-packet WRITE with RETH, READ,
 # atomics, UD SEND), then checks the capture with tshark and scapy
 # (wire_capture.py). Skips (exit 77) without tshark, python3-scapy or
-# the right to capture (root or CAP_NET_RAW).
+# the right to capture (root or CAP_NET_RAW). "gso": UDP GSO on (the
+# default) and the capture must hold GSO sends, which wire_capture.py cuts
+# into their packets as the kernel does and checks each; "nogso":
+# SOFTVERBS_GSO=0, and it must hold none.
 set -u
 . "$(dirname "$0")/tap.sh"
 bin=${1:?usage: wire_capture.sh SEQUENCE_BIN WORKDIR}
 dir=${2:?usage: wire_capture.sh SEQUENCE_BIN WORKDIR}
+mode=${3:-}
 here=$(cd "$(dirname "$0")" && pwd)
 py=/usr/bin/python3 # the system python, where apt puts python3-scapy
 
@@ -27,6 +31,10 @@ rm -f "$pcap" "$man" "$sock"
 
 # The capture sees only UDP: keep the two processes off the same-host link.
 export SOFTVERBS_SHM=0
+case $mode in
+gso) export SOFTVERBS_GSO=1 ;;
+nogso) export SOFTVERBS_GSO=0 ;;
+esac
 
 # Addresses of this run's own (127/8 is all loopback), so that the
 # capture holds only its packets even when other tests run alongside.
@@ -74,7 +82,7 @@ if [ $src -ne 0 ]; then
 	exit 1
 fi
 echo "ok - the sequence ran ($(grep -c . "$man") manifest lines)"
-PYTHONPATH=$here "$py" "$here/wire_capture.py" "$pcap" "$man" "$tshark"
+PYTHONPATH=$here "$py" "$here/wire_capture.py" "$pcap" "$man" "$tshark" $mode
 rc=$?
 [ $rc -eq 0 ] && echo "ok - tshark and scapy agree with the captured traffic" ||
 	echo "not ok - capture check failed (kept in $dir)"

@@ -109,6 +109,7 @@ struct sw_config {
 	bool stats; /* SOFTVERBS_STATS: counters at exit */
 	bool shm; /* SOFTVERBS_SHM: same-host link (default 1) */
 	bool single_copy; /* SOFTVERBS_SINGLE_COPY: pulls over the link (default 1) */
+	bool gso; /* SOFTVERBS_GSO: UDP GSO and GRO where the kernel has them (default 1) */
 	bool app_progress; /* SOFTVERBS_APP_PROGRESS: empty CQ polls receive (default 1) */
 	/* SOFTVERBS_LINK_LAYER: IBV_LINK_LAYER_ETHERNET (eth, default) or _INFINIBAND (ib) */
 	uint8_t link_layer;

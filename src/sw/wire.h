@@ -286,6 +286,14 @@ int sw_icrc_check(const struct sw_icrc_ctx *c, const uint8_t *pkt, size_t len,
 		  struct sw_icrc_var *var);
 
 /*
+ * Change the ICRC of a finished IPv4 packet of `len` bytes (sw_pkt_finish)
+ * from the one for IPv4 ID 0 to the one for ID `id`, DF still set: the
+ * header the kernel gives the id-th segment of a UDP GSO send (net.c).
+ * Applying it twice with the same `id` undoes it; id 0 changes nothing.
+ */
+void sw_icrc_set_ip_id(uint8_t *pkt, size_t len, uint16_t id);
+
+/*
  * Validate and decode a UDP payload of `len` bytes. Checks, in order:
  * BTH + ICRC <= length <= SW_MAX_UDP_PAYLOAD; opcode known; BTH
  * transport version 0; length covers the opcode's headers, pad and ICRC;

@@ -458,6 +458,7 @@ void sw_config_load(struct sw_config *cfg)
 	cfg_load_bool(cfg, "SOFTVERBS_STATS", &cfg->stats, false);
 	cfg_load_bool(cfg, "SOFTVERBS_SHM", &cfg->shm, true);
 	cfg_load_bool(cfg, "SOFTVERBS_SINGLE_COPY", &cfg->single_copy, true);
+	cfg_load_bool(cfg, "SOFTVERBS_GSO", &cfg->gso, true);
 	cfg_load_bool(cfg, "SOFTVERBS_APP_PROGRESS", &cfg->app_progress, true);
 	cfg_load_link_layer(cfg);
 	cfg_load_fault(cfg);

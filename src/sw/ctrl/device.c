@@ -100,8 +100,8 @@ static bool config_equal(const struct sw_config *a, const struct sw_config *b)
 	       a->busy_poll == b->busy_poll && a->spin_us == b->spin_us &&
 	       a->app_progress == b->app_progress && a->single_copy == b->single_copy &&
 	       a->progress_cpu == b->progress_cpu && a->stats == b->stats && a->shm == b->shm &&
-	       a->link_layer == b->link_layer && !memcmp(&a->fault, &b->fault, sizeof(a->fault)) &&
-	       !strcmp(a->error, b->error);
+	       a->gso == b->gso && a->link_layer == b->link_layer &&
+	       !memcmp(&a->fault, &b->fault, sizeof(a->fault)) && !strcmp(a->error, b->error);
 }
 
 /* Contract: sv_device.release: free a device nobody refers to any more. */

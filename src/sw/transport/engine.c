@@ -51,10 +51,11 @@ int sw_engine_start(struct sw_dev *dev)
 	eng->dev = dev;
 	atomic_init(&eng->timers_at, UINT64_MAX); /* until the first scan */
 	engine_config(eng);
-	ret = sw_progress_init(eng);
+	ret = sw_net_setup(dev->port.fd);
 	if (ret)
 		goto err_free;
-	ret = sw_net_setup(dev->port.fd);
+	sw_net_offload(eng); /* before the receive buffers: GRO needs large ones */
+	ret = sw_progress_init(eng);
 	if (ret)
 		goto err_free;
 	eng->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -137,7 +138,9 @@ static void engine_report(struct sw_engine *eng)
 		"softverbs:   faults dropped %llu duplicated %llu reordered %llu\n"
 		"softverbs:   completions errors %llu flushed %llu\n"
 		"softverbs:   same-host link: sent %llu received %llu packets, links in %llu, corrupt %llu\n"
-		"softverbs:   ip id: recovered %llu, refused %llu, random senders %llu\n",
+		"softverbs:   ip id: recovered %llu, refused %llu, random senders %llu\n"
+		"softverbs:   udp offload: gso sends %llu pkts %llu refused %llu, gro recvs %llu "
+		"pkts %llu\n",
 		eng->dev->core.ibv.name, sw_sa_str(&eng->dev->port.local, addr),
 		(unsigned long long)c->tx_pkts, (unsigned long long)c->tx_bytes,
 		(unsigned long long)c->rx_pkts, (unsigned long long)c->rx_bytes,
@@ -160,7 +163,9 @@ static void engine_report(struct sw_engine *eng)
 		(unsigned long long)c->shm_tx_pkts, (unsigned long long)c->shm_rx_pkts,
 		(unsigned long long)c->shm_links, (unsigned long long)c->shm_corrupt,
 		(unsigned long long)c->rx_ip_id, (unsigned long long)c->drops_ip_id,
-		(unsigned long long)c->ip_id_random);
+		(unsigned long long)c->ip_id_random, (unsigned long long)c->gso_sends,
+		(unsigned long long)c->gso_pkts, (unsigned long long)c->gso_refused,
+		(unsigned long long)c->gro_recvs, (unsigned long long)c->gro_pkts);
 	fprintf(stderr,
 		"softverbs:   single copy: sent %llu received %llu packets by reference; "
 		"this process pulled %zu bytes in %zu calls, %zu failed\n",

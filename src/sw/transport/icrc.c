@@ -40,7 +40,10 @@
  *   the rest of the packet up to the ICRC itself
  * The IPv4 header is rebuilt here, not taken from the socket: the kernel
  * sends ours with version/IHL 0x45, identification 0 and DF set
- * (IP_PMTUDISC_DO on an unconnected UDP socket), no options.
+ * (IP_PMTUDISC_DO on an unconnected UDP socket), no options. The
+ * segments of a UDP GSO send (net.c) are the exception: the kernel gives
+ * the n-th (from 0) ID n, and sw_icrc_set_ip_id() turns ID 0's ICRC into
+ * that one's by the same algebra the receive side uses (below).
  *
  * Received packets. A UDP socket never shows the receiver the sender's
  * IPv4 Identification or its DF bit, and the ICRC covers both (only TOS,
@@ -130,6 +133,9 @@ static uint32_t crc_xinv_pow[SW_XINV_POWS];
  * same value.
  */
 static _Atomic uint32_t crc_recover_k[SW_ICRC_FACTORS];
+
+/* Per length, the same for sending: x^(8k+32) mod P (sw_icrc_set_ip_id). */
+static _Atomic uint32_t crc_forward_k[SW_ICRC_FACTORS];
 
 /*
  * The header differences that a single flipped bit of a packet of up to
@@ -443,6 +449,45 @@ static uint32_t recover_factor(size_t len)
 		atomic_store_explicit(slot, f, memory_order_relaxed);
 	}
 	return f;
+}
+
+/* Contract: x^n mod P by squaring (bit-reflected; about 2 log2(n) products). */
+static uint32_t crc_xpow_fast(uint32_t n)
+{
+	uint32_t r = 0x80000000u, b = 0x40000000u; /* x^0, x^1 */
+
+	for (; n; n >>= 1) {
+		if (n & 1)
+			r = crc_mulmod(r, b);
+		b = crc_mulmod(b, b);
+	}
+	return r;
+}
+
+/*
+ * See wire.h. The ICRC is affine in the header bytes: an ID other than
+ * 0 adds E x^(8k+32) mod P to it (sw_icrc_check() runs the same step
+ * backwards), E the ID's bits placed as that function reads them back.
+ */
+void sw_icrc_set_ip_id(uint8_t *pkt, size_t len, uint16_t id)
+{
+	_Atomic uint32_t *slot;
+	uint32_t f, e, v;
+
+	if (!id || len < SW_BTH_LEN + SW_ICRC_LEN || len > SW_MAX_UDP_PAYLOAD || (len & 3))
+		return;
+	slot = &crc_forward_k[len / 4];
+	f = atomic_load_explicit(slot, memory_order_relaxed);
+	if (!f) {
+		f = crc_xpow_fast((uint32_t)(8 * (SW_ICRC_PSEUDO_LEN + len - SW_ICRC_LEN -
+						  SW_ICRC_VAR_OFF - SW_ICRC_VAR_LEN) +
+					     32));
+		atomic_store_explicit(slot, f, memory_order_relaxed);
+	}
+	e = (uint32_t)(id >> 8) << 8 | (uint32_t)(id & 0xff) << 16;
+	memcpy(&v, pkt + len - SW_ICRC_LEN, 4);
+	v = htole32(le32toh(v) ^ crc_mulmod(e, f));
+	memcpy(pkt + len - SW_ICRC_LEN, &v, 4);
 }
 
 /* See wire.h. */

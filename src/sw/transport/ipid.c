@@ -17,8 +17,13 @@
  * sender evicts the one in its slot):
  *   - a sender first seen with ID 0 and DF (the full 32-bit check
  *     matched: every Linux UDP socket) is noted as such on the hot path
- *     (one load per packet); a recovered ID from it is treated as far
- *     from its window (below), so corrupting its packets gains nothing;
+ *     (one load per packet); a recovered ID from it is accepted only
+ *     with DF and 1 <= ID < SW_IPID_GSO_SEGS, and changes nothing: those
+ *     are the IDs the kernel gives the segments of a UDP GSO send from
+ *     an unconnected socket (the first segment 0, the next ones 1, 2,
+ *     ... in order, for each send; softverbs sends at most SW_TX_BATCH
+ *     packets in one, net.c). Any other recovered ID from it is treated
+ *     as far from its window (below);
  *   - a sender first seen with a recovered ID is trusted at once;
  *   - accepted: the DF bit is the one the sender used last, and
  *     d = ID - last (mod 2^16, signed) with
@@ -37,7 +42,9 @@
  *     window is off for it, and only the 15 bits protect its packets.
  * The window spans at most a few thousand of the 65536 IDs while the
  * sender is active, so a corrupted packet passes with probability about
- * 2^-15 * 2^-4.5. docs/reliability.md gives the arithmetic.
+ * 2^-15 * 2^-4.5; from a sender of ID 0 (the GSO rule: 15 of the 2^17
+ * ID and DF values) about 2^-15 * 2^-13.1. docs/reliability.md gives
+ * the arithmetic.
  *
  * The receive token's holder only (or one test thread): no locks of its own.
  */
@@ -50,6 +57,7 @@ enum {
 	SW_IPID_FWD = 2048, /* losses and other flows: this far ahead, plus the time */
 	SW_IPID_WIN_MAX = 30000, /* the forward window never covers half the space */
 	SW_IPID_STRIKES = 8,
+	SW_IPID_GSO_SEGS = SW_TX_BATCH, /* a zero sender's GSO segments: IDs below this */
 };
 
 static struct sw_ipid_peer *slot_of(struct sw_ipid_tab *t, uint32_t addr)
@@ -84,6 +92,8 @@ bool sw_ipid_plausible(struct sw_ipid_tab *t, uint32_t addr, uint16_t id, bool d
 	}
 	if (p->random)
 		return true;
+	if (p->zero && df && id && id < SW_IPID_GSO_SEGS)
+		return true; /* a segment of a GSO send: no counter to follow */
 	ms = now_ns > p->last_ns ? (now_ns - p->last_ns) / 1000000u : 0;
 	fwd = SW_IPID_FWD + (int32_t)(ms < SW_IPID_WIN_MAX ? ms : SW_IPID_WIN_MAX);
 	if (fwd > SW_IPID_WIN_MAX)

@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/udp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -57,6 +58,21 @@ int sw_net_setup(int fd)
 	if (setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &one, sizeof(one)))
 		return -errno;
 	return 0;
+}
+
+/* Contract: see transport_priv.h. */
+void sw_net_offload(struct sw_engine *eng)
+{
+	int fd = eng->dev->port.fd, zero = 0, one = 1;
+
+	atomic_store(&eng->gso, false);
+	eng->gro = false;
+	if (!eng->dev->cfg.gso)
+		return;
+	/* size 0: no default segmentation, only whether the kernel knows the option */
+	if (!setsockopt(fd, SOL_UDP, UDP_SEGMENT, &zero, sizeof(zero)))
+		atomic_store(&eng->gso, true);
+	eng->gro = !setsockopt(fd, SOL_UDP, UDP_GRO, &one, sizeof(one));
 }
 
 /* Contract: see transport_priv.h. */
@@ -142,14 +158,151 @@ static uint32_t send_unref(struct sw_engine *eng, const struct sw_tx_batch *b,
 	return i;
 }
 
-/* Contract: see transport_priv.h. Without send-side faults: sendmmsg(2). */
-uint32_t sw_net_send_batch(struct sw_engine *eng, const struct sw_tx_batch *b,
-			   const struct sw_av *av)
-{
+/*
+ * One sendmmsg(2) worth of a batch: each message one packet, or, with
+ * UDP GSO, a run of packets the kernel cuts at `gso_size` into one
+ * datagram each (all of that size but the last, which may be shorter).
+ */
+struct net_msgs {
 	struct mmsghdr msg[SW_TX_BATCH];
 	struct iovec iov[SW_TX_BATCH];
+	union {
+		char buf[CMSG_SPACE(sizeof(uint16_t))];
+		struct cmsghdr align;
+	} cm[SW_TX_BATCH];
+	uint32_t first[SW_TX_BATCH], npkt[SW_TX_BATCH]; /* each message's packets */
+	uint32_t nmsg;
+};
+
+/*
+ * Contract: how many packets from b->buf[i] one GSO send can carry: a
+ * run of equal lengths, then at most one shorter packet, all within one
+ * UDP datagram's payload. 1 when no run starts there.
+ */
+static uint32_t gso_run(const struct sw_tx_batch *b, uint32_t i, uint32_t n)
+{
+	size_t seg = b->len[i], total = seg;
+	uint32_t k = 1;
+
+	while (i + k < n && b->len[i + k] == seg && total + seg <= SW_MAX_UDP_PAYLOAD) {
+		total += seg;
+		k++;
+	}
+	if (i + k < n && b->len[i + k] < seg && total + b->len[i + k] <= SW_MAX_UDP_PAYLOAD)
+		k++;
+	return k;
+}
+
+/*
+ * Contract: give the packets of GSO message `m` the ICRCs for the IPv4
+ * IDs the kernel puts on its segments (an unconnected socket with DF:
+ * 0 for the first, then 1, 2, ...), or back to ID 0's: the change is
+ * its own inverse. Nothing for IPv6 or a one-packet message.
+ */
+static void gso_ids(struct sw_tx_batch *b, const struct net_msgs *m, uint32_t msg, bool v4)
+{
+	if (!v4)
+		return;
+	for (uint32_t j = 1; j < m->npkt[msg]; j++) {
+		uint32_t p = m->first[msg] + j;
+
+		sw_icrc_set_ip_id(b->buf[p], b->len[p], (uint16_t)j);
+	}
+}
+
+/* Contract: the messages for packets [from, n) of `b` to `av`; GSO runs if `gso`. */
+static void net_msgs_build(struct net_msgs *m, struct sw_tx_batch *b, uint32_t from, uint32_t n,
+			   const struct sw_av *av, bool gso)
+{
+	uint32_t i = from;
+
+	m->nmsg = 0;
+	while (i < n) {
+		struct msghdr *h = &m->msg[m->nmsg].msg_hdr;
+		uint32_t k = gso ? gso_run(b, i, n) : 1;
+
+		memset(h, 0, sizeof(*h));
+		h->msg_name = (void *)(uintptr_t)&av->dst;
+		h->msg_namelen = sw_sa_len(&av->dst);
+		h->msg_iov = &m->iov[i];
+		h->msg_iovlen = k;
+		for (uint32_t j = 0; j < k; j++) {
+			m->iov[i + j].iov_base = b->buf[i + j];
+			m->iov[i + j].iov_len = b->len[i + j];
+		}
+		if (k > 1) {
+			struct cmsghdr *c = &m->cm[m->nmsg].align;
+			uint16_t seg = (uint16_t)b->len[i];
+
+			memset(m->cm[m->nmsg].buf, 0, sizeof(m->cm[m->nmsg].buf));
+			h->msg_control = m->cm[m->nmsg].buf;
+			h->msg_controllen = sizeof(m->cm[m->nmsg].buf);
+			c->cmsg_level = SOL_UDP;
+			c->cmsg_type = UDP_SEGMENT;
+			c->cmsg_len = CMSG_LEN(sizeof(seg));
+			memcpy(CMSG_DATA(c), &seg, sizeof(seg));
+		}
+		m->first[m->nmsg] = i;
+		m->npkt[m->nmsg] = k;
+		gso_ids(b, m, m->nmsg, !sw_sa_is_v6(&av->dst));
+		m->nmsg++;
+		i += k;
+	}
+}
+
+/* Contract: count the first `r` messages of `m` as sent; returns their packets. */
+static uint32_t net_msgs_sent(struct sw_engine *eng, const struct net_msgs *m,
+			      const struct sw_tx_batch *b, uint32_t r)
+{
+	uint32_t pkts = 0;
+
+	for (uint32_t i = 0; i < r; i++) {
+		for (uint32_t j = 0; j < m->npkt[i]; j++)
+			atomic_fetch_add_explicit(&eng->cnt.tx_bytes, b->len[m->first[i] + j],
+						  memory_order_relaxed);
+		if (m->npkt[i] > 1) {
+			atomic_fetch_add_explicit(&eng->cnt.gso_sends, 1, memory_order_relaxed);
+			atomic_fetch_add_explicit(&eng->cnt.gso_pkts, m->npkt[i],
+						  memory_order_relaxed);
+		}
+		pkts += m->npkt[i];
+	}
+	atomic_fetch_add_explicit(&eng->cnt.tx_pkts, pkts, memory_order_relaxed);
+	if (r && m->npkt[r - 1] > 1)
+		atomic_store_explicit(&eng->gso_strikes, 0, memory_order_relaxed);
+	return pkts;
+}
+
+/*
+ * Contract: the kernel refused GSO message `m->msg[0]` with `err`: an
+ * old kernel (no UDP_SEGMENT), a route through a device that cannot
+ * take it (EIO) or a size it will not cut (EINVAL, EMSGSIZE). True when
+ * the packets should go again one by one; GSO goes off for the device
+ * after SW_GSO_STRIKES such refusals in a row.
+ */
+static bool gso_refused(struct sw_engine *eng, const struct net_msgs *m, int err)
+{
+	if (m->npkt[0] < 2 || (err != EINVAL && err != EIO && err != EMSGSIZE &&
+			       err != ENOPROTOOPT && err != EOPNOTSUPP))
+		return false;
+	atomic_fetch_add_explicit(&eng->cnt.gso_refused, 1, memory_order_relaxed);
+	if (atomic_fetch_add_explicit(&eng->gso_strikes, 1, memory_order_relaxed) + 1 >=
+	    SW_GSO_STRIKES)
+		atomic_store_explicit(&eng->gso, false, memory_order_relaxed);
+	return true;
+}
+
+/*
+ * Contract: see transport_priv.h. Without send-side faults: sendmmsg(2),
+ * with runs of equal-size packets as UDP GSO sends while the device has
+ * GSO (never to multicast, never with send-side faults).
+ */
+uint32_t sw_net_send_batch(struct sw_engine *eng, struct sw_tx_batch *b, const struct sw_av *av)
+{
 	const struct sw_fault *f = &eng->fault.cfg;
-	uint32_t sent = 0, n = b->n, i;
+	struct net_msgs m;
+	uint32_t sent = 0, n = b->n;
+	bool gso = !f->on_tx && atomic_load_explicit(&eng->gso, memory_order_relaxed);
 
 	if (f->on_tx && (f->drop_ppm || f->dup_ppm || f->reorder_ppm)) {
 		while (sent < n && sw_net_send(eng, b->buf[sent], b->len[sent], av) != -EAGAIN)
@@ -168,40 +321,35 @@ uint32_t sw_net_send_batch(struct sw_engine *eng, const struct sw_tx_batch *b,
 		const uint8_t *pkts[SW_TX_BATCH] = {NULL};
 		int r;
 
-		for (i = 0; i < n; i++)
+		for (uint32_t i = 0; i < n; i++)
 			pkts[i] = b->buf[i];
 		r = sw_shm_send(eng, pkts, b->len, b->ref, n, &av->dst);
 		if (r != -ENOTCONN)
 			return (uint32_t)r;
+	} else {
+		gso = false;
 	}
 	/* the link closed since these were built: lost, sent again as copies */
-	for (i = 0; i < n; i++)
+	for (uint32_t i = 0; i < n; i++)
 		if (b->ref[i].n)
 			return send_unref(eng, b, av);
-	memset(msg, 0, sizeof(msg));
-	for (i = 0; i < n; i++) {
-		iov[i].iov_base = (void *)(uintptr_t)b->buf[i];
-		iov[i].iov_len = b->len[i];
-		msg[i].msg_hdr.msg_name = (void *)(uintptr_t)&av->dst;
-		msg[i].msg_hdr.msg_namelen = sw_sa_len(&av->dst);
-		msg[i].msg_hdr.msg_iov = &iov[i];
-		msg[i].msg_hdr.msg_iovlen = 1;
-	}
 	while (sent < n) {
-		int r = sendmmsg(sw_net_fd(eng, av), msg + sent, n - sent, 0);
+		int r, err;
 
+		net_msgs_build(&m, b, sent, n, av, gso);
+		r = sendmmsg(sw_net_fd(eng, av), m.msg, m.nmsg, 0);
+		err = errno;
+		for (uint32_t i = r > 0 ? (uint32_t)r : 0; i < m.nmsg; i++)
+			gso_ids(b, &m, i, !sw_sa_is_v6(&av->dst)); /* back to ID 0: not sent */
 		if (r > 0) {
-			for (i = sent; i < sent + (uint32_t)r; i++)
-				atomic_fetch_add_explicit(&eng->cnt.tx_bytes, b->len[i],
-							  memory_order_relaxed);
-			atomic_fetch_add_explicit(&eng->cnt.tx_pkts, (unsigned)r,
-						  memory_order_relaxed);
-			sent += (uint32_t)r;
-		} else if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS) {
+			sent += net_msgs_sent(eng, &m, b, (uint32_t)r);
+		} else if (err == EAGAIN || err == EWOULDBLOCK || err == ENOBUFS) {
 			atomic_fetch_add_explicit(&eng->cnt.tx_again, 1, memory_order_relaxed);
 			break;
+		} else if (gso_refused(eng, &m, err)) {
+			gso = false; /* this batch's rest one by one */
 		} else {
-			sent++; /* this one is lost, as sw_net_send() treats such errors */
+			sent += m.npkt[0]; /* lost, as sw_net_send() treats such errors */
 		}
 	}
 	return sent;

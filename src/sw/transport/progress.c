@@ -28,6 +28,7 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/udp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -40,6 +41,27 @@ enum {
 	RX_SETS = 8, /* slot sets of SW_RX_BATCH: batches taken before one fence */
 	RX_SLOTS = RX_SETS * SW_RX_BATCH,
 	PFD_SHM = 4, /* poll(2): the same-host links' descriptors start here */
+	/*
+	 * UDP GRO (SOFTVERBS_GSO): the address socket's datagrams go into
+	 * RX_GRO_BUFS buffers of RX_GRO_BYTES per set, in the first
+	 * RX_GRO_SETS sets only: 4 MiB of address space per device, of which
+	 * only what coalesced datagrams fill becomes resident.
+	 */
+	RX_GRO_BUFS = SW_RX_BATCH,
+	RX_GRO_BYTES = 64 << 10,
+	RX_GRO_SETS = 2,
+	RX_TOUCHED = 1024, /* QPs that may owe an ACK at the end of one batch */
+};
+
+/* A receive buffer for the address socket when it delivers GRO datagrams. */
+struct rx_big {
+	uint8_t *buf; /* RX_GRO_BYTES, in rx_batch.gro_mem */
+	union sw_sa src;
+	struct {
+		/* as rx_slot's, and the UDP_GRO segment size's 24 */
+		_Alignas(size_t) char cbuf[128];
+	} c;
+	struct iovec iov;
 };
 
 struct rx_slot {
@@ -63,7 +85,10 @@ struct rx_slot {
 struct rx_batch {
 	struct rx_slot slot[RX_SLOTS];
 	struct mmsghdr msg[RX_SLOTS];
-	struct sw_qp *touched[RX_SLOTS];
+	struct rx_big big[RX_GRO_SETS * RX_GRO_BUFS];
+	struct mmsghdr big_msg[RX_GRO_SETS * RX_GRO_BUFS];
+	uint8_t *gro_mem; /* the big buffers' memory; NULL without GRO */
+	struct sw_qp *touched[RX_TOUCHED];
 	unsigned int ntouched;
 	unsigned int set; /* the set the next batch fills */
 };
@@ -94,15 +119,29 @@ static void rx_batch_init(struct rx_batch *b)
 		h->msg_control = s->c.cbuf;
 		h->msg_controllen = sizeof(s->c.cbuf);
 	}
+	for (unsigned int i = 0; b->gro_mem && i < RX_GRO_SETS * RX_GRO_BUFS; i++) {
+		struct rx_big *s = &b->big[i];
+		struct msghdr *h = &b->big_msg[i].msg_hdr;
+
+		s->buf = b->gro_mem + (size_t)i * RX_GRO_BYTES;
+		s->iov.iov_base = s->buf;
+		s->iov.iov_len = RX_GRO_BYTES;
+		memset(h, 0, sizeof(*h));
+		h->msg_name = &s->src;
+		h->msg_iov = &s->iov;
+		h->msg_iovlen = 1;
+		h->msg_control = s->c.cbuf;
+	}
 }
 
 /*
  * The local address a packet was sent to (IP_PKTINFO, IPV6_PKTINFO) at
  * the socket's port, else the socket's own: `bound`. *ovfl: the socket's
  * count of datagrams dropped at a full receive buffer (SO_RXQ_OVFL), if
- * the kernel attached it.
+ * the kernel attached it. *seg: the size of the segments of a GRO
+ * datagram (UDP_GRO), untouched for a plain one.
  */
-static union sw_sa rx_dst(const union sw_sa *bound, struct msghdr *h, uint32_t *ovfl)
+static union sw_sa rx_dst(const union sw_sa *bound, struct msghdr *h, uint32_t *ovfl, int *seg)
 {
 	union sw_sa d = *bound;
 	struct cmsghdr *c;
@@ -110,6 +149,9 @@ static union sw_sa rx_dst(const union sw_sa *bound, struct msghdr *h, uint32_t *
 	for (c = CMSG_FIRSTHDR(h); c; c = CMSG_NXTHDR(h, c)) {
 		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SO_RXQ_OVFL) {
 			memcpy(ovfl, CMSG_DATA(c), sizeof(*ovfl));
+		} else if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO &&
+			   c->cmsg_len >= CMSG_LEN(sizeof(*seg))) {
+			memcpy(seg, CMSG_DATA(c), sizeof(*seg));
 		} else if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO &&
 			   !sw_sa_is_v6(&d)) {
 			struct in_pktinfo pi;
@@ -206,12 +248,14 @@ static void rx_mcast(struct sw_engine *eng, const struct sw_pkt *pkt, size_t len
 }
 
 /*
- * Validate, find the QP, dispatch. Every drop is counted. ref_pid: 0, or
+ * Validate, find the QP, dispatch the packet of `len` bytes at `buf`
+ * from `src`. Every drop is counted. `buf` stays untouched until the
+ * batch's fence (placement workers may still read it). ref_pid: 0, or
  * the record came from a same-host link by reference (sw_shm_recv): the
  * sender's process, or -1 when we never allowed it (malformed).
  */
-static void rx_one(struct sw_engine *eng, struct rx_batch *b, struct rx_slot *s, size_t len,
-		   const union sw_sa *dst, pid_t ref_pid)
+static void rx_one(struct sw_engine *eng, struct rx_batch *b, const uint8_t *buf,
+		   const union sw_sa *src, size_t len, const union sw_sa *dst, pid_t ref_pid)
 {
 	struct sw_icrc_ctx ic;
 	struct sw_pkt pkt;
@@ -220,21 +264,21 @@ static void rx_one(struct sw_engine *eng, struct rx_batch *b, struct rx_slot *s,
 
 	atomic_fetch_add_explicit(&eng->cnt.rx_pkts, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&eng->cnt.rx_bytes, len, memory_order_relaxed);
-	if (s->src.sa.sa_family != dst->sa.sa_family) {
+	if (src->sa.sa_family != dst->sa.sa_family) {
 		atomic_fetch_add_explicit(&eng->cnt.drops_malformed, 1, memory_order_relaxed);
 		return;
 	}
-	sw_icrc_ctx_set(&ic, &s->src, dst);
+	sw_icrc_ctx_set(&ic, src, dst);
 	if (ref_pid) { /* no ICRC: it never was on a wire (shm_format.h) */
-		ret = sw_pkt_parse(&pkt, s->buf, len, NULL);
+		ret = sw_pkt_parse(&pkt, buf, len, NULL);
 		ret = ret ? ret : sw_pkt_take_ref(&pkt, ref_pid);
 	} else {
-		ret = sw_pkt_parse(&pkt, s->buf, len, &ic);
-		if (ret == -EPROTO && (s->buf[0] & SW_OP_CLASS_MASK) == SW_OP_RC)
-			ret = sw_pkt_parse_bth(&pkt, s->buf, len, &ic); /* the responder NAKs */
+		ret = sw_pkt_parse(&pkt, buf, len, &ic);
+		if (ret == -EPROTO && (buf[0] & SW_OP_CLASS_MASK) == SW_OP_RC)
+			ret = sw_pkt_parse_bth(&pkt, buf, len, &ic); /* the responder NAKs */
 		if (!ret && !pkt.ipv.recovered && !ic.v6)
-			sw_ipid_zero(&eng->ipid, s->src.v4.sin_addr.s_addr);
-		else if (!ret && !ip_id_ok(eng, &s->src, &pkt))
+			sw_ipid_zero(&eng->ipid, src->v4.sin_addr.s_addr);
+		else if (!ret && pkt.ipv.recovered && !ip_id_ok(eng, src, &pkt)) /* never IPv6 */
 			ret = -EILSEQ;
 	}
 	if (!ret && (pkt.pkey & 0x7fff) != (SW_DEFAULT_PKEY & 0x7fff))
@@ -246,11 +290,11 @@ static void rx_one(struct sw_engine *eng, struct rx_batch *b, struct rx_slot *s,
 		return;
 	}
 	if (sw_sa_is_multicast(dst)) {
-		rx_mcast(eng, &pkt, len, &s->src, dst);
+		rx_mcast(eng, &pkt, len, src, dst);
 		return;
 	}
 	if (pkt.dqpn == SV_GSI_QPN) { /* the general services QP: librdmacm's, if open */
-		sw_gsi_rx(eng, &pkt, &s->src, dst);
+		sw_gsi_rx(eng, &pkt, src, dst);
 		return;
 	}
 	qp = sw_qp_table_lookup(eng->dev, pkt.dqpn);
@@ -267,18 +311,18 @@ static void rx_one(struct sw_engine *eng, struct rx_batch *b, struct rx_slot *s,
 		pkt.opcode &=
 			(uint8_t)~SW_OP_CLASS_MASK; /* RC's operation; info keeps the XRCETH */
 	pthread_mutex_lock(&qp->lock);
-	if (!from_peer(qp, &s->src)) { /* not this QP's packet: counted as no QP */
+	if (!from_peer(qp, src)) { /* not this QP's packet: counted as no QP */
 		atomic_fetch_add_explicit(&eng->cnt.drops_no_qp, 1, memory_order_relaxed);
 	} else {
 		SW_QP_COUNT(qp, rx_pkts, 1); /* the QP's: from its peer, of its type */
 		SW_QP_COUNT(qp, rx_bytes, len);
 		if (!pkt.info || (pkt.info->flags & SW_F_REQ))
-			sw_resp_handle(qp, &pkt, &s->src, dst);
+			sw_resp_handle(qp, &pkt, src, dst);
 		else
 			sw_comp_handle(qp, &pkt);
 	}
 	pthread_mutex_unlock(&qp->lock);
-	if (b->ntouched < RX_SLOTS)
+	if (b->ntouched < RX_TOUCHED)
 		touch(b, qp);
 	sw_qp_put(qp);
 }
@@ -313,7 +357,7 @@ static int rx_socket(struct sw_engine *eng, struct rx_batch *b, int first, int e
 		     const union sw_sa *bound, uint32_t *ovfl_seen)
 {
 	uint32_t ovfl = *ovfl_seen;
-	int n, i;
+	int n, i, seg = 0;
 
 	for (i = first; i < end; i++) {
 		b->msg[i].msg_hdr.msg_namelen = sizeof(union sw_sa);
@@ -331,8 +375,8 @@ static int rx_socket(struct sw_engine *eng, struct rx_batch *b, int first, int e
 			rx_drop_oversize(eng);
 			continue;
 		}
-		dst = rx_dst(bound, &b->msg[i].msg_hdr, &ovfl);
-		rx_one(eng, b, &b->slot[i], b->msg[i].msg_len, &dst, 0);
+		dst = rx_dst(bound, &b->msg[i].msg_hdr, &ovfl, &seg);
+		rx_one(eng, b, b->slot[i].buf, &b->slot[i].src, b->msg[i].msg_len, &dst, 0);
 	}
 	if (ovfl != *ovfl_seen) { /* the kernel's count only grows (mod 2^32) */
 		atomic_fetch_add_explicit(&eng->cnt.sock_overflows, (uint32_t)(ovfl - *ovfl_seen),
@@ -340,6 +384,93 @@ static int rx_socket(struct sw_engine *eng, struct rx_batch *b, int first, int e
 		*ovfl_seen = ovfl;
 	}
 	return n;
+}
+
+/*
+ * Contract: split a datagram of `len` bytes at `buf` into the packets a
+ * GRO datagram holds (each `seg` bytes but the last; `seg` <= 0: one
+ * packet) and handle each as if received alone, from the same source to
+ * the same address. A packet larger than SW_PKT_MAX is dropped as the
+ * plain path's truncation would.
+ */
+static void rx_split(struct sw_engine *eng, struct rx_batch *b, const uint8_t *buf, size_t len,
+		     int seg, const union sw_sa *src, const union sw_sa *dst)
+{
+	size_t step = seg > 0 && (size_t)seg < len ? (size_t)seg : len, pkts = 0;
+
+	if (!len) { /* an empty datagram: one malformed packet, as on the plain path */
+		if (!sw_fault_rx_drop(eng))
+			rx_one(eng, b, buf, src, 0, dst, 0);
+		return;
+	}
+	for (size_t off = 0; off < len; off += step) {
+		size_t n = len - off < step ? len - off : step;
+
+		pkts++;
+		if (sw_fault_rx_drop(eng))
+			continue;
+		if (n > SW_PKT_MAX)
+			rx_drop_oversize(eng);
+		else
+			rx_one(eng, b, buf + off, src, n, dst, 0);
+	}
+	if (pkts > 1) {
+		atomic_fetch_add_explicit(&eng->cnt.gro_recvs, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&eng->cnt.gro_pkts, pkts, memory_order_relaxed);
+	}
+}
+
+/*
+ * Contract: take up to RX_GRO_BUFS datagrams off the address socket (UDP
+ * GRO on) into set `set`'s big buffers and handle their packets; returns
+ * the number of packets, *full whether every buffer was used.
+ */
+static int rx_gro(struct sw_engine *eng, struct rx_batch *b, unsigned int set, bool *full)
+{
+	const struct sw_port *port = &eng->dev->port;
+	unsigned int first = set * RX_GRO_BUFS;
+	uint32_t ovfl = eng->rx_ovfl[0];
+	int n, pkts = 0;
+
+	for (unsigned int i = first; i < first + RX_GRO_BUFS; i++) {
+		b->big_msg[i].msg_hdr.msg_namelen = sizeof(union sw_sa);
+		b->big_msg[i].msg_hdr.msg_controllen = sizeof(b->big[i].c.cbuf);
+	}
+	/*
+	 * One buffer first, the others only when it filled: an empty look,
+	 * which an application thread's pass makes at every empty CQ poll,
+	 * then hands the kernel 64 KiB instead of 2 MiB of buffers (valgrind
+	 * checks all of them on every call).
+	 */
+	n = recvmmsg(port->fd, b->big_msg + first, 1, MSG_DONTWAIT, NULL);
+	if (n == 1) {
+		int more = recvmmsg(port->fd, b->big_msg + first + 1, RX_GRO_BUFS - 1, MSG_DONTWAIT,
+				    NULL);
+
+		n += more > 0 ? more : 0;
+	}
+	*full = n == RX_GRO_BUFS;
+	for (int i = 0; i < n; i++) {
+		struct mmsghdr *m = &b->big_msg[first + (unsigned int)i];
+		int seg = 0;
+		union sw_sa dst = rx_dst(&port->local, &m->msg_hdr, &ovfl, &seg);
+
+		if (m->msg_hdr.msg_flags & MSG_TRUNC) { /* larger than any GRO datagram */
+			rx_drop_oversize(eng);
+			continue;
+		}
+		rx_split(eng, b, b->big[first + (unsigned int)i].buf, m->msg_len, seg,
+			 &b->big[first + (unsigned int)i].src, &dst);
+		pkts += seg > 0 && m->msg_len ?
+				(int)((m->msg_len + (unsigned int)seg - 1) / (unsigned int)seg) :
+				1;
+	}
+	if (ovfl != eng->rx_ovfl[0]) { /* as rx_socket() */
+		atomic_fetch_add_explicit(&eng->cnt.sock_overflows,
+					  (uint32_t)(ovfl - eng->rx_ovfl[0]), memory_order_relaxed);
+		eng->rx_ovfl[0] = ovfl;
+	}
+	return pkts;
 }
 
 /* Where the group sockets' packets go in a batch (rx_group). */
@@ -376,9 +507,13 @@ static int rx_group(void *arg, int fd, const union sw_sa *bound, uint32_t *ovfl)
 static int rx_batch(struct sw_engine *eng, struct rx_batch *b, bool defer)
 {
 	const struct sw_port *port = &eng->dev->port;
-	int first = (int)b->set * SW_RX_BATCH, end = first + SW_RX_BATCH, n;
+	int first = (int)b->set * SW_RX_BATCH, end = first + SW_RX_BATCH, n, gro = 0;
+	bool gro_full = false, more;
 
-	n = first + rx_socket(eng, b, first, end, port->fd, &port->local, &eng->rx_ovfl[0]);
+	if (b->gro_mem)
+		n = first, gro = rx_gro(eng, b, b->set, &gro_full);
+	else
+		n = first + rx_socket(eng, b, first, end, port->fd, &port->local, &eng->rx_ovfl[0]);
 	if (port->ll_fd >= 0 && n < end)
 		n += rx_socket(eng, b, n, end, port->ll_fd, &port->ll, &eng->rx_ovfl[1]);
 	if (n < end) {
@@ -395,11 +530,13 @@ static int rx_batch(struct sw_engine *eng, struct rx_batch *b, bool defer)
 		if (len <= 0)
 			break;
 		if (!sw_fault_rx_drop(eng))
-			rx_one(eng, b, s, (size_t)len, &port->local, ref_pid);
+			rx_one(eng, b, s->buf, &s->src, (size_t)len, &port->local, ref_pid);
 	}
 	n -= first;
+	more = n == SW_RX_BATCH || gro_full; /* the sockets may hold more */
+	n += gro;
 	/* copies still to land (CPU_ID workers, pulls): take another set first */
-	if (defer && n == SW_RX_BATCH && b->set + 1 < RX_SETS &&
+	if (defer && more && b->set + 1 < (b->gro_mem ? RX_GRO_SETS : RX_SETS) &&
 	    (sw_place_pending() || sw_place_pull_pending())) {
 		sw_place_kick();
 		b->set++;
@@ -437,7 +574,7 @@ int sw_rx_inject(struct sw_engine *eng, const uint8_t *buf, size_t len, const un
 	memcpy(b->slot[0].buf, buf, len);
 	b->slot[0].src = *src;
 	b->ntouched = 0;
-	rx_one(eng, b, &b->slot[0], len, dst, 0);
+	rx_one(eng, b, b->slot[0].buf, &b->slot[0].src, len, dst, 0);
 	rx_flush_acks(b); /* fences first, as rx_batch() */
 	free(b);
 	return 0;
@@ -516,6 +653,16 @@ int sw_progress_init(struct sw_engine *eng)
 	eng->rx = malloc(sizeof(*eng->rx));
 	if (!eng->rx)
 		return -ENOMEM;
+	eng->rx->gro_mem = NULL;
+	if (eng->gro) {
+		/* untouched pages cost nothing: malloc maps this size lazily */
+		eng->rx->gro_mem = malloc((size_t)RX_GRO_SETS * RX_GRO_BUFS * RX_GRO_BYTES);
+		if (!eng->rx->gro_mem) {
+			free(eng->rx);
+			eng->rx = NULL;
+			return -ENOMEM;
+		}
+	}
 	rx_batch_init(eng->rx);
 	return 0;
 }
@@ -523,6 +670,8 @@ int sw_progress_init(struct sw_engine *eng)
 /* Contract: see transport_priv.h. */
 void sw_progress_fini(struct sw_engine *eng)
 {
+	if (eng->rx)
+		free(eng->rx->gro_mem);
 	free(eng->rx);
 	free(eng->snap);
 	eng->rx = NULL;

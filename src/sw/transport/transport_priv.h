@@ -46,6 +46,7 @@ enum {
 	SW_LINK_STALLS = 4, /* timer deferrals in a row without the link's peer moving (req.c) */
 	SW_STASH_SLOTS = 1024, /* PSNs ahead of a gap an RC responder keeps, per QP (stash.c) */
 	SW_STASH_DEV_MAX = 4096, /* packets kept that way, all QPs of a device */
+	SW_GSO_STRIKES = 16, /* GSO sends refused in a row before GSO is off (net.c) */
 };
 
 /* ---- counters (per device; printed by the diagnostics view) ---- */
@@ -82,6 +83,12 @@ struct sw_counters {
 	 * in drops_icrc), senders found to use random IDs
 	 */
 	atomic_ullong rx_ip_id, drops_ip_id, ip_id_random;
+	/*
+	 * UDP offloads (net.c, progress.c): GSO sends and the packets they
+	 * carried, GSO sends the kernel refused (sent again one by one);
+	 * GRO datagrams received and the packets they held
+	 */
+	atomic_ullong gso_sends, gso_pkts, gso_refused, gro_recvs, gro_pkts;
 };
 
 /* Count one event on the device's counter `field` and on the QP's (queue.h). */
@@ -178,6 +185,14 @@ struct sw_engine {
 	unsigned int fork_gen; /* sw_fork_gen when started: a fork child's copy never receives */
 	bool busy_poll; /* SOFTVERBS_BUSY_POLL: spin instead of sleeping */
 	bool pull; /* SOFTVERBS_SINGLE_COPY and not a CC bounce device */
+	/*
+	 * UDP GSO (net.c): on while the kernel takes UDP_SEGMENT sends;
+	 * switched off after SW_GSO_STRIKES refusals in a row. GRO: the
+	 * address socket delivers coalesced datagrams (progress.c).
+	 */
+	atomic_bool gso;
+	atomic_uint gso_strikes;
+	bool gro;
 	bool app_rx; /* SOFTVERBS_APP_PROGRESS: sw_transport_poll may receive */
 	uint64_t spin_ns; /* SOFTVERBS_SPIN_US: keep polling this long after work */
 	pthread_mutex_t cqmod_lock; /* guards the list of moderated CQs (before any cq->lock) */
@@ -332,6 +347,13 @@ uint32_t sw_fault_batch_room(struct sw_engine *eng, uint32_t n);
 int sw_net_setup(int fd);
 
 /*
+ * With SOFTVERBS_GSO (default on): eng->gso when the kernel knows
+ * UDP_SEGMENT, eng->gro when the device's address socket took UDP_GRO.
+ * Either stays off where the kernel refuses it; never an error.
+ */
+void sw_net_offload(struct sw_engine *eng);
+
+/*
  * Send one packet of `len` bytes along `av`, through fault injection.
  * 0, -EAGAIN (socket full: the caller keeps the work and retries), or
  * another -errno (counted and treated as a loss).
@@ -379,11 +401,13 @@ struct sw_tx_batch *sw_net_tx_batch(void);
 /*
  * Send the `b->n` packets of `b` along `av` in as few system calls as the
  * socket allows (one sendmmsg(2) when there is room), through fault
- * injection. Returns how many went out (lost ones count as sent); fewer
- * than b->n means the socket was full at the first one not sent.
+ * injection. Over UDP with GSO (net.c), runs of equal-size packets go as
+ * one send each, their ICRCs rewritten for the IPv4 IDs the kernel gives
+ * the segments (packets not sent are left as built). Returns how many
+ * went out (lost ones count as sent); fewer than b->n means the socket
+ * was full at the first one not sent.
  */
-uint32_t sw_net_send_batch(struct sw_engine *eng, const struct sw_tx_batch *b,
-			   const struct sw_av *av);
+uint32_t sw_net_send_batch(struct sw_engine *eng, struct sw_tx_batch *b, const struct sw_av *av);
 
 /* ICRC context for a packet from this device along `av` (its source GID's address). */
 void sw_net_icrc_out(const struct sw_engine *eng, const struct sw_av *av, struct sw_icrc_ctx *c);
