@@ -9,6 +9,7 @@
 #define SV_TESTS_PLACE_UTIL_H
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
@@ -53,8 +54,17 @@ static inline void *pu_reader_main(void *arg)
 	while (!atomic_load(&rd->stop)) {
 		int r = atomic_load(&rd->round);
 
-		if (r == seen || rd->buf[rd->len - 1] != (uint8_t)r)
+		if (r == seen || rd->buf[rd->len - 1] != (uint8_t)r) {
+			/*
+			 * Yield between looks: under valgrind, which runs one
+			 * thread at a time, a pure spin held the CPU for a whole
+			 * time slice at every yield of the threads that place
+			 * the bytes (unit_dmah_stream's memcheck run then took
+			 * 200-360 s instead of 5-20 s, some runs and not others).
+			 */
+			sched_yield();
 			continue;
+		}
 		atomic_thread_fence(memory_order_acquire);
 		/* the writer may already be on a later round: only older is torn */
 		for (size_t i = 0; i < rd->len - 1; i++)

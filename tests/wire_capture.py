@@ -15,6 +15,13 @@ packet must be an ACK of the right QP and PSN; tshark must dissect every
 packet as InfiniBand with the same opcode, QPN, PSN and RETH / DETH
 fields, and report no malformed packet. Exit 0 when all agree.
 
+One retransmission is the protocol's own and is taken: a READ asked
+again from its k-th response (the tail-loss probe, or the completer
+after a gap: src/sw/transport/probe.c), whose RETH must then be the
+original's moved on by k path MTUs (MTU 1024), and READ responses of
+that READ at its own PSNs after it. A loaded machine can delay a
+response past the probe's timeout (CI, stop 27); each is counted.
+
 UDP GSO (SOFTVERBS_GSO, on by default): a capture on lo holds a GSO send
 as one large datagram, before the kernel cuts it (lo passes it whole; a
 NIC's driver or the receiving socket cuts it). It is cut here as the
@@ -34,6 +41,8 @@ from roce_pcap import tshark_problem, tshark_rows
 
 RETH_OPS = {0x06, 0x0A, 0x0C}
 ATOMIC_OPS = {0x13, 0x14}
+READ_REQ, READ_RESPS = 0x0C, {0x0D, 0x0E, 0x0F, 0x10}
+MTU = 1024  # api_wire_sequence's path MTU
 ACK, ATOMIC_ACK = 0x11, 0x12
 LO_ETHER = bytes(12) + b"\x08\x00"  # lo's Ethernet header: no addresses, IPv4
 
@@ -114,6 +123,16 @@ def expand(pcap):
     return path, out, gso
 
 
+def read_again(want_req, dqpn, psn, ext):
+    """The first PSN of the READ that (READ request, dqpn, psn, ext) asks again, or None."""
+    for (op, q, first), (va, rkey, length) in want_req.items():
+        k = psn - first
+        if op == READ_REQ and q == dqpn and 0 < k and k * MTU < length and \
+                ext == (va + k * MTU, rkey, length - k * MTU):
+            return first
+    return None
+
+
 def main():
     if len(sys.argv) not in (4, 5):
         print(__doc__.strip().splitlines()[2], file=sys.stderr)
@@ -129,7 +148,8 @@ def main():
     want_ud = {(u[0], u[1], u[2]): (u[3], u[4]) for u in m["ud"]}
     srv_q, srv_psn, cli_q, cli_psn = m["acks"]
     errors, seen, frames, icrc_ok = [], set(), {}, 0
-    acks = 0
+    acks, asked_again = 0, {}  # READ's first PSN -> the PSN it was asked again from
+    reads = {r[2]: (r[5] + MTU - 1) // MTU for r in m["req"] if r[0] == READ_REQ}
 
     if mode == "gso" and not gso:
         errors.append("no GSO datagram in the capture (SOFTVERBS_GSO on)")
@@ -165,13 +185,20 @@ def main():
         elif op == ACK and ((dqpn == srv_q and psn == srv_psn) or
                             (dqpn == cli_q and cli_psn <= psn <= cli_psn + 12)):
             acks += 1
+        elif op == READ_REQ and read_again(want_req, dqpn, psn, ext) is not None:
+            first = read_again(want_req, dqpn, psn, ext)
+            asked_again[first] = min(psn, asked_again.get(first, psn))
+        elif op in READ_RESPS and dqpn == cli_q and any(
+                a <= psn < f + reads[f] for f, a in asked_again.items()):
+            pass  # an answer to a READ asked again
         else:
             errors.append(f"frame {n}: unexpected opcode {op:#x} QPN {dqpn} PSN {psn}")
     missing = (set(want_req) | want_resp | set(want_ud)) - seen
     for k in sorted(missing):
         errors.append(f"missing: opcode {k[0]:#x} QPN {k[1]} PSN {k[2]}")
     print(f"scapy: {len(frames)} packets of the sequence, {icrc_ok} ICRCs agree, "
-          f"{len(seen)} of {len(seen) + len(missing)} expected packets seen, {acks} ACKs")
+          f"{len(seen)} of {len(seen) + len(missing)} expected packets seen, {acks} ACKs, "
+          f"{len(asked_again)} READs asked again")
 
     fields = ["frame.number", "frame.protocols", "infiniband.bth.opcode",
               "infiniband.bth.destqp", "infiniband.bth.psn", "infiniband.reth.va",
