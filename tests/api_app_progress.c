@@ -14,11 +14,11 @@
  * packets N").
  *
  *   a. default, ibv_poll_cq: every message arrives, and application
- *      threads handled at least ROUNDS / 10 packets (about 2.5 per round
- *      trip here; with the progress thread spinning beside a polling
- *      application, as it did before the gate, none) (of the 4 per round
- *      trip: SEND and ACK each way; the kernel also wakes the progress
- *      thread, which takes some);
+ *      threads handled at least ROUNDS / 10 of the 4 packets per round
+ *      trip (SEND and ACK each way) in one of TRIES runs (passes_case:
+ *      the packet also wakes the progress thread, which may take it
+ *      first); about 2.5 per round trip on the link, none with the
+ *      progress thread spinning beside a polling application;
  *   b. the same through ibv_start_poll (the extended CQ);
  *   c. SOFTVERBS_APP_PROGRESS=0: every message arrives, no pass at all;
  *   d. fork: a child spinning on a CQ of the device it inherited takes
@@ -43,6 +43,7 @@ enum {
 	SIZE = 64,
 	FORK_ROUNDS = 200,
 	GAP_US = 20,
+	TRIES = 4,
 };
 
 static bool use_ex; /* case b: poll through ibv_start_poll */
@@ -229,6 +230,31 @@ out:
 	return ret;
 }
 
+/*
+ * Cases a and b: every message arrives, and application threads handled
+ * at least ROUNDS / 10 packets in one of up to TRIES runs. Who takes a
+ * packet that arrives while the progress thread sleeps is a race: the
+ * packet wakes that thread too, and on an idle second core it can win
+ * every time (over UDP in CI, stop 27: 0 of 4000 in one run, 984 in the
+ * next). With the progress thread spinning beside a polling application
+ * (the gate of spin_now removed) it was 0-2 in every run.
+ */
+static void passes_case(void)
+{
+	struct t_stats st;
+	int i;
+
+	for (i = 0; i < TRIES; i++) {
+		if (run(ROUNDS, false, &st))
+			return;
+		if (st.app_pkts >= ROUNDS / 10)
+			break;
+		printf("# the progress thread won the race in this run\n");
+	}
+	CHECK_MSG(i < TRIES, "application threads handled %llu packets in the last of %d runs",
+		  st.app_pkts, TRIES);
+}
+
 int main(void)
 {
 	struct t_stats st;
@@ -239,15 +265,11 @@ int main(void)
 	setenv("SOFTVERBS_STATS", "1", 1);
 
 	t_case("a. default: a thread polling an empty CQ receives while the progress thread sleeps");
-	if (run(ROUNDS, false, &st) == 0)
-		CHECK_MSG(st.app_pkts >= ROUNDS / 10, "application threads handled %llu packets",
-			  st.app_pkts);
+	passes_case();
 
 	t_case("b. the same through ibv_start_poll");
 	use_ex = true;
-	if (run(ROUNDS, false, &st) == 0)
-		CHECK_MSG(st.app_pkts >= ROUNDS / 10, "application threads handled %llu packets",
-			  st.app_pkts);
+	passes_case();
 	use_ex = false;
 
 	t_case("c. SOFTVERBS_APP_PROGRESS=0: only the progress thread receives");
