@@ -26,7 +26,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <pthread.h>
-#include <sched.h>
 #include <sys/types.h>
 #include <time.h>
 
@@ -164,26 +163,6 @@ struct sw_dev {
 static inline struct sw_dev *sw_dev_of(struct ibv_context *ctx)
 {
 	return sv_container_of(ctx->device, struct sw_dev, core.ibv);
-}
-
-/*
- * An application thread polled a CQ of `ctx` and found it empty: sets
- * app_polls, without writing the shared line when it is set already.
- */
-static inline void sw_app_polled(struct ibv_context *ctx)
-{
-	struct sw_dev *dev = sw_dev_of(ctx);
-
-	if (!atomic_load_explicit(&dev->app_polls, memory_order_relaxed))
-		atomic_store_explicit(&dev->app_polls, true, memory_order_relaxed);
-}
-
-/* The same, with nothing received for it meanwhile: yield the CPU (the progress thread may need
- * it). */
-static inline void sw_empty_poll(struct ibv_context *ctx)
-{
-	sw_app_polled(ctx);
-	sched_yield();
 }
 
 /*

@@ -156,6 +156,15 @@ int sw_create_cq_ex(struct ibv_context *ctx, struct ibv_cq_init_attr_ex *attr,
 int sw_destroy_cq(struct ibv_cq *cq);
 int sw_resize_cq(struct ibv_cq *cq, int cqe);
 int sw_poll_cq(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc);
+/*
+ * cq.c: the calling thread found a CQ of `ctx` empty. Notes it for the
+ * progress thread (dev->app_polls), then takes a receive pass while that
+ * thread sleeps (sw_transport_poll): true when packets were handled, so
+ * that the CQ is worth a second look; else it yields the CPU (the
+ * progress thread, or the peer's on a host with as many spinners as
+ * CPUs, may need it) and returns false.
+ */
+bool sw_cq_empty_poll(struct ibv_context *ctx);
 int sw_req_notify_cq(struct ibv_cq *cq, int solicited_only);
 
 /* queue/cq_ex.c: point the ibv_cq_ex polling ops of `cq` at the device's */

@@ -210,20 +210,23 @@ int sw_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
 	if (num_entries < 0)
 		return -EINVAL;
 	n = take(cq, num_entries, wc);
-	/*
-	 * Empty: while the progress thread sleeps, receive here what may
-	 * complete something (no wake-up on the way); else let that thread
-	 * run (and the peer's, on a host with as many spinners as CPUs)
-	 * instead of waiting to be preempted.
-	 */
-	if (!n && num_entries) {
-		sw_app_polled(ibcq->context);
-		if (sw_transport_poll(sw_dev_of(ibcq->context)))
-			n = take(cq, num_entries, wc);
-		else
-			sw_empty_poll(ibcq->context);
-	}
+	if (!n && num_entries && sw_cq_empty_poll(ibcq->context))
+		n = take(cq, num_entries, wc);
 	return n;
+}
+
+/* Contract: see sw/queue.h. */
+bool sw_cq_empty_poll(struct ibv_context *ctx)
+{
+	struct sw_dev *dev = sw_dev_of(ctx);
+
+	/* without writing the shared line when it is set already */
+	if (!atomic_load_explicit(&dev->app_polls, memory_order_relaxed))
+		atomic_store_explicit(&dev->app_polls, true, memory_order_relaxed);
+	if (sw_transport_poll(dev))
+		return true;
+	sched_yield();
+	return false;
 }
 
 /*

@@ -12,7 +12,6 @@
  * with (wc_flags) are installed; opcode, vendor_err and wc_flags always
  * are. The others stay NULL.
  */
-#include <sched.h>
 
 #include "sw/queue.h"
 
@@ -52,11 +51,8 @@ static int sw_start_poll(struct ibv_cq_ex *ibcq, struct ibv_poll_cq_attr *attr)
 	ret = set_current(cq);
 	if (ret == ENOENT) { /* as an empty poll_cq (cq.c) */
 		pthread_mutex_unlock(&cq->lock);
-		sw_app_polled(ibcq->context);
-		if (!sw_transport_poll(sw_dev_of(ibcq->context))) {
-			sw_empty_poll(ibcq->context);
+		if (!sw_cq_empty_poll(ibcq->context))
 			return ENOENT;
-		}
 		pthread_mutex_lock(&cq->lock);
 		ret = set_current(cq);
 	}

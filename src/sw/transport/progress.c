@@ -822,6 +822,7 @@ void *sw_progress_main(void *arg)
 }
 
 static atomic_uint fork_gen;
+static atomic_bool fork_tracked; /* the handler below is registered */
 
 static void fork_child(void)
 {
@@ -830,8 +831,8 @@ static void fork_child(void)
 
 static void fork_gen_setup(void)
 {
-	if (pthread_atfork(NULL, NULL, fork_child))
-		(void)0; /* out of memory: a child then relies on dev->pid checks alone */
+	/* out of memory: no receive pass in an application thread at all */
+	atomic_store(&fork_tracked, !pthread_atfork(NULL, NULL, fork_child));
 }
 
 /* Contract: see transport_priv.h. */
@@ -855,13 +856,14 @@ bool sw_transport_poll(struct sw_dev *dev)
 	struct sw_engine *eng = dev->eng;
 	int n;
 
+	/* sleeping, read before the trylock too: no write to the token's line while it is awake */
 	if (!eng || !eng->app_rx || !atomic_load_explicit(&eng->sleeping, memory_order_relaxed) ||
+	    !atomic_load_explicit(&fork_tracked, memory_order_relaxed) ||
 	    eng->fork_gen != atomic_load_explicit(&fork_gen, memory_order_relaxed) ||
 	    pthread_mutex_trylock(&eng->rx_token))
 		return false;
-	if (!atomic_load_explicit(&eng->sleeping, memory_order_relaxed) ||
-	    atomic_load_explicit(&eng->stop, memory_order_relaxed)) {
-		pthread_mutex_unlock(&eng->rx_token); /* it woke meanwhile */
+	if (!atomic_load_explicit(&eng->sleeping, memory_order_relaxed)) {
+		pthread_mutex_unlock(&eng->rx_token); /* not in poll(2): starting or ending */
 		return false;
 	}
 	n = rx_batch(eng, eng->rx, false);
