@@ -423,9 +423,11 @@ static void rx_split(struct sw_engine *eng, struct rx_batch *b, const uint8_t *b
 /*
  * Contract: take up to RX_GRO_BUFS datagrams off the address socket (UDP
  * GRO on) into set `set`'s big buffers and handle their packets; returns
- * the number of packets, *full whether every buffer was used.
+ * the number of packets, *full whether every buffer was used. `probe`:
+ * look with one buffer first (below).
  */
-static int rx_gro(struct sw_engine *eng, struct rx_batch *b, unsigned int set, bool *full)
+static int rx_gro(struct sw_engine *eng, struct rx_batch *b, unsigned int set, bool probe,
+		  bool *full)
 {
 	const struct sw_port *port = &eng->dev->port;
 	unsigned int first = set * RX_GRO_BUFS;
@@ -437,13 +439,14 @@ static int rx_gro(struct sw_engine *eng, struct rx_batch *b, unsigned int set, b
 		b->big_msg[i].msg_hdr.msg_controllen = sizeof(b->big[i].c.cbuf);
 	}
 	/*
-	 * One buffer first, the others only when it filled: an empty look,
-	 * which an application thread's pass makes at every empty CQ poll,
-	 * then hands the kernel 64 KiB instead of 2 MiB of buffers (valgrind
-	 * checks all of them on every call).
+	 * An application thread's pass (`probe`), made at every empty CQ
+	 * poll, offers one buffer first and the others only when it filled:
+	 * an empty look then hands the kernel 64 KiB instead of 2 MiB of
+	 * buffers (valgrind checks all of them on every call). The progress
+	 * thread looks after a wake-up or while traffic flows: one call.
 	 */
-	n = recvmmsg(port->fd, b->big_msg + first, 1, MSG_DONTWAIT, NULL);
-	if (n == 1) {
+	n = recvmmsg(port->fd, b->big_msg + first, probe ? 1 : RX_GRO_BUFS, MSG_DONTWAIT, NULL);
+	if (probe && n == 1) {
 		int more = recvmmsg(port->fd, b->big_msg + first + 1, RX_GRO_BUFS - 1, MSG_DONTWAIT,
 				    NULL);
 
@@ -511,7 +514,7 @@ static int rx_batch(struct sw_engine *eng, struct rx_batch *b, bool defer)
 	bool gro_full = false, more;
 
 	if (b->gro_mem)
-		n = first, gro = rx_gro(eng, b, b->set, &gro_full);
+		n = first, gro = rx_gro(eng, b, b->set, !defer, &gro_full);
 	else
 		n = first + rx_socket(eng, b, first, end, port->fd, &port->local, &eng->rx_ovfl[0]);
 	if (port->ll_fd >= 0 && n < end)
