@@ -30,10 +30,21 @@
  *   i. A exits with 8 MiB of WRITEs in flight (B may find A gone
  *      half-way through pulling them): B's QP stays in RTS, as a NIC's
  *      whose peer died; nothing crashes.
+ *   j. A deregisters the MR its 1 MiB READs land in while B, stopped
+ *      (SIGSTOP), has 4 of them by reference in its ring: ibv_dereg_mr
+ *      waits until A's hold on them expires (about 1 s); A overwrites
+ *      the buffer (still mapped) and resumes B, which must then answer
+ *      with bytes, not write them into A: the buffer never changes, and
+ *      the READs end in LOC_PROT_ERR and flushes.
+ *   k. B may read A's memory but not write it (a seccomp filter on
+ *      process_vm_writev): A still asks its READs by reference, B's
+ *      writes fail and it answers with the bytes; every byte checked.
  * Cases a, b, c and f also READ 1 MiB and 200 KiB into three SGEs from B
- * and check every byte at A; READ responses never go by reference (B
- * sends none, A pulls nothing: a READ's bytes are the MR's at the time
- * of the response, which a later atomic or WRITE may change).
+ * and check every byte at A. Where single copy is used, A asks its READs
+ * by reference and B writes the bytes into A itself (B pushed bytes, its
+ * placed responses count as sent by reference); A never pulls: a READ's
+ * bytes are the MR's when B answered, which a later atomic or WRITE may
+ * change.
  */
 #include "harness.h"
 #include "stats.h"
@@ -75,12 +86,13 @@ enum mode {
 	M_DEREG,
 	M_FORK,
 	M_DEREG_READ,
-	M_EXIT
+	M_EXIT,
+	M_DEREG_SINK
 };
 
 struct pcfg {
 	enum mode mode;
-	bool b_no_pull, b_seccomp, b_other_uid;
+	bool b_no_pull, b_seccomp, b_seccomp_w, b_other_uid;
 	int sock; /* this side's end */
 };
 
@@ -99,12 +111,12 @@ static void write_env(const struct pcfg *c, bool b)
 		unsetenv("SOFTVERBS_SINGLE_COPY");
 }
 
-/* Make process_vm_readv(2) fail with EPERM in this process. */
-static bool no_vm_readv(void)
+/* Make process_vm_readv(2) (or process_vm_writev) fail with EPERM in this process. */
+static bool no_vm_call(long nr)
 {
 	struct sock_filter f[] = {
 		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_process_vm_readv, 0, 1),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)nr, 0, 1),
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
 	};
@@ -270,7 +282,8 @@ static int side_b(void *arg, int out)
 	write_env(c, true);
 	if (c->b_other_uid && (setgid(65534) || setuid(65534)))
 		return 2;
-	if (c->b_seccomp && !CHECK(no_vm_readv()))
+	if ((c->b_seccomp && !CHECK(no_vm_call(SYS_process_vm_readv))) ||
+	    (c->b_seccomp_w && !CHECK(no_vm_call(SYS_process_vm_writev))))
 		return 1;
 	if (t_ep_init(&e, NULL, IBV_QPT_RC, BUF, ACC, 256))
 		return 1;
@@ -283,6 +296,11 @@ static int side_b(void *arg, int out)
 	    !CHECK(!t_post_recv(&e, 8, BUF - 64, 64)))
 		return 1;
 	t_xfer(c->sock, &cmd, 1, true); /* ready */
+	if (c->mode == M_DEREG_SINK) { /* A stops us for a while */
+		pid_t me = getpid();
+
+		t_xfer(c->sock, &me, sizeof(me), true);
+	}
 	if (c->mode == M_EXIT) {
 		b_after_exit(&e, c->sock);
 		t_ep_destroy(&e, true);
@@ -290,7 +308,8 @@ static int side_b(void *arg, int out)
 	}
 	if (c->mode == M_DEREG || c->mode == M_DEREG_READ)
 		b_dereg(&e, c->sock); /* it answers A itself */
-	else if (!t_xfer(c->sock, &cmd, 1, false) && cmd == 'V' && c->mode != M_BOUNDS)
+	else if (!t_xfer(c->sock, &cmd, 1, false) && cmd == 'V' && c->mode != M_BOUNDS &&
+		 c->mode != M_DEREG_SINK)
 		b_check_data(&e);
 	else if (cmd == 'V')
 		all_zero(e.buf + BUF - (32 << 10), (32 << 10) - 64, "the end of the MR");
@@ -452,6 +471,68 @@ static void a_dereg(struct t_ep *e, const struct t_addr *peer, int sock, bool re
 	}
 }
 
+/*
+ * READs by reference that B has not answered when A deregisters their
+ * MR: B is stopped (SIGSTOP) with 4 of them in its ring. ibv_dereg_mr
+ * must wait for A's hold on them to run out (about 1 s), and B, resumed,
+ * must not write into the MR any more: it finds the hold expired and
+ * answers with bytes, which A refuses (LOC_PROT_ERR, then flushes).
+ */
+static void a_dereg_sink(struct t_ep *e, const struct t_addr *peer, int sock)
+{
+	int ok = 0, prot = 0, flushed = 0, other = 0;
+	uint64_t posted_at, t0, waited, held;
+	pid_t b = 0;
+
+	if (t_xfer(sock, &b, sizeof(b), false) || !CHECK(b > 0))
+		return;
+	for (int i = 0; i < 8; i++) {
+		if (!CHECK(!t_post(e, IBV_WR_RDMA_READ, 100 + (uint64_t)i, R_OFF, 1 << 20,
+				   peer->addr + R_OFF, peer->rkey, IBV_SEND_SIGNALED)))
+			return;
+		a_wait(e, 100 + (uint64_t)i, IBV_WC_SUCCESS);
+	}
+	if (!CHECK(!kill(b, SIGSTOP)))
+		return;
+	usleep(50 * 1000);
+	posted_at = t_ms();
+	for (int i = 0; i < 4; i++)
+		CHECK(!t_post(e, IBV_WR_RDMA_READ, 200 + (uint64_t)i, R_OFF, 1 << 20,
+			      peer->addr + R_OFF, peer->rkey, IBV_SEND_SIGNALED));
+	usleep(50 * 1000); /* the requests are in B's ring */
+	t0 = t_ms();
+	CHECK(ibv_dereg_mr(e->mr) == 0);
+	waited = t_ms() - t0;
+	held = t_ms() - posted_at;
+	e->mr = NULL;
+	memset(e->buf + R_OFF, 0xee, 1 << 20); /* from here on nothing may change */
+	CHECK(!kill(b, SIGCONT));
+	for (int i = 0; i < 4; i++) {
+		struct ibv_wc wc;
+
+		if (!CHECK_EQ_INT(t_poll(e->cq, &wc, 1, 10000), 1))
+			break;
+		ok += wc.status == IBV_WC_SUCCESS;
+		prot += wc.status == IBV_WC_LOC_PROT_ERR;
+		flushed += wc.status == IBV_WC_WR_FLUSH_ERR;
+		other += wc.status != IBV_WC_SUCCESS && wc.status != IBV_WC_LOC_PROT_ERR &&
+			 wc.status != IBV_WC_WR_FLUSH_ERR;
+	}
+	usleep(100 * 1000);
+	printf("# ibv_dereg_mr waited %llu ms (%llu ms after the READs were posted); the 4 READs: "
+	       "ok %d, LOC_PROT_ERR %d, flushed %d, other %d\n",
+	       (unsigned long long)waited, (unsigned long long)held, ok, prot, flushed, other);
+	/* the hold is taken after posted_at and lasts SHM_HOLD_NS (1 s) */
+	CHECK_MSG(held >= 990, "ibv_dereg_mr returned %llu ms after the READs, unanswered",
+		  (unsigned long long)held);
+	CHECK_MSG(!ok && prot == 1 && flushed == 3 && !other,
+		  "the READs did not fail as they should");
+	for (size_t i = 0; i < 1 << 20; i++)
+		if (!CHECK_MSG(e->buf[R_OFF + i] == 0xee,
+			       "byte %zu of the READ sink changed after its dereg", i))
+			break;
+}
+
 static int side_a(void *arg, int out)
 {
 	const struct pcfg *c = arg;
@@ -482,6 +563,8 @@ static int side_a(void *arg, int out)
 	} else {
 		if (c->mode == M_BOUNDS)
 			a_bounds(&e, &peer);
+		else if (c->mode == M_DEREG_SINK)
+			a_dereg_sink(&e, &peer, c->sock);
 		else
 			a_data(&e, &peer, c->mode == M_FORK);
 		cmd = 'V';
@@ -495,25 +578,29 @@ static int side_a(void *arg, int out)
 
 /* ---- the runs ---- */
 
-/* "single copy: sent N received M packets by reference; ... pulled B bytes" */
-static void single_line(const char *text, unsigned long long *sent, unsigned long long *pulled)
+/* "single copy: sent N received M packets by reference; ... pulled B bytes ...; pushed P bytes" */
+static void single_line(const char *text, unsigned long long *sent, unsigned long long *pulled,
+			unsigned long long *pushed, unsigned long long *push_failed)
 {
 	const char *p = text ? strstr(text, "single copy: sent ") : NULL;
-	unsigned long long rx = 0;
+	unsigned long long rx = 0, calls = 0, failed = 0, pcalls = 0;
 
-	*sent = *pulled = 0;
+	*sent = *pulled = *pushed = *push_failed = 0;
 	if (CHECK_MSG(p, "no single copy line in the report") &&
 	    CHECK(sscanf(p,
 			 "single copy: sent %llu received %llu packets by reference; "
-			 "this process pulled %llu",
-			 sent, &rx, pulled) == 3))
+			 "this process pulled %llu bytes in %llu calls, %llu failed; "
+			 "pushed %llu bytes in %llu calls, %llu failed",
+			 sent, &rx, pulled, &calls, &failed, pushed, &pcalls, push_failed) == 8))
 		return;
 }
 
 static void run(const char *name, struct pcfg c, bool want)
 {
 	struct t_proc p[2];
-	unsigned long long a_sent, a_pulled, b_sent, b_pulled;
+	unsigned long long a_sent, a_pulled, a_pushed, a_pfail, b_sent, b_pulled, b_pushed, b_pfail;
+	bool reads = c.mode == M_DATA || c.mode == M_FORK || c.mode == M_DEREG_READ ||
+		     c.mode == M_DEREG_SINK;
 	int sv[2];
 
 	t_case(name);
@@ -538,16 +625,21 @@ static void run(const char *name, struct pcfg c, bool want)
 		t_proc_free(&p[1]);
 		return;
 	}
-	single_line(p[0].err, &a_sent, &a_pulled);
-	single_line(p[1].err, &b_sent, &b_pulled);
-	printf("# A sent %llu packets by reference, B pulled %llu bytes; B sent %llu, A pulled %llu\n",
-	       a_sent, b_pulled, b_sent, a_pulled);
-	if (want)
-		CHECK_MSG(a_sent > 0 && b_pulled > 0, "the single copy was not used");
+	single_line(p[0].err, &a_sent, &a_pulled, &a_pushed, &a_pfail);
+	single_line(p[1].err, &b_sent, &b_pulled, &b_pushed, &b_pfail);
+	printf("# A sent %llu packets by reference, B pulled %llu bytes, B pushed %llu bytes "
+	       "(%llu calls failed; B sent %llu placed READ responses); A pulled %llu, pushed %llu\n",
+	       a_sent, b_pulled, b_pushed, b_pfail, b_sent, a_pulled, a_pushed);
+	if (want && c.b_seccomp_w) /* READs asked by reference, answered with their bytes */
+		CHECK_MSG(a_sent > 0 && b_pulled > 0 && !b_pushed && b_pfail > 0 && !b_sent,
+			  "B's writes were not refused, or not answered with copies");
+	else if (want)
+		CHECK_MSG(a_sent > 0 && b_pulled > 0 && (!reads || (b_pushed > 0 && b_sent > 0)),
+			  "the single copy was not used");
 	else
-		CHECK_MSG(a_sent + b_pulled == 0, "packets went by reference");
-	/* READ responses always carry their bytes (docs/single-copy.md) */
-	CHECK_MSG(b_sent + a_pulled == 0, "READ responses went by reference");
+		CHECK_MSG(a_sent + b_pulled + b_pushed + b_sent == 0, "packets went by reference");
+	/* A never pulls: B writes the bytes of A's READs when it answers them */
+	CHECK_MSG(a_pulled + a_pushed == 0, "A pulled or pushed bytes");
 	t_proc_free(&p[0]);
 	t_proc_free(&p[1]);
 }
@@ -564,6 +656,9 @@ int main(void)
 	run("e. B deregisters its MR during WRITEs", (struct pcfg){.mode = M_DEREG}, true);
 	run("f. A forks while its WRITEs are pulled", (struct pcfg){.mode = M_FORK}, true);
 	run("h. B deregisters its MR during READs", (struct pcfg){.mode = M_DEREG_READ}, true);
+	run("j. A deregisters the MR its READs land in", (struct pcfg){.mode = M_DEREG_SINK}, true);
+	run("k. B may not write into A (seccomp): READs answered with their bytes",
+	    (struct pcfg){.b_seccomp_w = true}, true);
 	run("i. A exits with WRITEs in flight: B's QP stays in RTS", (struct pcfg){.mode = M_EXIT},
 	    true);
 	if (geteuid() == 0)

@@ -198,12 +198,24 @@ struct sw_pkt {
 	uint32_t paylen;
 	/*
 	 * By reference (same-host link only, sw_pkt_take_ref): payload is
-	 * NULL, paylen the payload's length, ref the ref_n pieces (struct
-	 * sw_ref_piece, unaligned: read with memcpy) in process ref_pid.
+	 * NULL, paylen the payload's length (0 for a READ request), ref the
+	 * ref_n pieces (struct sw_ref_piece, unaligned: read with memcpy) in
+	 * process ref_pid: a SEND's or WRITE's payload, or where a READ's
+	 * responses go. The record's link and place in its ring (ref_link:
+	 * opaque, only for sw_shm_push_begin; ref_gen tells it from a later
+	 * link in the same slot; ref_pos: the ring's tail after the record).
 	 */
 	const uint8_t *ref;
 	uint32_t ref_n;
 	pid_t ref_pid;
+	void *ref_link;
+	uint64_t ref_gen, ref_pos;
+	/*
+	 * A READ response whose bytes the responder wrote into the
+	 * requester's memory itself (same-host link only): payload NULL,
+	 * paylen the bytes it stands for.
+	 */
+	bool placed;
 	const struct sw_opinfo *info; /* NULL after sw_pkt_parse_bth() */
 	struct sw_icrc_var ipv; /* parse: the sender's IPv4 header as the ICRC shows it */
 };
@@ -216,6 +228,13 @@ struct sw_pkt {
  * the pieces', at most SW_REF_MAX_BYTES), n pieces, and 4 bytes where the
  * ICRC would be (not checked: the link is between processes of one user).
  * Numbers in host order.
+ *
+ * A READ request by reference is the same, its pieces the requester's
+ * memory its responses go to and its byte count the RETH's length (any,
+ * up to 2^31): the responder may write the bytes there itself. It then
+ * answers with *placed* READ responses: the usual headers, no pad count,
+ * a u32 byte count (what the response stands for, at most
+ * SW_REF_MAX_BYTES), a u32 0, and the 4 bytes for the ICRC.
  */
 struct sw_ref_piece {
 	uint64_t addr; /* in the sender's memory */
@@ -227,6 +246,7 @@ enum {
 	SW_REF_PIECES = 16,
 	SW_REF_MAX_BYTES = 4096, /* the largest path MTU */
 	SW_REF_HDR_LEN = 8,
+	SW_PLACED_LEN = 8, /* a placed READ response's u32 byte count and u32 0 */
 	SW_REF_MIN_MSG = 4 << 10, /* smaller messages are copied: a pull is a system call */
 };
 
@@ -307,15 +327,35 @@ void sw_icrc_set_ip_id(uint8_t *pkt, size_t len, uint16_t id);
 int sw_pkt_parse(struct sw_pkt *p, const uint8_t *buf, size_t len, const struct sw_icrc_ctx *icrc);
 
 /*
- * A packet sw_pkt_parse() took without an ICRC check from a by-reference
- * record of the same-host link (process `pid`): check its reference (an
- * RC SEND or WRITE request, no pad count, 1 to SW_REF_PIECES pieces, none
- * empty or wrapping, whose lengths add up to the byte count, at most
- * SW_REF_MAX_BYTES, and exactly fill the packet) and make `p` a packet
- * by reference (payload NULL, paylen the bytes, ref the pieces). 0 or
+ * A by-reference record of the same-host link (no ICRC check), parsed as
+ * sw_pkt_parse() parses a packet, but a READ request may have a body (its
+ * reference); sw_pkt_take_ref() then checks the rest.
+ */
+int sw_pkt_parse_ref(struct sw_pkt *p, const uint8_t *buf, size_t len);
+
+/* Where a by-reference record came from (sw_shm_recv): see struct sw_pkt. */
+struct sw_ref_src {
+	pid_t pid; /* the sender's process; -1 if its link never allowed references */
+	void *link;
+	uint64_t gen, pos;
+};
+
+/*
+ * A packet sw_pkt_parse_ref() took from a by-reference record of the
+ * same-host link: check its reference and make `p` a
+ * packet by reference (payload NULL, paylen the bytes, ref the pieces).
+ * An RC SEND or WRITE request: no pad count, 1 to SW_REF_PIECES pieces,
+ * none empty or wrapping, whose lengths add up to the byte count, at most
+ * SW_REF_MAX_BYTES, and exactly fill the packet; an RC READ request the
+ * same with the RETH's length (not 0) as byte count, paylen 0 after. An
+ * RC READ response: exactly SW_PLACED_LEN bytes, a count of at most
+ * SW_REF_MAX_BYTES and a 0; `p` becomes placed (from any link). 0 or
  * -EPROTO.
  */
-int sw_pkt_take_ref(struct sw_pkt *p, pid_t pid);
+int sw_pkt_take_ref(struct sw_pkt *p, const struct sw_ref_src *src);
+
+/* Write placed READ response `p` for `len` bytes into `buf` (see above). Its length. */
+size_t sw_pkt_write_placed(uint8_t *buf, struct sw_pkt *p, uint32_t len);
 
 /*
  * Write packet `p` by reference into `buf`: its headers (no pad count),

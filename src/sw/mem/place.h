@@ -38,6 +38,23 @@ void __tsan_ignore_thread_end(void);
 #define SW_DMA_END() ((void)0)
 #endif
 
+/*
+ * Memory another process writes for us (a READ's responder, single copy:
+ * place_push.c) is written by the kernel on its behalf, where valgrind
+ * does not see it, as it does not see a NIC's DMA. SW_DMA_WRITTEN(p, len)
+ * tells memcheck those bytes will be defined (no code without valgrind's
+ * header; nothing at run time outside valgrind).
+ */
+#if defined(__has_include)
+#if __has_include(<valgrind/memcheck.h>)
+#include <valgrind/memcheck.h>
+#define SW_DMA_WRITTEN(p, len) ((void)VALGRIND_MAKE_MEM_DEFINED((p), (len)))
+#endif
+#endif
+#ifndef SW_DMA_WRITTEN
+#define SW_DMA_WRITTEN(p, len) ((void)(p), (void)(len))
+#endif
+
 /* The hints placement needs, copied from a DMA handle. */
 struct sw_place_hint {
 	bool has_cpu;
@@ -56,6 +73,9 @@ struct sw_place_stats {
 	atomic_size_t pull_bytes; /* bytes read from other processes (place_pull.c) */
 	atomic_size_t pull_calls; /* process_vm_readv(2) calls made for them */
 	atomic_size_t pull_errors; /* calls that did not read all they asked */
+	atomic_size_t push_bytes; /* bytes written into other processes (place_push.c) */
+	atomic_size_t push_calls; /* process_vm_writev(2) calls made for them */
+	atomic_size_t push_errors; /* calls that did not write all they asked */
 };
 
 extern struct sw_place_stats sw_place_stats;
@@ -115,6 +135,15 @@ void sw_place_pull_flush(void);
 
 /* True while this thread has queued pulled copies that have not landed. */
 bool sw_place_pull_pending(void);
+
+/*
+ * Write `len` bytes at `src` (registered memory of this process) into
+ * process `pid` at the `n` pieces (1 to SW_REF_PIECES struct
+ * sw_ref_piece, unaligned, whose lengths add up to `len`) at `pieces`,
+ * now, with one system call (place_push.c). 0, or -errno when not all of
+ * it was written (whatever was, stays). Counted in sw_place_stats.
+ */
+int sw_place_push(pid_t pid, const void *src, size_t len, const uint8_t *pieces, uint32_t n);
 
 /*
  * Start the worker on the placements this thread deferred since the last

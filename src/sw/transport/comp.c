@@ -296,12 +296,19 @@ static void on_read_resp(struct sw_qp *qp, const struct sw_pkt *pkt)
 	}
 	k = req->read_rx_pkts;
 	want = w->length - k * mtu < mtu ? w->length - k * mtu : mtu;
+	if (pkt->placed && !w->pushed) {
+		/* bytes we never asked to be written for us: as if lost, so asked again */
+		SW_COUNT(sw_engine_of(qp), qp, drops_malformed);
+		return;
+	}
 	if (pkt->opcode != read_resp_opcode(k, w->npkts) || pkt->paylen != want) {
 		sw_comp_retire(qp, IBV_WC_BAD_RESP_ERR);
 		return;
 	}
-	ret = sw_sge_scatter_rx(qp, (const struct ibv_sge *)(void *)w->data, w->num_sge, k * mtu,
-				pkt->payload, pkt->paylen);
+	/* placed: the responder wrote the bytes while our hold kept the MRs (single copy) */
+	ret = pkt->placed ? 0 :
+			    sw_sge_scatter_rx(qp, (const struct ibv_sge *)(void *)w->data,
+					      w->num_sge, k * mtu, pkt->payload, pkt->paylen);
 	if (ret) {
 		sw_comp_retire(qp, ret == -EINVAL ? IBV_WC_LOC_LEN_ERR : IBV_WC_LOC_PROT_ERR);
 		return;

@@ -168,10 +168,12 @@ static void engine_report(struct sw_engine *eng)
 		(unsigned long long)c->gro_recvs, (unsigned long long)c->gro_pkts);
 	fprintf(stderr,
 		"softverbs:   single copy: sent %llu received %llu packets by reference; "
-		"this process pulled %zu bytes in %zu calls, %zu failed\n",
+		"this process pulled %zu bytes in %zu calls, %zu failed; "
+		"pushed %zu bytes in %zu calls, %zu failed\n",
 		(unsigned long long)c->ref_tx_pkts, (unsigned long long)c->ref_rx_pkts,
 		atomic_load(&sw_place_stats.pull_bytes), atomic_load(&sw_place_stats.pull_calls),
-		atomic_load(&sw_place_stats.pull_errors));
+		atomic_load(&sw_place_stats.pull_errors), atomic_load(&sw_place_stats.push_bytes),
+		atomic_load(&sw_place_stats.push_calls), atomic_load(&sw_place_stats.push_errors));
 }
 
 /* Contract: end the progress thread and wait for it, once. */

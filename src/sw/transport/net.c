@@ -153,7 +153,8 @@ static uint32_t send_unref(struct sw_engine *eng, const struct sw_tx_batch *b,
 	uint32_t i;
 
 	for (i = 0; i < b->n; i++)
-		if (!b->ref[i].n && sw_net_send_raw(eng, b->buf[i], b->len[i], av) == -EAGAIN)
+		if (!sw_ref_on(&b->ref[i]) &&
+		    sw_net_send_raw(eng, b->buf[i], b->len[i], av) == -EAGAIN)
 			break;
 	return i;
 }
@@ -331,7 +332,7 @@ uint32_t sw_net_send_batch(struct sw_engine *eng, struct sw_tx_batch *b, const s
 	}
 	/* the link closed since these were built: lost, sent again as copies */
 	for (uint32_t i = 0; i < n; i++)
-		if (b->ref[i].n)
+		if (sw_ref_on(&b->ref[i]))
 			return send_unref(eng, b, av);
 	while (sent < n) {
 		int r, err;

@@ -107,8 +107,12 @@ static void get_bth(struct sw_pkt *p, const uint8_t *buf)
 	p->psn = get_be24(buf + 9);
 }
 
-/* See wire.h. */
-int sw_pkt_parse(struct sw_pkt *p, const uint8_t *buf, size_t len, const struct sw_icrc_ctx *icrc)
+/*
+ * sw_pkt_parse(), and for a by-reference record (`ref`, no ICRC) a READ
+ * request may have a body: its reference (sw_pkt_take_ref checks it).
+ */
+static int parse(struct sw_pkt *p, const uint8_t *buf, size_t len, const struct sw_icrc_ctx *icrc,
+		 bool ref)
 {
 	const struct sw_opinfo *info;
 	const uint8_t *h;
@@ -129,7 +133,8 @@ int sw_pkt_parse(struct sw_pkt *p, const uint8_t *buf, size_t len, const struct 
 		return -EBADMSG;
 	if (len & 3)
 		return -EBADMSG;
-	if (!(flags & SW_F_PAYLOAD) && len != hdr_len + SW_ICRC_LEN)
+	if (!(flags & SW_F_PAYLOAD) && len != hdr_len + SW_ICRC_LEN &&
+	    !(ref && (flags & SW_F_READ) && (flags & SW_F_REQ)))
 		return -EBADMSG; /* pad or payload on an opcode that has none */
 	if (icrc && sw_icrc_check(icrc, buf, len, &p->ipv))
 		return -EILSEQ;
@@ -183,6 +188,7 @@ int sw_pkt_parse(struct sw_pkt *p, const uint8_t *buf, size_t len, const struct 
 	p->payload = h;
 	p->paylen = (uint32_t)(len - hdr_len - pad - SW_ICRC_LEN);
 	p->ref = NULL;
+	p->placed = false;
 	p->info = info;
 	return 0;
 }
@@ -205,17 +211,55 @@ size_t sw_pkt_write_ref(uint8_t *buf, struct sw_pkt *p, const struct sw_ref_piec
 }
 
 /* See wire.h. */
-int sw_pkt_take_ref(struct sw_pkt *p, pid_t pid)
+int sw_pkt_parse(struct sw_pkt *p, const uint8_t *buf, size_t len, const struct sw_icrc_ctx *icrc)
 {
-	uint32_t flags = p->info ? p->info->flags : 0, n, total, sum = 0;
+	return parse(p, buf, len, icrc, false);
+}
 
-	if ((p->opcode & SW_OP_CLASS_MASK) != SW_OP_RC || !(flags & SW_F_REQ) ||
-	    !(flags & (SW_F_SEND | SW_F_WRITE)) || (flags & SW_F_ATOMIC_WRITE) || p->padcnt ||
-	    pid <= 0 || p->paylen < SW_REF_HDR_LEN)
+/* See wire.h. */
+int sw_pkt_parse_ref(struct sw_pkt *p, const uint8_t *buf, size_t len)
+{
+	return parse(p, buf, len, NULL, true);
+}
+
+/* A placed READ response (sw_pkt_take_ref): its count, in place of the bytes. */
+static int take_placed(struct sw_pkt *p)
+{
+	uint32_t len;
+
+	if (p->padcnt || p->paylen != SW_PLACED_LEN || get_u32(p->payload + 4))
+		return -EPROTO;
+	len = get_u32(p->payload);
+	if (len > SW_REF_MAX_BYTES)
+		return -EPROTO;
+	p->placed = true;
+	p->payload = NULL;
+	p->paylen = len;
+	return 0;
+}
+
+/* See wire.h. */
+int sw_pkt_take_ref(struct sw_pkt *p, const struct sw_ref_src *src)
+{
+	uint32_t flags = p->info ? p->info->flags : 0, n, total, max = SW_REF_MAX_BYTES;
+	bool read = flags & SW_F_READ;
+	uint64_t sum = 0;
+
+	if ((p->opcode & SW_OP_CLASS_MASK) != SW_OP_RC)
+		return -EPROTO;
+	if (!(flags & SW_F_REQ) && read)
+		return take_placed(p);
+	if (!(flags & SW_F_REQ) || !(flags & (SW_F_SEND | SW_F_WRITE | SW_F_READ)) ||
+	    (flags & SW_F_ATOMIC_WRITE) || p->padcnt || src->pid <= 0 || p->paylen < SW_REF_HDR_LEN)
 		return -EPROTO;
 	n = get_u32(p->payload);
 	total = get_u32(p->payload + 4);
-	if (!n || n > SW_REF_PIECES || total > SW_REF_MAX_BYTES ||
+	if (read) {
+		if (total != p->dma_len)
+			return -EPROTO;
+		max = 0x80000000u; /* the largest message, 2^31 bytes */
+	}
+	if (!n || n > SW_REF_PIECES || !total || total > max ||
 	    p->paylen != SW_REF_HDR_LEN + n * sizeof(struct sw_ref_piece))
 		return -EPROTO;
 	for (uint32_t i = 0; i < n; i++) {
@@ -230,10 +274,28 @@ int sw_pkt_take_ref(struct sw_pkt *p, pid_t pid)
 		return -EPROTO;
 	p->ref = p->payload + SW_REF_HDR_LEN;
 	p->ref_n = n;
-	p->ref_pid = pid;
+	p->ref_pid = src->pid;
+	p->ref_link = src->link;
+	p->ref_gen = src->gen;
+	p->ref_pos = src->pos;
 	p->payload = NULL;
-	p->paylen = total;
+	p->paylen = read ? 0 : total;
 	return 0;
+}
+
+/* See wire.h. */
+size_t sw_pkt_write_placed(uint8_t *buf, struct sw_pkt *p, uint32_t len)
+{
+	uint32_t body[2] = {len, 0};
+	size_t hl;
+
+	p->padcnt = 0;
+	p->paylen = SW_PLACED_LEN;
+	hl = sw_pkt_write_hdrs(buf, p);
+	memcpy(buf + hl, body, sizeof(body));
+	hl += SW_PLACED_LEN;
+	memset(buf + hl, 0, SW_ICRC_LEN); /* no ICRC: never on a wire */
+	return hl + SW_ICRC_LEN;
 }
 
 /* See wire.h. */
@@ -252,6 +314,7 @@ int sw_pkt_parse_bth(struct sw_pkt *p, const uint8_t *buf, size_t len,
 	p->payload = buf + SW_BTH_LEN;
 	p->paylen = (uint32_t)(len - SW_BTH_LEN - SW_ICRC_LEN);
 	p->ref = NULL;
+	p->placed = false;
 	p->info = NULL;
 	return 0;
 }

@@ -250,12 +250,13 @@ static void rx_mcast(struct sw_engine *eng, const struct sw_pkt *pkt, size_t len
 /*
  * Validate, find the QP, dispatch the packet of `len` bytes at `buf`
  * from `src`. Every drop is counted. `buf` stays untouched until the
- * batch's fence (placement workers may still read it). ref_pid: 0, or
- * the record came from a same-host link by reference (sw_shm_recv): the
- * sender's process, or -1 when we never allowed it (malformed).
+ * batch's fence (placement workers may still read it). ref: NULL, or
+ * where a same-host link's record came from (sw_shm_recv); ref->pid
+ * nonzero for a record by reference (-1 when we never allowed it).
  */
 static void rx_one(struct sw_engine *eng, struct rx_batch *b, const uint8_t *buf,
-		   const union sw_sa *src, size_t len, const union sw_sa *dst, pid_t ref_pid)
+		   const union sw_sa *src, size_t len, const union sw_sa *dst,
+		   const struct sw_ref_src *ref)
 {
 	struct sw_icrc_ctx ic;
 	struct sw_pkt pkt;
@@ -269,9 +270,9 @@ static void rx_one(struct sw_engine *eng, struct rx_batch *b, const uint8_t *buf
 		return;
 	}
 	sw_icrc_ctx_set(&ic, src, dst);
-	if (ref_pid) { /* no ICRC: it never was on a wire (shm_format.h) */
-		ret = sw_pkt_parse(&pkt, buf, len, NULL);
-		ret = ret ? ret : sw_pkt_take_ref(&pkt, ref_pid);
+	if (ref && ref->pid) { /* no ICRC: it never was on a wire (shm_format.h) */
+		ret = sw_pkt_parse_ref(&pkt, buf, len);
+		ret = ret ? ret : sw_pkt_take_ref(&pkt, ref);
 	} else {
 		ret = sw_pkt_parse(&pkt, buf, len, &ic);
 		if (ret == -EPROTO && (buf[0] & SW_OP_CLASS_MASK) == SW_OP_RC)
@@ -376,7 +377,7 @@ static int rx_socket(struct sw_engine *eng, struct rx_batch *b, int first, int e
 			continue;
 		}
 		dst = rx_dst(bound, &b->msg[i].msg_hdr, &ovfl, &seg);
-		rx_one(eng, b, b->slot[i].buf, &b->slot[i].src, b->msg[i].msg_len, &dst, 0);
+		rx_one(eng, b, b->slot[i].buf, &b->slot[i].src, b->msg[i].msg_len, &dst, NULL);
 	}
 	if (ovfl != *ovfl_seen) { /* the kernel's count only grows (mod 2^32) */
 		atomic_fetch_add_explicit(&eng->cnt.sock_overflows, (uint32_t)(ovfl - *ovfl_seen),
@@ -400,7 +401,7 @@ static void rx_split(struct sw_engine *eng, struct rx_batch *b, const uint8_t *b
 
 	if (!len) { /* an empty datagram: one malformed packet, as on the plain path */
 		if (!sw_fault_rx_drop(eng))
-			rx_one(eng, b, buf, src, 0, dst, 0);
+			rx_one(eng, b, buf, src, 0, dst, NULL);
 		return;
 	}
 	for (size_t off = 0; off < len; off += step) {
@@ -412,7 +413,7 @@ static void rx_split(struct sw_engine *eng, struct rx_batch *b, const uint8_t *b
 		if (n > SW_PKT_MAX)
 			rx_drop_oversize(eng);
 		else
-			rx_one(eng, b, buf + off, src, n, dst, 0);
+			rx_one(eng, b, buf + off, src, n, dst, NULL);
 	}
 	if (pkts > 1) {
 		atomic_fetch_add_explicit(&eng->cnt.gro_recvs, 1, memory_order_relaxed);
@@ -527,13 +528,13 @@ static int rx_batch(struct sw_engine *eng, struct rx_batch *b, bool defer)
 	/* then the same-host links, into the slots left */
 	for (; n < end; n++) {
 		struct rx_slot *s = &b->slot[n];
-		pid_t ref_pid = 0;
-		int len = sw_shm_recv(eng, s->buf, sizeof(s->buf), &s->src, &ref_pid);
+		struct sw_ref_src ref = {0};
+		int len = sw_shm_recv(eng, s->buf, sizeof(s->buf), &s->src, &ref);
 
 		if (len <= 0)
 			break;
 		if (!sw_fault_rx_drop(eng))
-			rx_one(eng, b, s->buf, &s->src, (size_t)len, &port->local, ref_pid);
+			rx_one(eng, b, s->buf, &s->src, (size_t)len, &port->local, &ref);
 	}
 	n -= first;
 	more = n == SW_RX_BATCH || gro_full; /* the sockets may hold more */
@@ -577,7 +578,7 @@ int sw_rx_inject(struct sw_engine *eng, const uint8_t *buf, size_t len, const un
 	memcpy(b->slot[0].buf, buf, len);
 	b->slot[0].src = *src;
 	b->ntouched = 0;
-	rx_one(eng, b, b->slot[0].buf, &b->slot[0].src, len, dst, 0);
+	rx_one(eng, b, b->slot[0].buf, &b->slot[0].src, len, dst, NULL);
 	rx_flush_acks(b); /* fences first, as rx_batch() */
 	free(b);
 	return 0;

@@ -29,6 +29,7 @@
  */
 #include <string.h>
 
+#include "sw/mem/place.h"
 #include "sw/transport/transport_priv.h"
 
 static struct sw_send_wqe *wqe_at(struct sw_qp *qp, uint32_t idx)
@@ -137,6 +138,31 @@ static int build_ref(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t off, uint
 	return n < 0 ? n : (int)sw_pkt_write_ref(buf, p, pc, (uint32_t)n, len);
 }
 
+/*
+ * READ request `p` of `w` by reference (wire.h): the pieces of its sink
+ * from byte `off` on, the MRs held in `ref` as sinks. Its length, or
+ * < 0 (nothing held) when it goes as usual: the responses then carry the
+ * bytes, and a bad SGE fails when they come, as without single copy.
+ */
+static int build_sink(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t off, struct sw_pkt *p,
+		      uint8_t *buf, struct sw_ref_hold *ref)
+{
+	struct sw_ref_piece pc[SW_REF_PIECES];
+	int n;
+
+	ref->sink = true;
+	n = sw_sge_refs(qp, (const struct ibv_sge *)(void *)w->data, w->num_sge, off, p->dma_len,
+			pc, SW_REF_PIECES, ref);
+	if (n < 0) {
+		sw_ref_none(ref);
+		return n;
+	}
+	w->pushed = 1;
+	for (int i = 0; i < n; i++) /* the responder may write them */
+		SW_DMA_WRITTEN((void *)(uintptr_t)pc[i].addr, pc[i].len);
+	return (int)sw_pkt_write_ref(buf, p, pc, (uint32_t)n, p->dma_len);
+}
+
 /* Contract: see transport_priv.h (qp->lock held). */
 int sw_req_build(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t k, uint8_t *buf,
 		 const struct sw_av *av, bool ack_req, struct sw_ref_hold *ref)
@@ -221,7 +247,10 @@ int sw_req_build(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t k, uint8_t *b
 		qp->req->ackreq_psn = p.psn;
 	}
 	if (ref)
-		ref->n = 0;
+		sw_ref_none(ref);
+	if (ref && w->opcode == IBV_WR_RDMA_READ && w->num_sge && p.dma_len >= SW_REF_MIN_MSG &&
+	    qpt == IBV_QPT_RC && (ret = build_sink(qp, w, off, &p, buf, ref)) > 0)
+		return ret;
 	if (ref && len && w->num_sge && w->length >= SW_REF_MIN_MSG && qpt == IBV_QPT_RC &&
 	    w->opcode != IBV_WR_ATOMIC_WRITE) {
 		ret = build_ref(qp, w, off, len, &p, buf, ref);
@@ -483,7 +512,7 @@ static void req_run(struct sw_qp *qp)
 		if (tx) {
 			tx->psn[tx->n] = req->psn;
 			if (!by_ref)
-				tx->ref[tx->n].n = 0;
+				sw_ref_none(&tx->ref[tx->n]);
 			tx->len[tx->n++] = (size_t)len;
 		} else {
 			ret = sw_net_send(sw_engine_of(qp), buf, (size_t)len, av);

@@ -61,6 +61,16 @@ static size_t build_resp(struct sw_qp *qp, struct sw_pkt *p, const uint8_t *payl
 	return sw_pkt_finish(buf, hl + len, &ic);
 }
 
+/* Build placed READ response `p` for `len` bytes into `buf` (wire.h); its length. */
+static size_t build_placed(struct sw_qp *qp, struct sw_pkt *p, uint32_t len, uint8_t *buf)
+{
+	if (qp->ibv.qp_base.qp_type == IBV_QPT_XRC_RECV)
+		p->opcode |= SW_OP_XRC;
+	p->pkey = SW_DEFAULT_PKEY;
+	p->dqpn = qp->attr.dest_qp_num;
+	return sw_pkt_write_placed(buf, p, len);
+}
+
 /* Send a built response (waiting a little for room), counted. */
 static void send_built(struct sw_qp *qp, const uint8_t *buf, size_t n)
 {
@@ -410,17 +420,45 @@ static enum resp_outcome handle_write(struct sw_qp *qp, const struct sw_pkt *pkt
 /* ---- RC: READ and atomics ---- */
 
 /*
+ * Single copy: write the bytes of READ `res` from packet `from` on, read
+ * from `mr`, straight into the requester's memory that request `pkt` (by
+ * reference, or NULL) names, as they are now: before any later request
+ * of the QP can change them, as a response that carries them would be.
+ * True if all of them landed: the responses are then placed (wire.h).
+ * Else (the link is gone, the requester stopped holding that memory, the
+ * kernel refused, a piece was unmapped) they carry the bytes as usual;
+ * whatever landed is overwritten with the same bytes.
+ */
+static bool push_read(struct sw_qp *qp, const struct sw_pkt *pkt, const struct sw_rd_res *res,
+		      uint32_t from, const struct sw_mr *mr)
+{
+	struct sw_engine *eng = sw_engine_of(qp);
+	uint32_t off = from * qp->attr.mtu;
+	int ret;
+
+	if (!pkt || !pkt->ref || !mr || off >= res->len || pkt->dma_len != res->len - off ||
+	    !sw_net_tx_batch() || !sw_shm_push_begin(eng, pkt))
+		return false;
+	sw_place_fence(); /* what this thread placed before lands before it is read */
+	ret = sw_place_push(pkt->ref_pid, sw_mr_host(mr, res->va + off), res->len - off, pkt->ref,
+			    pkt->ref_n);
+	sw_shm_push_end(eng, pkt);
+	return !ret;
+}
+
+/*
  * Send READ responses for packets [from, res->npkts) of `res`, read from
- * `mr` (NULL only for a zero-length READ: one empty response). Each
- * carries the current MSN and an ACK syndrome without credits; they go
- * SW_TX_BATCH at a time through sw_net_send_batch(). (Always
- * with their bytes, never by reference: the bytes are the MR's as it is
- * now, before any later request of the QP changes them.)
+ * `mr` (NULL only for a zero-length READ: one empty response), or placed
+ * ones (`placed`: push_read wrote the bytes). Each carries the current
+ * MSN and an ACK syndrome without credits; they go SW_TX_BATCH at a time
+ * through sw_net_send_batch(). A response never carries a reference: the
+ * bytes are the MR's as it is now, before any later request of the QP
+ * changes them.
  */
 static void send_read_resp(struct sw_qp *qp, const struct sw_rd_res *res, uint32_t from,
-			   const struct sw_mr *mr)
+			   const struct sw_mr *mr, bool placed)
 {
-	struct sw_tx_batch *b = res->npkts - from > 1 ? sw_net_tx_batch() : NULL;
+	struct sw_tx_batch *b = placed || res->npkts - from > 1 ? sw_net_tx_batch() : NULL;
 	uint32_t mtu = qp->attr.mtu;
 
 	if (b) {
@@ -447,9 +485,11 @@ static void send_read_resp(struct sw_qp *qp, const struct sw_rd_res *res, uint32
 			send_resp(qp, &p, n ? sw_mr_host(mr, res->va + off) : NULL, n);
 			continue;
 		}
-		b->ref[b->n].n = 0;
-		b->len[b->n] = build_resp(qp, &p, n ? sw_mr_host(mr, res->va + off) : NULL, n,
-					  b->buf[b->n]);
+		sw_ref_none(&b->ref[b->n]);
+		b->ref[b->n].placed = placed; /* the link only: else lost, and asked again */
+		b->len[b->n] = placed ? build_placed(qp, &p, n, b->buf[b->n]) :
+					build_resp(qp, &p, n ? sw_mr_host(mr, res->va + off) : NULL,
+						   n, b->buf[b->n]);
 		if (++b->n == SW_TX_BATCH)
 			send_resp_batch(qp, b);
 	}
@@ -458,17 +498,19 @@ static void send_read_resp(struct sw_qp *qp, const struct sw_rd_res *res, uint32
 }
 
 /*
- * A READ asked again (a duplicate request): answer from packet `from` on,
- * with the rkey checked afresh as for a new READ. A key that no longer
- * grants the range gets no answer; the requester's retries run out.
+ * A READ asked again (a duplicate request `pkt`, NULL for a FLUSH's):
+ * answer from packet `from` on, with the rkey checked afresh as for a
+ * new READ. A key that no longer grants the range gets no answer; the
+ * requester's retries run out.
  */
-static void resend_read_resp(struct sw_qp *qp, const struct sw_rd_res *res, uint32_t from)
+static void resend_read_resp(struct sw_qp *qp, const struct sw_rd_res *res, uint32_t from,
+			     const struct sw_pkt *pkt)
 {
 	struct sw_mr *mr = NULL;
 
 	if (res->len && sw_resp_rkey(qp, res->rkey, res->va, res->len, IBV_ACCESS_REMOTE_READ, &mr))
 		return;
-	send_read_resp(qp, res, from, mr);
+	send_read_resp(qp, res, from, mr, push_read(qp, pkt, res, from, mr));
 	sw_resp_put_mr(mr);
 }
 
@@ -520,7 +562,7 @@ static enum resp_outcome handle_read(struct sw_qp *qp, const struct sw_pkt *pkt)
 	res->rkey = pkt->rkey;
 	res->len = pkt->dma_len;
 	resp->msn = sw_psn_add(resp->msn, 1);
-	send_read_resp(qp, res, 0, mr);
+	send_read_resp(qp, res, 0, mr, push_read(qp, pkt, res, 0, mr));
 	sw_resp_put_mr(mr);
 	resp->epsn = sw_psn_add(pkt->psn, res->npkts);
 	return RESP_EPSN_SET;
@@ -727,7 +769,9 @@ static void handle_duplicate(struct sw_qp *qp, const struct sw_pkt *pkt)
 				if (d == 0 && (flags & SW_F_ATOMIC))
 					send_atomic_ack(qp, r->psn, r->orig);
 			} else if (flags & (SW_F_READ | SW_F_FLUSH)) {
-				resend_read_resp(qp, r, (uint32_t)d); /* a FLUSH's: empty */
+				/* a FLUSH's: empty */
+				resend_read_resp(qp, r, (uint32_t)d,
+						 (flags & SW_F_READ) ? pkt : NULL);
 			}
 			return;
 		}

@@ -164,7 +164,7 @@ static int ref_piece(struct sw_mr *mr, uint8_t *host, uint32_t n, void *arg)
 	struct sw_ref_hold *h = l->hold;
 
 	if (!h->n || h->mr[h->n - 1] != mr) { /* at most one per piece */
-		if (h->n == SW_REF_PIECES)
+		if (h->n == SW_REF_PIECES || (h->sink && mr->has_hint))
 			return -E2BIG;
 		sw_mr_get(mr);
 		h->mr[h->n++] = mr;
@@ -187,7 +187,8 @@ int sw_sge_refs(struct sw_qp *qp, const struct ibv_sge *sge, uint32_t nsge, uint
 	int ret;
 
 	hold->n = 0;
-	ret = sge_walk(qp, sge, nsge, off, len, 0, ref_piece, &l);
+	ret = sge_walk(qp, sge, nsge, off, len, hold->sink ? IBV_ACCESS_LOCAL_WRITE : 0, ref_piece,
+		       &l);
 	if (ret)
 		sw_ref_hold_put(hold);
 	return ret ? ret : (int)l.n;

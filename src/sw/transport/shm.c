@@ -68,6 +68,7 @@ struct shm_in { /* a link into this device */
 	union sw_sa src; /* the address the hello named */
 	bool hup; /* the sender is gone: close once the ring is empty */
 	uint64_t hello_by; /* no hello by then: the connection is closed */
+	uint64_t gen; /* which link this is: slots are reused (sw_shm_push_begin) */
 };
 
 struct sw_shm {
@@ -79,6 +80,7 @@ struct sw_shm {
 	uint32_t nin, rr; /* links in use; next to look at */
 	uint64_t sweep_at;
 	uint64_t accept_at; /* out of descriptors: the listener rests until then */
+	uint64_t gens; /* links accepted so far: each one's gen */
 	atomic_uint holding; /* out links with holds (shm_release) */
 };
 
@@ -374,7 +376,7 @@ static void out_hold(struct sw_shm *s, struct shm_out *o, const struct sw_ref_ho
 	uint64_t now = sw_now_ns();
 
 	for (uint32_t k = 0; k < h->n; k++)
-		(void)shm_hold_add(&o->holds, o->head, h->mr[k], now);
+		(void)shm_hold_add(&o->holds, o->head, h->mr[k], h->sink, now);
 	if (!had && o->holds.n)
 		atomic_fetch_add_explicit(&s->holding, 1, memory_order_relaxed);
 }
@@ -384,7 +386,7 @@ static void out_release(struct sw_shm *s, struct shm_out *o, uint64_t now)
 {
 	if (!o->holds.n)
 		return;
-	shm_hold_release(&o->holds, atomic_load_explicit(&o->hdr->done, memory_order_acquire), now);
+	shm_hold_release(&o->holds, o->hdr, now);
 	if (!o->holds.n)
 		atomic_fetch_sub_explicit(&s->holding, 1, memory_order_relaxed);
 }
@@ -408,7 +410,7 @@ int sw_shm_send(struct sw_engine *eng, const uint8_t *const *pkt, const size_t *
 	}
 	out_release(eng->shm, o, sw_now_ns());
 	for (i = 0; i < n; i++) {
-		ret = ring_put(o, pkt[i], len[i], ref && ref[i].n ? SHM_REC_REF : 0);
+		ret = ring_put(o, pkt[i], len[i], ref && sw_ref_on(&ref[i]) ? SHM_REC_REF : 0);
 		if (ret)
 			break;
 		if (ref && ref[i].n)
@@ -416,7 +418,7 @@ int sw_shm_send(struct sw_engine *eng, const uint8_t *const *pkt, const size_t *
 		atomic_fetch_add_explicit(&eng->cnt.tx_pkts, 1, memory_order_relaxed);
 		atomic_fetch_add_explicit(&eng->cnt.tx_bytes, len[i], memory_order_relaxed);
 		atomic_fetch_add_explicit(&eng->cnt.shm_tx_pkts, 1, memory_order_relaxed);
-		if (ref && ref[i].n)
+		if (ref && sw_ref_on(&ref[i]))
 			atomic_fetch_add_explicit(&eng->cnt.ref_tx_pkts, 1, memory_order_relaxed);
 	}
 	if (i)
@@ -571,7 +573,8 @@ void sw_shm_handled(struct sw_engine *eng)
 }
 
 /* Contract: see transport_priv.h. The receive token's holder only (progress.c). */
-int sw_shm_recv(struct sw_engine *eng, uint8_t *buf, size_t cap, union sw_sa *src, pid_t *ref_pid)
+int sw_shm_recv(struct sw_engine *eng, uint8_t *buf, size_t cap, union sw_sa *src,
+		struct sw_ref_src *ref)
 {
 	struct sw_shm *s = eng->shm;
 
@@ -593,7 +596,14 @@ int sw_shm_recv(struct sw_engine *eng, uint8_t *buf, size_t cap, union sw_sa *sr
 		}
 		if (n > 0) {
 			/* by reference only where we said so: else -1, a malformed packet */
-			*ref_pid = !(flags & SHM_REC_REF) ? 0 : l->pull ? l->pid : -1;
+			*ref = (struct sw_ref_src){
+				.pid = !(flags & SHM_REC_REF) ? 0 :
+				       l->pull		      ? l->pid :
+								-1,
+				.link = l,
+				.gen = l->gen,
+				.pos = l->tail,
+			};
 			if (flags & SHM_REC_REF)
 				atomic_fetch_add_explicit(&eng->cnt.ref_rx_pkts, 1,
 							  memory_order_relaxed);
@@ -609,6 +619,34 @@ int sw_shm_recv(struct sw_engine *eng, uint8_t *buf, size_t cap, union sw_sa *sr
 		}
 	}
 	return 0;
+}
+
+/*
+ * Contract: see transport_priv.h. The receive token's holder only: links
+ * close under it (in_close), so pkt->ref_link is a slot of s->in, its gen
+ * telling whether it still is the record's link.
+ */
+bool sw_shm_push_begin(struct sw_engine *eng, const struct sw_pkt *pkt)
+{
+	struct shm_in *l = pkt->ref_link;
+
+	if (!eng->shm || !l || l->gen != pkt->ref_gen || !l->hdr || !l->pull)
+		return false;
+	atomic_store(&l->hdr->pushing, pkt->ref_pos);
+	if (atomic_load(&l->hdr->expired) >= pkt->ref_pos) {
+		atomic_store(&l->hdr->pushing, 0);
+		return false;
+	}
+	return true;
+}
+
+/* Contract: see transport_priv.h. */
+void sw_shm_push_end(struct sw_engine *eng, const struct sw_pkt *pkt)
+{
+	struct shm_in *l = pkt->ref_link;
+
+	(void)eng;
+	atomic_store_explicit(&l->hdr->pushing, 0, memory_order_release);
 }
 
 /* Contract: see transport_priv.h. The receive token's holder only (progress.c). */
@@ -769,8 +807,8 @@ static void shm_accept(struct sw_engine *eng, uint64_t now)
 			continue;
 		}
 		/* a slot held without a hello would keep honest peers out */
-		s->in[s->nin++] =
-			(struct shm_in){.fd = fd, .pid = pid, .hello_by = now + SHM_HELLO_NS};
+		s->in[s->nin++] = (struct shm_in){
+			.fd = fd, .pid = pid, .hello_by = now + SHM_HELLO_NS, .gen = ++s->gens};
 		atomic_fetch_add_explicit(&eng->cnt.shm_links, 1, memory_order_relaxed);
 	}
 	if (errno != EAGAIN && errno != EWOULDBLOCK)

@@ -17,10 +17,12 @@
  * flags, and that many bytes of packet, padded to 8. A record never
  * wraps: a length of SHM_REC_WRAP says the rest of the ring is skipped.
  * Flag SHM_REC_REF: the packet is a SEND or WRITE packet whose payload
- * stays in the producer's memory (wire.h, struct sw_ref_piece); only
- * after the consumer set `pull_ok`, having read `pull_cookie` at
- * `pull_addr` in the producer with process_vm_readv(2) (single copy,
- * docs/single-copy.md).
+ * stays in the producer's memory, or a READ request that names where its
+ * responses go there (wire.h, struct sw_ref_piece); only after the
+ * consumer set `pull_ok`, having read `pull_cookie` at `pull_addr` in the
+ * producer with process_vm_readv(2) (single copy, docs/single-copy.md).
+ * The same flag on a READ response: it is placed (wire.h), its bytes
+ * already written into the consumer's memory by the producer.
  */
 #ifndef SV_SW_TRANSPORT_SHM_FORMAT_H
 #define SV_SW_TRANSPORT_SHM_FORMAT_H
@@ -30,7 +32,7 @@
 
 enum {
 	SHM_MAGIC = 0x53564c4b, /* "SVLK" */
-	SHM_VERSION = 4, /* 2: the hello names IPv6 addresses too; 3: hdr.done; 4: pulls */
+	SHM_VERSION = 5, /* 2: IPv6 addresses in the hello; 3: hdr.done; 4: pulls; 5: pushes */
 	SHM_HDR_BYTES = 256, /* the ring's data starts here */
 	SHM_RING_BYTES = 8 << 20, /* as much as the UDP socket buffer */
 	SHM_MAP_BYTES = SHM_HDR_BYTES + SHM_RING_BYTES, /* the memfd: header, then ring */
@@ -65,6 +67,18 @@ struct shm_hdr {
 	uint64_t pull_addr; /* the address of pull_cookie in the producer's mapping */
 	uint64_t pull_cookie; /* a random value */
 	atomic_uint pull_ok; /* the consumer read it: SHM_REC_REF records are welcome */
+	/*
+	 * READ by reference: the consumer writes into the producer's memory
+	 * (docs/single-copy.md). `pushing`, written by the consumer, is the
+	 * position after the record it is writing for (0: none); `expired`,
+	 * written by the producer, the position up to which it stopped
+	 * holding the memory (it waited too long). Each stores its own, then
+	 * loads the other's (sequentially consistent): the consumer writes
+	 * only if expired is below its record, the producer lets the memory
+	 * go only if pushing is 0 or past it.
+	 */
+	_Atomic uint64_t expired;
+	_Atomic uint64_t pushing;
 };
 
 _Static_assert(sizeof(struct shm_hdr) <= SHM_HDR_BYTES, "ring header too large");

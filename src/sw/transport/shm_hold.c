@@ -14,19 +14,30 @@
  * deregistration forever; it then reads freed memory of its own user at
  * worst.
  *
+ * A READ request by reference names memory the consumer *writes* (it
+ * answers the READ by storing the bytes itself): there, reading freed
+ * memory at worst would be writing it. So a sink's hold that times out
+ * first tells the consumer (hdr->expired), and goes only if the consumer
+ * is not writing for a record at or before it (hdr->pushing); a
+ * consumer that sees the mark answers with bytes instead (shm.c,
+ * sw_shm_push_begin).
+ *
  * Under the link's lock (shm.c).
  */
+#include <stdatomic.h>
 #include <stdlib.h>
 
+#include "sw/transport/shm_format.h"
 #include "sw/transport/shm_hold.h"
 #include "sw/transport/transport_priv.h"
 
 /* Contract: see shm_hold.h. */
-int shm_hold_add(struct shm_holds *h, uint64_t pos, struct sw_mr *mr, uint64_t now)
+int shm_hold_add(struct shm_holds *h, uint64_t pos, struct sw_mr *mr, bool sink, uint64_t now)
 {
 	if (h->n && h->a[h->n - 1].mr == mr) { /* the same MR again: keep it longer */
 		h->a[h->n - 1].pos = pos;
 		h->a[h->n - 1].at = now;
+		h->a[h->n - 1].sink |= sink;
 		return 0;
 	}
 	if (h->n == h->cap) {
@@ -39,17 +50,34 @@ int shm_hold_add(struct shm_holds *h, uint64_t pos, struct sw_mr *mr, uint64_t n
 		h->cap = cap;
 	}
 	sw_mr_get(mr);
-	h->a[h->n++] = (struct shm_hold){.pos = pos, .mr = mr, .at = now};
+	h->a[h->n++] = (struct shm_hold){.pos = pos, .mr = mr, .at = now, .sink = sink};
 	return 0;
 }
 
-/* Contract: see shm_hold.h. */
-void shm_hold_release(struct shm_holds *h, uint64_t done, uint64_t now)
+/* May sink hold `a`, too old, go? Tell the consumer; yes unless it is writing for it. */
+static bool sink_expires(struct shm_hdr *hdr, const struct shm_hold *a)
 {
+	uint64_t p;
+
+	if (atomic_load(&hdr->expired) < a->pos)
+		atomic_store(&hdr->expired, a->pos); /* only the producer stores it */
+	p = atomic_load(&hdr->pushing);
+	return !p || p > a->pos;
+}
+
+/* Contract: see shm_hold.h. */
+void shm_hold_release(struct shm_holds *h, struct shm_hdr *hdr, uint64_t now)
+{
+	uint64_t done = atomic_load_explicit(&hdr->done, memory_order_acquire);
 	uint32_t i = 0, k;
 
-	/* in order of position: the ones read, and the ones too old */
-	while (i < h->n && (done >= h->a[i].pos || now - h->a[i].at >= SHM_HOLD_NS))
+	/*
+	 * In order of position: the ones read, and the ones too old (`now`
+	 * may be older than a hold another thread took meanwhile: not old).
+	 */
+	while (i < h->n &&
+	       (done >= h->a[i].pos || (now > h->a[i].at && now - h->a[i].at >= SHM_HOLD_NS &&
+					(!h->a[i].sink || sink_expires(hdr, &h->a[i])))))
 		sw_mr_put(h->a[i++].mr);
 	if (!i)
 		return;

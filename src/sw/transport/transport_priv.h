@@ -381,14 +381,31 @@ enum {
  * read the packet (shm_hold.c), so that deregistering one waits for that.
  */
 struct sw_ref_hold {
-	uint32_t n; /* 0: not by reference */
+	uint32_t n; /* MRs held; 0 and !placed: not by reference */
+	bool sink; /* a READ request's: the consumer may write into these MRs */
+	bool placed; /* a placed READ response (wire.h): no MR, the link only */
 	struct sw_mr *mr[SW_REF_PIECES];
 };
+
+/* A packet that carries its bytes: no hold. */
+static inline void sw_ref_none(struct sw_ref_hold *h)
+{
+	h->n = 0;
+	h->sink = false;
+	h->placed = false;
+}
+
+/* Is a built packet with hold `h` a by-reference record (the same-host link only)? */
+static inline bool sw_ref_on(const struct sw_ref_hold *h)
+{
+	return h->n || h->placed;
+}
 struct sw_tx_batch {
 	uint32_t n; /* packets built so far */
 	uint32_t psn[SW_TX_BATCH]; /* each packet's PSN */
 	size_t len[SW_TX_BATCH];
-	struct sw_ref_hold ref[SW_TX_BATCH]; /* n > 0: by reference, the same-host link only */
+	struct sw_ref_hold
+		ref[SW_TX_BATCH]; /* sw_ref_on(): by reference, the same-host link only */
 	uint8_t buf[SW_TX_BATCH][SW_PKT_MAX];
 };
 
@@ -455,11 +472,23 @@ void sw_shm_handled(struct sw_engine *eng);
 /*
  * Progress thread: take one packet from the links into `buf` (at most
  * `cap` bytes), with the sender's address in *src; its length, or 0 when
- * every ring is empty. Corrupt rings are closed and counted. *ref_pid: 0,
- * or for a record by reference the sender's process (-1 if this link
- * never allowed those: a malformed packet).
+ * every ring is empty. Corrupt rings are closed and counted. ref->pid:
+ * 0, or for a record by reference the sender's process (-1 if this link
+ * never allowed those: a malformed packet), and the rest of *ref where
+ * it came from (for sw_pkt_take_ref).
  */
-int sw_shm_recv(struct sw_engine *eng, uint8_t *buf, size_t cap, union sw_sa *src, pid_t *ref_pid);
+int sw_shm_recv(struct sw_engine *eng, uint8_t *buf, size_t cap, union sw_sa *src,
+		struct sw_ref_src *ref);
+/*
+ * Single copy, READ by reference: may the responder write the bytes of
+ * READ request `pkt` (by reference) into its requester now? False when
+ * the record's link is gone or the requester stopped holding the record's
+ * memory (it waited SHM_HOLD_NS): then the responses carry the bytes. On
+ * true, the requester keeps its holds until sw_shm_push_end(). The
+ * receive token's holder only.
+ */
+bool sw_shm_push_begin(struct sw_engine *eng, const struct sw_pkt *pkt);
+void sw_shm_push_end(struct sw_engine *eng, const struct sw_pkt *pkt);
 /*
  * Progress thread, before poll(2): announce the sleep to every producer;
  * false (and nothing announced) if a ring already holds a packet.
@@ -862,7 +891,10 @@ int sw_place_mr(struct sw_mr *mr, uint8_t *host, const uint8_t *src, uint32_t le
  * sw_sge_gather checks them, merged where they continue each other, at
  * most `max`, and in `hold` a reference on each MR they lie in: their
  * count, or -EACCES / -EINVAL as sw_sge_gather, or -E2BIG (more pieces:
- * gather instead); on an error `hold` holds nothing.
+ * gather instead); on an error `hold` holds nothing. With hold->sink set
+ * (a READ's responses go there) the MRs must grant local write, as for
+ * sw_sge_scatter, and have no placement hint (-E2BIG: the hint decides
+ * how the stores are made, so the bytes come in the responses).
  */
 int sw_sge_refs(struct sw_qp *qp, const struct ibv_sge *sge, uint32_t nsge, uint32_t off,
 		uint32_t len, struct sw_ref_piece *out, uint32_t max, struct sw_ref_hold *hold);

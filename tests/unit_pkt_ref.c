@@ -1,0 +1,177 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * unit_pkt_ref: the same-host link's records by reference (wire.h,
+ * docs/single-copy.md), as sw_pkt_parse_ref() and sw_pkt_take_ref() take
+ * them from a ring the peer writes, which is not trusted:
+ *
+ *   a. a WRITE by reference: accepted, paylen the byte count;
+ *   b. a READ request by reference: accepted with the RETH's length as
+ *      byte count (any size, here 1 MiB), paylen 0 after, the pieces and
+ *      where the record came from kept; refused when the count is not
+ *      the RETH's, the pieces do not add up to it, one is empty, wraps
+ *      or has its reserved word set, there are 0 or 17 pieces, the
+ *      record is longer than its pieces, or the link never allowed
+ *      references (pid <= 0); and sw_pkt_parse() (a packet off a wire)
+ *      refuses a READ request with a body;
+ *   c. a placed READ response: accepted for up to 4096 bytes (paylen the
+ *      count, payload NULL), refused above, with the reserved word set,
+ *      or with a body of another length; an ACK or a UC packet flagged
+ *      by reference is refused.
+ */
+#include "harness.h"
+
+#include <string.h>
+
+#include "sw/wire.h"
+
+static const struct sw_ref_src from = {.pid = 4242, .link = (void *)&from, .gen = 7, .pos = 64};
+
+/* A READ request of `len` bytes by reference, its pieces `pc`, into buf; its length. */
+static size_t read_req(uint8_t *buf, uint32_t len, const struct sw_ref_piece *pc, uint32_t n,
+		       uint32_t count)
+{
+	struct sw_pkt p = {.opcode = SW_OP_READ_REQ,
+			   .psn = 5,
+			   .dqpn = 0x12,
+			   .va = 0x1000,
+			   .rkey = 0x77,
+			   .dma_len = len,
+			   .ack_req = true,
+			   .pkey = 0xffff};
+
+	return sw_pkt_write_ref(buf, &p, pc, n, count);
+}
+
+/* Parse and take record `buf` of `len` bytes (by reference, from `src`): 0 or the error. */
+static int take(struct sw_pkt *p, const uint8_t *buf, size_t len, const struct sw_ref_src *src)
+{
+	int ret = sw_pkt_parse_ref(p, buf, len);
+
+	return ret ? ret : sw_pkt_take_ref(p, src);
+}
+
+static void case_write(void)
+{
+	struct sw_ref_piece pc[2] = {{.addr = 0x10000, .len = 1000},
+				     {.addr = 0x20000, .len = 3096}};
+	struct sw_pkt p = {.opcode = SW_OP_WRITE_ONLY,
+			   .psn = 9,
+			   .dqpn = 0x12,
+			   .va = 0x5000,
+			   .rkey = 0x99,
+			   .dma_len = 4096,
+			   .pkey = 0xffff};
+	uint8_t buf[4096 + 256];
+	size_t len = sw_pkt_write_ref(buf, &p, pc, 2, 4096);
+	struct sw_pkt q;
+
+	t_case("a. WRITE by reference");
+	if (CHECK_EQ_INT(take(&q, buf, len, &from), 0))
+		CHECK(q.paylen == 4096 && !q.payload && q.ref && q.ref_n == 2 &&
+		      q.ref_pid == 4242 && !q.placed);
+}
+
+static void case_read(void)
+{
+	struct sw_ref_piece pc[17];
+	struct sw_ref_src nopid = from;
+	uint8_t buf[4096 + 256];
+	struct sw_pkt q;
+	size_t len;
+
+	t_case("b. READ request by reference");
+	for (int i = 0; i < 17; i++)
+		pc[i] = (struct sw_ref_piece){.addr = 0x100000 + (uint64_t)i * 0x10000,
+					      .len = 0x10000};
+	/* 16 pieces of 64 KiB: a 1 MiB READ */
+	len = read_req(buf, 1 << 20, pc, 16, 1 << 20);
+	if (CHECK_EQ_INT(take(&q, buf, len, &from), 0))
+		CHECK(q.paylen == 0 && !q.payload && q.ref_n == 16 && q.ref_pid == 4242 &&
+		      q.ref_link == from.link && q.ref_gen == 7 && q.ref_pos == 64 &&
+		      q.dma_len == 1 << 20 && q.rkey == 0x77);
+	CHECK_MSG(sw_pkt_parse(&q, buf, len, NULL) != 0, "a READ request with a body off a wire");
+	nopid.pid = -1;
+	CHECK_EQ_INT(take(&q, buf, len, &nopid), -EPROTO);
+	nopid.pid = 0;
+	CHECK_EQ_INT(take(&q, buf, len, &nopid), -EPROTO);
+	/* a count other than the RETH's (its pieces adding up to it) */
+	len = read_req(buf, 1 << 20, pc, 15, 15 << 16);
+	CHECK_EQ_INT(take(&q, buf, len, &from), -EPROTO);
+	len = read_req(buf, 1 << 20, pc, 16, (1 << 20) - 1);
+	CHECK_EQ_INT(take(&q, buf, len, &from), -EPROTO);
+	/* pieces that do not add up to the count */
+	len = read_req(buf, (1 << 20) - 0x10000, pc, 16, (1 << 20) - 0x10000);
+	CHECK_EQ_INT(take(&q, buf, len, &from), -EPROTO);
+	/* 17 pieces, and none */
+	len = read_req(buf, 17 << 16, pc, 17, 17 << 16);
+	CHECK_EQ_INT(take(&q, buf, len, &from), -EPROTO);
+	len = read_req(buf, 4096, pc, 0, 4096);
+	CHECK_EQ_INT(take(&q, buf, len, &from), -EPROTO);
+	/* an empty piece; one that wraps; a reserved word set */
+	pc[1].len = 0;
+	pc[0].len = 0x20000;
+	len = read_req(buf, 1 << 20, pc, 16, 1 << 20);
+	CHECK_EQ_INT(take(&q, buf, len, &from), -EPROTO);
+	pc[0].len = pc[1].len = 0x10000;
+	pc[15].addr = ~0ull - 0x100;
+	len = read_req(buf, 1 << 20, pc, 16, 1 << 20);
+	CHECK_EQ_INT(take(&q, buf, len, &from), -EPROTO);
+	pc[15].addr = 0x900000;
+	pc[3].rsvd = 1;
+	len = read_req(buf, 1 << 20, pc, 16, 1 << 20);
+	CHECK_EQ_INT(take(&q, buf, len, &from), -EPROTO);
+	pc[3].rsvd = 0;
+	/* a record longer than its pieces (the ICRC word moved on by 4) */
+	len = read_req(buf, 1 << 20, pc, 16, 1 << 20);
+	memset(buf + len, 0, 4);
+	CHECK_EQ_INT(take(&q, buf, len + 4, &from), -EPROTO);
+	CHECK_EQ_INT(take(&q, buf, len, &from), 0); /* and the same, right: taken */
+}
+
+static size_t placed(uint8_t *buf, uint8_t opcode, uint32_t count)
+{
+	struct sw_pkt p = {.opcode = opcode,
+			   .psn = 3,
+			   .dqpn = 0x12,
+			   .syndrome = 0x1f,
+			   .msn = 1,
+			   .pkey = 0xffff};
+
+	return sw_pkt_write_placed(buf, &p, count);
+}
+
+static void case_placed(void)
+{
+	uint8_t buf[4096 + 256];
+	struct sw_pkt q;
+	size_t len;
+
+	t_case("c. placed READ responses");
+	len = placed(buf, SW_OP_READ_RESP_MIDDLE, 4096);
+	if (CHECK_EQ_INT(take(&q, buf, len, &from), 0))
+		CHECK(q.placed && q.paylen == 4096 && !q.payload && !q.ref);
+	len = placed(buf, SW_OP_READ_RESP_LAST, 100);
+	if (CHECK_EQ_INT(take(&q, buf, len, &from), 0))
+		CHECK(q.placed && q.paylen == 100);
+	len = placed(buf, SW_OP_READ_RESP_ONLY, 4097);
+	CHECK_EQ_INT(take(&q, buf, len, &from), -EPROTO);
+	len = placed(buf, SW_OP_READ_RESP_ONLY, 8);
+	buf[len - 4 - 4] = 1; /* the reserved word */
+	CHECK_EQ_INT(take(&q, buf, len, &from), -EPROTO);
+	len = placed(buf, SW_OP_READ_RESP_ONLY, 8);
+	memset(buf + len, 0, 4);
+	CHECK_EQ_INT(take(&q, buf, len + 4, &from), -EPROTO); /* a body of 12 bytes */
+	len = placed(buf, SW_OP_ACK, 8);
+	CHECK(take(&q, buf, len, &from) != 0);
+	len = placed(buf, SW_OP_UC | SW_OP_SEND_ONLY, 8);
+	CHECK(take(&q, buf, len, &from) != 0);
+}
+
+int main(void)
+{
+	t_start("unit_pkt_ref");
+	case_write();
+	case_read();
+	case_placed();
+	return t_finish();
+}
