@@ -437,9 +437,11 @@ static bool push_read(struct sw_qp *qp, const struct sw_pkt *pkt, const struct s
 	int ret;
 
 	if (!pkt || !pkt->ref || !mr || off >= res->len || pkt->dma_len != res->len - off ||
-	    !sw_net_tx_batch() || !sw_shm_push_begin(eng, pkt))
+	    !sw_net_tx_batch())
 		return false;
 	sw_place_fence(); /* what this thread placed before lands before it is read */
+	if (!sw_shm_push_begin(eng, pkt)) /* as close to the write as it can be (shm_hold.c) */
+		return false;
 	ret = sw_place_push(pkt->ref_pid, sw_mr_host(mr, res->va + off), res->len - off, pkt->ref,
 			    pkt->ref_n);
 	sw_shm_push_end(eng, pkt);

@@ -54,15 +54,23 @@ int shm_hold_add(struct shm_holds *h, uint64_t pos, struct sw_mr *mr, bool sink,
 	return 0;
 }
 
-/* May sink hold `a`, too old, go? Tell the consumer; yes unless it is writing for it. */
-static bool sink_expires(struct shm_hdr *hdr, const struct shm_hold *a)
+/*
+ * May sink hold `a`, too old, go? Tell the consumer; yes unless it is
+ * writing for it, and then only after another SHM_HOLD_NS: a write is one
+ * system call, and a consumer still at it a second later is stopped
+ * (SIGSTOP, a debugger). Most likely it stopped right after the call
+ * returned, before it could clear `pushing` (a stop takes effect on the
+ * way out of a system call, never inside the copy); waiting for it would
+ * hang deregistration as long as it stays stopped.
+ */
+static bool sink_expires(struct shm_hdr *hdr, const struct shm_hold *a, uint64_t now)
 {
 	uint64_t p;
 
 	if (atomic_load(&hdr->expired) < a->pos)
 		atomic_store(&hdr->expired, a->pos); /* only the producer stores it */
 	p = atomic_load(&hdr->pushing);
-	return !p || p > a->pos;
+	return !p || p > a->pos || now - a->at >= 2 * SHM_HOLD_NS;
 }
 
 /* Contract: see shm_hold.h. */
@@ -77,7 +85,7 @@ void shm_hold_release(struct shm_holds *h, struct shm_hdr *hdr, uint64_t now)
 	 */
 	while (i < h->n &&
 	       (done >= h->a[i].pos || (now > h->a[i].at && now - h->a[i].at >= SHM_HOLD_NS &&
-					(!h->a[i].sink || sink_expires(hdr, &h->a[i])))))
+					(!h->a[i].sink || sink_expires(hdr, &h->a[i], now)))))
 		sw_mr_put(h->a[i++].mr);
 	if (!i)
 		return;
