@@ -4,7 +4,10 @@
  * docs/single-copy.md), as sw_pkt_parse_ref() and sw_pkt_take_ref() take
  * them from a ring the peer writes, which is not trusted:
  *
- *   a. a WRITE by reference: accepted, paylen the byte count;
+ *   a. a WRITE by reference: accepted, paylen the byte count; a run (a
+ *      FIRST or MIDDLE standing for up to 16 packets): accepted, with its
+ *      packet count; refused with 0 or 17 packets, more bytes than its
+ *      packets hold, the reserved word set, or a LAST or ONLY opcode;
  *   b. a READ request by reference: accepted with the RETH's length as
  *      byte count (any size, here 1 MiB), paylen 0 after, the pieces and
  *      where the record came from kept; refused when the count is not
@@ -39,7 +42,7 @@ static size_t read_req(uint8_t *buf, uint32_t len, const struct sw_ref_piece *pc
 			   .ack_req = true,
 			   .pkey = 0xffff};
 
-	return sw_pkt_write_ref(buf, &p, pc, n, count);
+	return sw_pkt_write_ref(buf, &p, pc, n, count, 1);
 }
 
 /* Parse and take record `buf` of `len` bytes (by reference, from `src`): 0 or the error. */
@@ -53,7 +56,7 @@ static int take(struct sw_pkt *p, const uint8_t *buf, size_t len, const struct s
 static void case_write(void)
 {
 	struct sw_ref_piece pc[2] = {{.addr = 0x10000, .len = 1000},
-				     {.addr = 0x20000, .len = 3096}};
+				     {.addr = 0x200000, .len = 3096}};
 	struct sw_pkt p = {.opcode = SW_OP_WRITE_ONLY,
 			   .psn = 9,
 			   .dqpn = 0x12,
@@ -62,13 +65,38 @@ static void case_write(void)
 			   .dma_len = 4096,
 			   .pkey = 0xffff};
 	uint8_t buf[4096 + 256];
-	size_t len = sw_pkt_write_ref(buf, &p, pc, 2, 4096);
+	size_t len = sw_pkt_write_ref(buf, &p, pc, 2, 4096, 1);
 	struct sw_pkt q;
 
-	t_case("a. WRITE by reference");
+	t_case("a. WRITE by reference, and runs");
 	if (CHECK_EQ_INT(take(&q, buf, len, &from), 0))
 		CHECK(q.paylen == 4096 && !q.payload && q.ref && q.ref_n == 2 &&
-		      q.ref_pid == 4242 && !q.placed);
+		      q.ref_pid == 4242 && !q.placed && q.ref_pkts == 1);
+	/* a run of 16 packets: FIRST or MIDDLE only, 1 to 16 of them, the reserved word 0 */
+	pc[1].len = 16 * 4096 - 1000;
+	p.opcode = SW_OP_WRITE_FIRST;
+	p.dma_len = 1 << 20;
+	len = sw_pkt_write_ref(buf, &p, pc, 2, 16 * 4096, 16);
+	if (CHECK_EQ_INT(take(&q, buf, len, &from), 0))
+		CHECK(q.paylen == 16 * 4096 && q.ref_pkts == 16 && q.ref_n == 2);
+	p.opcode = SW_OP_SEND_MIDDLE;
+	len = sw_pkt_write_ref(buf, &p, pc, 2, 16 * 4096, 16);
+	CHECK_EQ_INT(take(&q, buf, len, &from), 0);
+	len = sw_pkt_write_ref(buf, &p, pc, 2, 16 * 4096, 17);
+	CHECK_EQ_INT(take(&q, buf, len, &from), -EPROTO);
+	len = sw_pkt_write_ref(buf, &p, pc, 2, 16 * 4096, 0);
+	CHECK_EQ_INT(take(&q, buf, len, &from), -EPROTO);
+	len = sw_pkt_write_ref(buf, &p, pc, 2, 16 * 4096, 15); /* more bytes than 15 packets hold */
+	CHECK_EQ_INT(take(&q, buf, len, &from), -EPROTO);
+	len = sw_pkt_write_ref(buf, &p, pc, 2, 16 * 4096, 16);
+	buf[len - 4 - 2 * 16 - 1] = 1; /* the header's reserved word */
+	CHECK_EQ_INT(take(&q, buf, len, &from), -EPROTO);
+	p.opcode = SW_OP_WRITE_LAST; /* a run never holds a message's last packet */
+	len = sw_pkt_write_ref(buf, &p, pc, 2, 16 * 4096, 16);
+	CHECK_EQ_INT(take(&q, buf, len, &from), -EPROTO);
+	p.opcode = SW_OP_SEND_ONLY;
+	len = sw_pkt_write_ref(buf, &p, pc, 2, 16 * 4096, 16);
+	CHECK_EQ_INT(take(&q, buf, len, &from), -EPROTO);
 }
 
 static void case_read(void)
@@ -94,6 +122,32 @@ static void case_read(void)
 	CHECK_EQ_INT(take(&q, buf, len, &nopid), -EPROTO);
 	nopid.pid = 0;
 	CHECK_EQ_INT(take(&q, buf, len, &nopid), -EPROTO);
+	/* a READ is never a run */
+	{
+		struct sw_pkt r = {.opcode = SW_OP_READ_REQ,
+				   .psn = 5,
+				   .dqpn = 0x12,
+				   .va = 0x1000,
+				   .rkey = 0x77,
+				   .dma_len = 1 << 20,
+				   .pkey = 0xffff};
+
+		len = sw_pkt_write_ref(buf, &r, pc, 16, 1 << 20, 2);
+		CHECK_EQ_INT(take(&q, buf, len, &from), -EPROTO);
+	}
+	/* a READ is never a run */
+	{
+		struct sw_pkt r = {.opcode = SW_OP_READ_REQ,
+				   .psn = 5,
+				   .dqpn = 0x12,
+				   .va = 0x1000,
+				   .rkey = 0x77,
+				   .dma_len = 1 << 20,
+				   .pkey = 0xffff};
+
+		len = sw_pkt_write_ref(buf, &r, pc, 16, 1 << 20, 2);
+		CHECK_EQ_INT(take(&q, buf, len, &from), -EPROTO);
+	}
 	/* a count other than the RETH's (its pieces adding up to it) */
 	len = read_req(buf, 1 << 20, pc, 15, 15 << 16);
 	CHECK_EQ_INT(take(&q, buf, len, &from), -EPROTO);

@@ -207,6 +207,7 @@ struct sw_pkt {
 	 */
 	const uint8_t *ref;
 	uint32_t ref_n;
+	uint32_t ref_pkts; /* a run (wire.h): the packets the record stands for; else 1 */
 	pid_t ref_pid;
 	void *ref_link;
 	uint64_t ref_gen, ref_pos;
@@ -224,10 +225,18 @@ struct sw_pkt {
  * A SEND or WRITE packet by reference (the same-host link's single copy,
  * docs/single-copy.md; never on a wire): the headers as usual, with no
  * pad count, then instead of the payload a u32 piece count n (1 to
- * SW_REF_PIECES) and a u32 byte count (the payload's length: the sum of
- * the pieces', at most SW_REF_MAX_BYTES), n pieces, and 4 bytes where the
- * ICRC would be (not checked: the link is between processes of one user).
- * Numbers in host order.
+ * SW_REF_PIECES), a u32 byte count (the payload's length: the sum of the
+ * pieces', at most SW_REF_MAX_BYTES), a u32 packet count (1) and a u32 0,
+ * n pieces, and 4 bytes where the ICRC would be (not checked: the link
+ * is between processes of one user). Numbers in host order.
+ *
+ * A *run*: a packet count m of 2 to SW_REF_PKTS makes the record stand
+ * for m packets of one SEND or WRITE at PSNs psn to psn + m - 1, each of
+ * a full path MTU (so the byte count is m x MTU, at most SW_REF_MAX_BYTES
+ * x m), never the message's last: the first with the record's opcode
+ * (FIRST or MIDDLE) and headers, the others MIDDLEs of the same kind;
+ * AckReq, if set, asks for an ACK of the last. The receiver handles them
+ * one by one, as if they had come alone.
  *
  * A READ request by reference is the same, its pieces the requester's
  * memory its responses go to and its byte count the RETH's length (any,
@@ -245,7 +254,8 @@ struct sw_ref_piece {
 enum {
 	SW_REF_PIECES = 16,
 	SW_REF_MAX_BYTES = 4096, /* the largest path MTU */
-	SW_REF_HDR_LEN = 8,
+	SW_REF_HDR_LEN = 16,
+	SW_REF_PKTS = 16, /* packets a run by reference stands for, at most */
 	SW_PLACED_LEN = 8, /* a placed READ response's u32 byte count and u32 0 */
 	SW_REF_MIN_MSG = 4 << 10, /* smaller messages are copied: a pull is a system call */
 };
@@ -346,8 +356,11 @@ struct sw_ref_src {
  * packet by reference (payload NULL, paylen the bytes, ref the pieces).
  * An RC SEND or WRITE request: no pad count, 1 to SW_REF_PIECES pieces,
  * none empty or wrapping, whose lengths add up to the byte count, at most
- * SW_REF_MAX_BYTES, and exactly fill the packet; an RC READ request the
- * same with the RETH's length (not 0) as byte count, paylen 0 after. An
+ * SW_REF_MAX_BYTES (times the packet count of a run: a FIRST or MIDDLE
+ * only), and exactly fill the packet; the reserved word 0; ref_pkts the
+ * packet count (the caller checks a run's bytes against its MTU). An RC
+ * READ request the same, one packet, with the RETH's length (not 0) as
+ * byte count, paylen 0 after. An
  * RC READ response: exactly SW_PLACED_LEN bytes, a count of at most
  * SW_REF_MAX_BYTES and a 0; `p` becomes placed (from any link). 0 or
  * -EPROTO.
@@ -360,10 +373,11 @@ size_t sw_pkt_write_placed(uint8_t *buf, struct sw_pkt *p, uint32_t len);
 /*
  * Write packet `p` by reference into `buf`: its headers (no pad count),
  * the reference to `len` bytes in the `n` pieces `pc` (1 to
- * SW_REF_PIECES), and 4 zero bytes for the ICRC. Its length.
+ * SW_REF_PIECES) for `npkts` packets (1, or a run's), and 4 zero bytes
+ * for the ICRC. Its length.
  */
 size_t sw_pkt_write_ref(uint8_t *buf, struct sw_pkt *p, const struct sw_ref_piece *pc, uint32_t n,
-			uint32_t len);
+			uint32_t len, uint32_t npkts);
 
 /*
  * The BTH alone, for a packet whose opcode sw_opinfo() does not know:

@@ -188,6 +188,7 @@ static int parse(struct sw_pkt *p, const uint8_t *buf, size_t len, const struct 
 	p->payload = h;
 	p->paylen = (uint32_t)(len - hdr_len - pad - SW_ICRC_LEN);
 	p->ref = NULL;
+	p->ref_pkts = 1;
 	p->placed = false;
 	p->info = info;
 	return 0;
@@ -195,9 +196,9 @@ static int parse(struct sw_pkt *p, const uint8_t *buf, size_t len, const struct 
 
 /* See wire.h. */
 size_t sw_pkt_write_ref(uint8_t *buf, struct sw_pkt *p, const struct sw_ref_piece *pc, uint32_t n,
-			uint32_t len)
+			uint32_t len, uint32_t npkts)
 {
-	uint32_t hdr[2] = {n, len};
+	uint32_t hdr[4] = {n, len, npkts, 0};
 	size_t hl;
 
 	p->padcnt = 0;
@@ -241,7 +242,7 @@ static int take_placed(struct sw_pkt *p)
 /* See wire.h. */
 int sw_pkt_take_ref(struct sw_pkt *p, const struct sw_ref_src *src)
 {
-	uint32_t flags = p->info ? p->info->flags : 0, n, total, max = SW_REF_MAX_BYTES;
+	uint32_t flags = p->info ? p->info->flags : 0, n, total, npkts, max = SW_REF_MAX_BYTES;
 	bool read = flags & SW_F_READ;
 	uint64_t sum = 0;
 
@@ -254,6 +255,11 @@ int sw_pkt_take_ref(struct sw_pkt *p, const struct sw_ref_src *src)
 		return -EPROTO;
 	n = get_u32(p->payload);
 	total = get_u32(p->payload + 4);
+	npkts = get_u32(p->payload + 8);
+	if (!npkts || npkts > SW_REF_PKTS || get_u32(p->payload + 12) ||
+	    (npkts > 1 && (read || (flags & SW_F_LAST))))
+		return -EPROTO;
+	max *= npkts;
 	if (read) {
 		if (total != p->dma_len)
 			return -EPROTO;
@@ -274,6 +280,7 @@ int sw_pkt_take_ref(struct sw_pkt *p, const struct sw_ref_src *src)
 		return -EPROTO;
 	p->ref = p->payload + SW_REF_HDR_LEN;
 	p->ref_n = n;
+	p->ref_pkts = npkts;
 	p->ref_pid = src->pid;
 	p->ref_link = src->link;
 	p->ref_gen = src->gen;

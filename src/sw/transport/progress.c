@@ -317,7 +317,9 @@ static void rx_one(struct sw_engine *eng, struct rx_batch *b, const uint8_t *buf
 	} else {
 		SW_QP_COUNT(qp, rx_pkts, 1); /* the QP's: from its peer, of its type */
 		SW_QP_COUNT(qp, rx_bytes, len);
-		if (!pkt.info || (pkt.info->flags & SW_F_REQ))
+		if (pkt.ref && pkt.ref_pkts > 1)
+			sw_resp_handle_run(qp, &pkt, src, dst); /* by reference: a request */
+		else if (!pkt.info || (pkt.info->flags & SW_F_REQ))
 			sw_resp_handle(qp, &pkt, src, dst);
 		else
 			sw_comp_handle(qp, &pkt);

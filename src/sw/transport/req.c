@@ -129,13 +129,13 @@ static uint32_t ack_every(const struct sw_req *req)
  * gather.
  */
 static int build_ref(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t off, uint32_t len,
-		     struct sw_pkt *p, uint8_t *buf, struct sw_ref_hold *ref)
+		     uint32_t npk, struct sw_pkt *p, uint8_t *buf, struct sw_ref_hold *ref)
 {
 	struct sw_ref_piece pc[SW_REF_PIECES];
 	int n = sw_sge_refs(qp, (const struct ibv_sge *)(void *)w->data, w->num_sge, off, len, pc,
 			    SW_REF_PIECES, ref);
 
-	return n < 0 ? n : (int)sw_pkt_write_ref(buf, p, pc, (uint32_t)n, len);
+	return n < 0 ? n : (int)sw_pkt_write_ref(buf, p, pc, (uint32_t)n, len, npk);
 }
 
 /*
@@ -160,11 +160,11 @@ static int build_sink(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t off, str
 	w->pushed = 1;
 	for (int i = 0; i < n; i++) /* the responder may write them */
 		SW_DMA_WRITTEN((void *)(uintptr_t)pc[i].addr, pc[i].len);
-	return (int)sw_pkt_write_ref(buf, p, pc, (uint32_t)n, p->dma_len);
+	return (int)sw_pkt_write_ref(buf, p, pc, (uint32_t)n, p->dma_len, 1);
 }
 
 /* Contract: see transport_priv.h (qp->lock held). */
-int sw_req_build(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t k, uint8_t *buf,
+int sw_req_build(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t k, uint32_t npk, uint8_t *buf,
 		 const struct sw_av *av, bool ack_req, struct sw_ref_hold *ref)
 {
 	enum ibv_qp_type qpt = qp->ibv.qp_base.qp_type;
@@ -244,7 +244,7 @@ int sw_req_build(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t k, uint8_t *b
 		p.ack_req = true;
 	if (p.ack_req && rc) {
 		qp->req->since_ackreq = 0;
-		qp->req->ackreq_psn = p.psn;
+		qp->req->ackreq_psn = sw_psn_add(p.psn, npk - 1); /* a run's: its last packet's */
 	}
 	if (ref)
 		sw_ref_none(ref);
@@ -253,7 +253,20 @@ int sw_req_build(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t k, uint8_t *b
 		return ret;
 	if (ref && len && w->num_sge && w->length >= SW_REF_MIN_MSG && qpt == IBV_QPT_RC &&
 	    w->opcode != IBV_WR_ATOMIC_WRITE) {
-		ret = build_ref(qp, w, off, len, &p, buf, ref);
+		/* a run of npk full packets (never the last: wire.h), else this one */
+		if (npk > 1 &&
+		    (ret = build_ref(qp, w, off, npk * mtu, npk, &p, buf, ref)) != -E2BIG) {
+			if (ret > 0)
+				ref->pkts = npk;
+			return ret;
+		}
+		if (npk > 1) {
+			p.ack_req =
+				ack_req; /* the run's AckReq was for the packet after this one */
+			if (p.ack_req)
+				qp->req->ackreq_psn = p.psn;
+		}
+		ret = build_ref(qp, w, off, len, 1, &p, buf, ref);
 		if (ret != -E2BIG)
 			return ret; /* (too many pieces: a copy) */
 	}
@@ -312,11 +325,12 @@ static bool tx_flush(struct sw_qp *qp, struct sw_tx_batch *tx, const struct sw_a
 	for (uint32_t i = 0; i < n; i++) /* the link keeps what it needs (shm_hold.c) */
 		if (tx->ref[i].n)
 			sw_ref_hold_put(&tx->ref[i]);
-	for (uint32_t i = 0; i < sent; i++)
-		fresh = count_sent(qp, tx->psn[i], tx->len[i]);
+	for (uint32_t i = 0; i < sent; i++) /* a run of packets counts as each of them */
+		for (uint32_t j = 0; j < tx->npsn[i]; j++)
+			fresh = count_sent(qp, sw_psn_add(tx->psn[i], j), j ? 0 : tx->len[i]);
 	if (sent) {
 		sw_req_arm_timer(qp);
-		sw_probe_sent(qp, tx->psn[sent - 1], fresh);
+		sw_probe_sent(qp, sw_psn_add(tx->psn[sent - 1], tx->npsn[sent - 1] - 1), fresh);
 	}
 	if (sent == n)
 		return true;
@@ -355,7 +369,7 @@ static void ask_ack_last(struct sw_qp *qp, struct sw_tx_batch *tx, const struct 
 
 	if (!tx || !tx->n || qp->ibv.qp_base.qp_type == IBV_QPT_UD || ack_coming(qp))
 		return;
-	qp->req->ackreq_psn = tx->psn[tx->n - 1];
+	qp->req->ackreq_psn = sw_psn_add(tx->psn[tx->n - 1], tx->npsn[tx->n - 1] - 1);
 	sw_net_icrc_out(sw_engine_of(qp), av, &ic);
 	sw_pkt_set_ack_req(tx->buf[tx->n - 1], tx->len[tx->n - 1], &ic);
 }
@@ -378,6 +392,21 @@ static uint32_t pkt_psns(const struct sw_qp *qp, const struct sw_send_wqe *w)
 }
 
 static bool resend_due(struct sw_qp *qp);
+
+/*
+ * Single copy: how many packets of `w`, from the next one on, may go in
+ * one record by reference (wire.h): full ones only (never the last),
+ * SW_REF_PKTS at most, and no more than the window has room for.
+ */
+static uint32_t run_len(const struct sw_req *req, const struct sw_send_wqe *w)
+{
+	uint32_t n = w->npkts - 1 - req->send_off;
+	uint32_t room = req->window - (uint32_t)sw_psn_diff(req->psn, req->una_psn);
+
+	if (n > SW_REF_PKTS)
+		n = SW_REF_PKTS;
+	return n < room ? n : room;
+}
 
 /*
  * Single copy: may this RC QP's packets go by reference now? Its device
@@ -442,6 +471,7 @@ static void req_run(struct sw_qp *qp)
 		struct sw_send_wqe *w = wqe_at(qp, req->send_idx);
 		const struct sw_av *av = ud ? &w->wr.ud.av : &qp->attr.av;
 		uint8_t *buf = tx ? tx->buf[tx->n] : one;
+		uint32_t npk = 1, gone;
 		int len, ret;
 		bool ack, by_ref;
 
@@ -480,7 +510,11 @@ static void req_run(struct sw_qp *qp)
 		}
 		if (!ud && (uint32_t)sw_psn_diff(req->psn, req->una_psn) >= req->window)
 			break;
-		if (!ud && !sw_budget_take(qp, pkt_psns(qp, w), pass)) {
+		by_ref = tx && w->length >= SW_REF_MIN_MSG && link_pulls(qp, &refs);
+		if (by_ref && !pass && w->opcode != IBV_WR_RDMA_READ &&
+		    req->send_off + 1 < w->npkts)
+			npk = run_len(req, w); /* full packets of a SEND or WRITE in one record */
+		if (!ud && !sw_budget_take(qp, npk > 1 ? npk : pkt_psns(qp, w), pass)) {
 			sw_budget_wait(qp);
 			break;
 		}
@@ -488,12 +522,12 @@ static void req_run(struct sw_qp *qp)
 			pass = false;
 			stop = sw_budget_must_wait(qp); /* then it waits after this one */
 		}
-		ack = !ud && (stop || !tx || tx->n == SW_TX_BATCH - 1 ||
-			      (!ack_coming(qp) &&
-			       (uint32_t)sw_psn_diff(req->psn, req->una_psn) + pkt_psns(qp, w) >=
-				       req->window));
-		by_ref = tx && w->length >= SW_REF_MIN_MSG && link_pulls(qp, &refs);
-		len = sw_req_build(qp, w, req->send_off, buf, av, ack,
+		ack = !ud &&
+		      (stop || !tx || tx->n == SW_TX_BATCH - 1 ||
+		       (!ack_coming(qp) && (uint32_t)sw_psn_diff(req->psn, req->una_psn) +
+							   (npk > 1 ? npk : pkt_psns(qp, w)) >=
+						   req->window));
+		len = sw_req_build(qp, w, req->send_off, npk, buf, av, ack,
 				   by_ref ? &tx->ref[tx->n] : NULL);
 		if (len < 0) {
 			/*
@@ -509,10 +543,12 @@ static void req_run(struct sw_qp *qp)
 				sw_comp_retire(qp, (enum ibv_wc_status)w->fail_status);
 			return;
 		}
+		gone = 1; /* PSNs the packet took */
 		if (tx) {
 			tx->psn[tx->n] = req->psn;
 			if (!by_ref)
 				sw_ref_none(&tx->ref[tx->n]);
+			gone = tx->npsn[tx->n] = tx->ref[tx->n].pkts;
 			tx->len[tx->n++] = (size_t)len;
 		} else {
 			ret = sw_net_send(sw_engine_of(qp), buf, (size_t)len, av);
@@ -548,8 +584,8 @@ static void req_run(struct sw_qp *qp)
 			req->psn = sw_psn_add(w->first_psn, w->npkts);
 			req->send_off = w->npkts;
 		} else {
-			req->psn = sw_psn_add(req->psn, 1);
-			req->send_off++;
+			req->psn = sw_psn_add(req->psn, gone);
+			req->send_off += gone;
 		}
 		if (req->send_off >= w->npkts) {
 			req->send_idx++;
@@ -726,7 +762,7 @@ static struct sw_send_wqe *una_wqe(struct sw_qp *qp, uint32_t *k)
 static int resend_una(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t k)
 {
 	uint8_t buf[SW_PKT_MAX];
-	int len = sw_req_build(qp, w, k, buf, &qp->attr.av, true, NULL);
+	int len = sw_req_build(qp, w, k, 1, buf, &qp->attr.av, true, NULL);
 
 	if (len < 0)
 		return len;

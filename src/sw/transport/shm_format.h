@@ -32,7 +32,7 @@
 
 enum {
 	SHM_MAGIC = 0x53564c4b, /* "SVLK" */
-	SHM_VERSION = 5, /* 2: IPv6 addresses in the hello; 3: hdr.done; 4: pulls; 5: pushes */
+	SHM_VERSION = 6, /* 2: IPv6 in the hello; 3: hdr.done; 4: pulls; 5: pushes; 6: runs */
 	SHM_HDR_BYTES = 256, /* the ring's data starts here */
 	SHM_RING_BYTES = 8 << 20, /* as much as the UDP socket buffer */
 	SHM_MAP_BYTES = SHM_HDR_BYTES + SHM_RING_BYTES, /* the memfd: header, then ring */

@@ -384,6 +384,7 @@ struct sw_ref_hold {
 	uint32_t n; /* MRs held; 0 and !placed: not by reference */
 	bool sink; /* a READ request's: the consumer may write into these MRs */
 	bool placed; /* a placed READ response (wire.h): no MR, the link only */
+	uint32_t pkts; /* PSNs the record stands for (a run: wire.h), else 1 */
 	struct sw_mr *mr[SW_REF_PIECES];
 };
 
@@ -393,6 +394,7 @@ static inline void sw_ref_none(struct sw_ref_hold *h)
 	h->n = 0;
 	h->sink = false;
 	h->placed = false;
+	h->pkts = 1;
 }
 
 /* Is a built packet with hold `h` a by-reference record (the same-host link only)? */
@@ -402,7 +404,8 @@ static inline bool sw_ref_on(const struct sw_ref_hold *h)
 }
 struct sw_tx_batch {
 	uint32_t n; /* packets built so far */
-	uint32_t psn[SW_TX_BATCH]; /* each packet's PSN */
+	uint32_t psn[SW_TX_BATCH]; /* each packet's PSN (a run's first) */
+	uint32_t npsn[SW_TX_BATCH]; /* the requester's: PSNs each stands for (ref[].pkts) */
 	size_t len[SW_TX_BATCH];
 	struct sw_ref_hold
 		ref[SW_TX_BATCH]; /* sw_ref_on(): by reference, the same-host link only */
@@ -657,9 +660,12 @@ uint32_t sw_wqe_npkts(const struct sw_qp *qp, const struct sw_send_wqe *w);
  * (single copy: an RC SEND or WRITE of at least SW_REF_MIN_MSG bytes from
  * SGEs then names its payload's pieces instead of carrying them,
  * wire.h); ref->n says whether it does, and ref then holds its MRs (the
- * caller drops them, sw_ref_hold_put, once it was sent or not).
+ * caller drops them, sw_ref_hold_put, once it was sent or not). With
+ * `npk` > 1 (only with `ref`, and only for packets before the message's
+ * last) the record may stand for packets k to k + npk - 1, all full: then
+ * ref->pkts is npk (else 1), and ack_req asks for an ACK of the last.
  */
-int sw_req_build(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t k, uint8_t *buf,
+int sw_req_build(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t k, uint32_t npk, uint8_t *buf,
 		 const struct sw_av *av, bool ack_req, struct sw_ref_hold *ref);
 /*
  * req_uc.c: sw_req_run() for a UC QP: each WQE's packets in order, no
@@ -797,6 +803,13 @@ void sw_transport_fail(struct sw_qp *qp);
 /* A request packet for this QP, from `src` to our address `dst`. */
 void sw_resp_handle(struct sw_qp *qp, const struct sw_pkt *pkt, const union sw_sa *src,
 		    const union sw_sa *dst);
+/*
+ * resp_run.c: a run by reference (pkt->ref_pkts > 1, wire.h) for this
+ * QP: each of its packets to sw_resp_handle() in turn; a run whose bytes
+ * are not its packet count times the path MTU is dropped as malformed.
+ */
+void sw_resp_handle_run(struct sw_qp *qp, const struct sw_pkt *pkt, const union sw_sa *src,
+			const union sw_sa *dst);
 /* Send the ACK owed at the end of a receive batch, if any. */
 void sw_resp_flush_ack(struct sw_qp *qp);
 /*
