@@ -29,9 +29,12 @@
 
 static const struct sw_ref_src from = {.pid = 4242, .link = (void *)&from, .gen = 7, .pos = 64};
 
-/* A READ request of `len` bytes by reference, its pieces `pc`, into buf; its length. */
-static size_t read_req(uint8_t *buf, uint32_t len, const struct sw_ref_piece *pc, uint32_t n,
-		       uint32_t count)
+/*
+ * A READ request of `len` bytes by reference, its `n` pieces `pc`, a byte
+ * count `count` and a packet count `npkts`, into buf; its length.
+ */
+static size_t read_req_run(uint8_t *buf, uint32_t len, const struct sw_ref_piece *pc, uint32_t n,
+			   uint32_t count, uint32_t npkts)
 {
 	struct sw_pkt p = {.opcode = SW_OP_READ_REQ,
 			   .psn = 5,
@@ -42,7 +45,14 @@ static size_t read_req(uint8_t *buf, uint32_t len, const struct sw_ref_piece *pc
 			   .ack_req = true,
 			   .pkey = 0xffff};
 
-	return sw_pkt_write_ref(buf, &p, pc, n, count, 1);
+	return sw_pkt_write_ref(buf, &p, pc, n, count, npkts);
+}
+
+/* The same, one packet (as every READ request is). */
+static size_t read_req(uint8_t *buf, uint32_t len, const struct sw_ref_piece *pc, uint32_t n,
+		       uint32_t count)
+{
+	return read_req_run(buf, len, pc, n, count, 1);
 }
 
 /* Parse and take record `buf` of `len` bytes (by reference, from `src`): 0 or the error. */
@@ -123,31 +133,8 @@ static void case_read(void)
 	nopid.pid = 0;
 	CHECK_EQ_INT(take(&q, buf, len, &nopid), -EPROTO);
 	/* a READ is never a run */
-	{
-		struct sw_pkt r = {.opcode = SW_OP_READ_REQ,
-				   .psn = 5,
-				   .dqpn = 0x12,
-				   .va = 0x1000,
-				   .rkey = 0x77,
-				   .dma_len = 1 << 20,
-				   .pkey = 0xffff};
-
-		len = sw_pkt_write_ref(buf, &r, pc, 16, 1 << 20, 2);
-		CHECK_EQ_INT(take(&q, buf, len, &from), -EPROTO);
-	}
-	/* a READ is never a run */
-	{
-		struct sw_pkt r = {.opcode = SW_OP_READ_REQ,
-				   .psn = 5,
-				   .dqpn = 0x12,
-				   .va = 0x1000,
-				   .rkey = 0x77,
-				   .dma_len = 1 << 20,
-				   .pkey = 0xffff};
-
-		len = sw_pkt_write_ref(buf, &r, pc, 16, 1 << 20, 2);
-		CHECK_EQ_INT(take(&q, buf, len, &from), -EPROTO);
-	}
+	len = read_req_run(buf, 1 << 20, pc, 16, 1 << 20, 2);
+	CHECK_EQ_INT(take(&q, buf, len, &from), -EPROTO);
 	/* a count other than the RETH's (its pieces adding up to it) */
 	len = read_req(buf, 1 << 20, pc, 15, 15 << 16);
 	CHECK_EQ_INT(take(&q, buf, len, &from), -EPROTO);
