@@ -17,9 +17,11 @@
  *      references (pid <= 0); and sw_pkt_parse() (a packet off a wire)
  *      refuses a READ request with a body;
  *   c. a placed READ response: accepted for up to 4096 bytes (paylen the
- *      count, payload NULL), refused above, with the reserved word set,
- *      or with a body of another length; an ACK or a UC packet flagged
- *      by reference is refused.
+ *      count, payload NULL), refused above, with a packet count of 0, or
+ *      with a body of another length; an ACK or a UC packet flagged by
+ *      reference is refused; a placed run (a FIRST or MIDDLE for up to
+ *      16 responses): accepted with its count, refused with more bytes
+ *      than its responses hold, 17 of them, or as a LAST.
  */
 #include "harness.h"
 
@@ -169,7 +171,7 @@ static void case_read(void)
 	CHECK_EQ_INT(take(&q, buf, len, &from), 0); /* and the same, right: taken */
 }
 
-static size_t placed(uint8_t *buf, uint8_t opcode, uint32_t count)
+static size_t placed(uint8_t *buf, uint8_t opcode, uint32_t count, uint32_t npkts)
 {
 	struct sw_pkt p = {.opcode = opcode,
 			   .psn = 3,
@@ -178,7 +180,7 @@ static size_t placed(uint8_t *buf, uint8_t opcode, uint32_t count)
 			   .msn = 1,
 			   .pkey = 0xffff};
 
-	return sw_pkt_write_placed(buf, &p, count);
+	return sw_pkt_write_placed(buf, &p, count, npkts);
 }
 
 static void case_placed(void)
@@ -188,24 +190,33 @@ static void case_placed(void)
 	size_t len;
 
 	t_case("c. placed READ responses");
-	len = placed(buf, SW_OP_READ_RESP_MIDDLE, 4096);
+	len = placed(buf, SW_OP_READ_RESP_MIDDLE, 4096, 1);
 	if (CHECK_EQ_INT(take(&q, buf, len, &from), 0))
-		CHECK(q.placed && q.paylen == 4096 && !q.payload && !q.ref);
-	len = placed(buf, SW_OP_READ_RESP_LAST, 100);
+		CHECK(q.placed && q.paylen == 4096 && !q.payload && !q.ref && q.ref_pkts == 1);
+	len = placed(buf, SW_OP_READ_RESP_LAST, 100, 1);
 	if (CHECK_EQ_INT(take(&q, buf, len, &from), 0))
 		CHECK(q.placed && q.paylen == 100);
-	len = placed(buf, SW_OP_READ_RESP_ONLY, 4097);
+	len = placed(buf, SW_OP_READ_RESP_ONLY, 4097, 1);
 	CHECK_EQ_INT(take(&q, buf, len, &from), -EPROTO);
-	len = placed(buf, SW_OP_READ_RESP_ONLY, 8);
-	buf[len - 4 - 4] = 1; /* the reserved word */
+	len = placed(buf, SW_OP_READ_RESP_ONLY, 8, 0); /* no packet */
 	CHECK_EQ_INT(take(&q, buf, len, &from), -EPROTO);
-	len = placed(buf, SW_OP_READ_RESP_ONLY, 8);
+	len = placed(buf, SW_OP_READ_RESP_ONLY, 8, 1);
 	memset(buf + len, 0, 4);
 	CHECK_EQ_INT(take(&q, buf, len + 4, &from), -EPROTO); /* a body of 12 bytes */
-	len = placed(buf, SW_OP_ACK, 8);
+	len = placed(buf, SW_OP_ACK, 8, 1);
 	CHECK(take(&q, buf, len, &from) != 0);
-	len = placed(buf, SW_OP_UC | SW_OP_SEND_ONLY, 8);
+	len = placed(buf, SW_OP_UC | SW_OP_SEND_ONLY, 8, 1);
 	CHECK(take(&q, buf, len, &from) != 0);
+	/* placed runs: FIRST or MIDDLE, 2 to 16 responses, at most 4096 bytes each */
+	len = placed(buf, SW_OP_READ_RESP_FIRST, 16 * 4096, 16);
+	if (CHECK_EQ_INT(take(&q, buf, len, &from), 0))
+		CHECK(q.placed && q.paylen == 16 * 4096 && q.ref_pkts == 16);
+	len = placed(buf, SW_OP_READ_RESP_MIDDLE, 16 * 4096 + 1, 16);
+	CHECK_EQ_INT(take(&q, buf, len, &from), -EPROTO);
+	len = placed(buf, SW_OP_READ_RESP_MIDDLE, 17 * 4096, 17);
+	CHECK_EQ_INT(take(&q, buf, len, &from), -EPROTO);
+	len = placed(buf, SW_OP_READ_RESP_LAST, 2 * 4096, 2);
+	CHECK_EQ_INT(take(&q, buf, len, &from), -EPROTO);
 }
 
 int main(void)

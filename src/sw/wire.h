@@ -243,7 +243,10 @@ struct sw_pkt {
  * up to 2^31): the responder may write the bytes there itself. It then
  * answers with *placed* READ responses: the usual headers, no pad count,
  * a u32 byte count (what the response stands for, at most
- * SW_REF_MAX_BYTES), a u32 0, and the 4 bytes for the ICRC.
+ * SW_REF_MAX_BYTES), a u32 packet count (1), and the 4 bytes for the
+ * ICRC. A placed run of 2 to SW_REF_PKTS responses, never the READ's
+ * last, stands for as many full responses (a FIRST or MIDDLE, then
+ * MIDDLEs) at consecutive PSNs, as a run of requests does.
  */
 struct sw_ref_piece {
 	uint64_t addr; /* in the sender's memory */
@@ -256,7 +259,7 @@ enum {
 	SW_REF_MAX_BYTES = 4096, /* the largest path MTU */
 	SW_REF_HDR_LEN = 16,
 	SW_REF_PKTS = 16, /* packets a run by reference stands for, at most */
-	SW_PLACED_LEN = 8, /* a placed READ response's u32 byte count and u32 0 */
+	SW_PLACED_LEN = 8, /* a placed READ response's u32 byte count and u32 packet count */
 	SW_REF_MIN_MSG = 4 << 10, /* smaller messages are copied: a pull is a system call */
 };
 
@@ -361,14 +364,15 @@ struct sw_ref_src {
  * packet count (the caller checks a run's bytes against its MTU). An RC
  * READ request the same, one packet, with the RETH's length (not 0) as
  * byte count, paylen 0 after. An
- * RC READ response: exactly SW_PLACED_LEN bytes, a count of at most
- * SW_REF_MAX_BYTES and a 0; `p` becomes placed (from any link). 0 or
- * -EPROTO.
+ * RC READ response: exactly SW_PLACED_LEN bytes, a packet count of 1 to
+ * SW_REF_PKTS (more than 1: a FIRST or MIDDLE) and a byte count of at
+ * most SW_REF_MAX_BYTES times it; `p` becomes placed (from any link),
+ * ref_pkts the packet count. 0 or -EPROTO.
  */
 int sw_pkt_take_ref(struct sw_pkt *p, const struct sw_ref_src *src);
 
-/* Write placed READ response `p` for `len` bytes into `buf` (see above). Its length. */
-size_t sw_pkt_write_placed(uint8_t *buf, struct sw_pkt *p, uint32_t len);
+/* Write placed READ response `p` for `len` bytes in `npkts` packets into `buf` (see above). */
+size_t sw_pkt_write_placed(uint8_t *buf, struct sw_pkt *p, uint32_t len, uint32_t npkts);
 
 /*
  * Write packet `p` by reference into `buf`: its headers (no pad count),

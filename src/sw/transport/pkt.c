@@ -223,19 +223,22 @@ int sw_pkt_parse_ref(struct sw_pkt *p, const uint8_t *buf, size_t len)
 	return parse(p, buf, len, NULL, true);
 }
 
-/* A placed READ response (sw_pkt_take_ref): its count, in place of the bytes. */
+/* A placed READ response (sw_pkt_take_ref): its counts, in place of the bytes. */
 static int take_placed(struct sw_pkt *p)
 {
-	uint32_t len;
+	uint32_t len, npkts;
 
-	if (p->padcnt || p->paylen != SW_PLACED_LEN || get_u32(p->payload + 4))
+	if (p->padcnt || p->paylen != SW_PLACED_LEN)
 		return -EPROTO;
 	len = get_u32(p->payload);
-	if (len > SW_REF_MAX_BYTES)
+	npkts = get_u32(p->payload + 4);
+	if (!npkts || npkts > SW_REF_PKTS || len > SW_REF_MAX_BYTES * npkts ||
+	    (npkts > 1 && (p->info->flags & SW_F_LAST)))
 		return -EPROTO;
 	p->placed = true;
 	p->payload = NULL;
 	p->paylen = len;
+	p->ref_pkts = npkts;
 	return 0;
 }
 
@@ -291,9 +294,9 @@ int sw_pkt_take_ref(struct sw_pkt *p, const struct sw_ref_src *src)
 }
 
 /* See wire.h. */
-size_t sw_pkt_write_placed(uint8_t *buf, struct sw_pkt *p, uint32_t len)
+size_t sw_pkt_write_placed(uint8_t *buf, struct sw_pkt *p, uint32_t len, uint32_t npkts)
 {
-	uint32_t body[2] = {len, 0};
+	uint32_t body[2] = {len, npkts};
 	size_t hl;
 
 	p->padcnt = 0;

@@ -319,6 +319,8 @@ static void rx_one(struct sw_engine *eng, struct rx_batch *b, const uint8_t *buf
 		SW_QP_COUNT(qp, rx_bytes, len);
 		if (pkt.ref && pkt.ref_pkts > 1)
 			sw_resp_handle_run(qp, &pkt, src, dst); /* by reference: a request */
+		else if (pkt.placed && pkt.ref_pkts > 1)
+			sw_comp_handle_run(qp, &pkt); /* placed READ responses */
 		else if (!pkt.info || (pkt.info->flags & SW_F_REQ))
 			sw_resp_handle(qp, &pkt, src, dst);
 		else

@@ -61,14 +61,15 @@ static size_t build_resp(struct sw_qp *qp, struct sw_pkt *p, const uint8_t *payl
 	return sw_pkt_finish(buf, hl + len, &ic);
 }
 
-/* Build placed READ response `p` for `len` bytes into `buf` (wire.h); its length. */
-static size_t build_placed(struct sw_qp *qp, struct sw_pkt *p, uint32_t len, uint8_t *buf)
+/* Build placed READ response `p` for `len` bytes in `npkts` into `buf` (wire.h); its length. */
+static size_t build_placed(struct sw_qp *qp, struct sw_pkt *p, uint32_t len, uint32_t npkts,
+			   uint8_t *buf)
 {
 	if (qp->ibv.qp_base.qp_type == IBV_QPT_XRC_RECV)
 		p->opcode |= SW_OP_XRC;
 	p->pkey = SW_DEFAULT_PKEY;
 	p->dqpn = qp->attr.dest_qp_num;
-	return sw_pkt_write_placed(buf, p, len);
+	return sw_pkt_write_placed(buf, p, len, npkts);
 }
 
 /* Send a built response (waiting a little for room), counted. */
@@ -467,10 +468,15 @@ static void send_read_resp(struct sw_qp *qp, const struct sw_rd_res *res, uint32
 		b->n = 0;
 		sw_place_fence(); /* as send_resp(), once for all of them */
 	}
-	for (uint32_t k = from; k < res->npkts; k++) {
+	for (uint32_t k = from, run = 1; k < res->npkts; k += run) {
 		struct sw_pkt p = {0};
 		uint32_t off = k * mtu;
 		uint32_t n = !mr ? 0 : res->len - off < mtu ? res->len - off : mtu;
+
+		/* placed: the full responses before the last as runs of up to SW_REF_PKTS */
+		run = placed && k + 1 < res->npkts ? res->npkts - 1 - k : 1;
+		if (run > SW_REF_PKTS)
+			run = SW_REF_PKTS;
 
 		if (res->npkts == 1)
 			p.opcode = SW_OP_READ_RESP_ONLY;
@@ -489,7 +495,7 @@ static void send_read_resp(struct sw_qp *qp, const struct sw_rd_res *res, uint32
 		}
 		sw_ref_none(&b->ref[b->n]);
 		b->ref[b->n].placed = placed; /* the link only: else lost, and asked again */
-		b->len[b->n] = placed ? build_placed(qp, &p, n, b->buf[b->n]) :
+		b->len[b->n] = placed ? build_placed(qp, &p, run * n, run, b->buf[b->n]) :
 					build_resp(qp, &p, n ? sw_mr_host(mr, res->va + off) : NULL,
 						   n, b->buf[b->n]);
 		if (++b->n == SW_TX_BATCH)

@@ -804,12 +804,14 @@ void sw_transport_fail(struct sw_qp *qp);
 void sw_resp_handle(struct sw_qp *qp, const struct sw_pkt *pkt, const union sw_sa *src,
 		    const union sw_sa *dst);
 /*
- * resp_run.c: a run by reference (pkt->ref_pkts > 1, wire.h) for this
- * QP: each of its packets to sw_resp_handle() in turn; a run whose bytes
- * are not its packet count times the path MTU is dropped as malformed.
+ * run.c: a run by reference (pkt->ref_pkts > 1, wire.h) for this QP:
+ * each of its packets to sw_resp_handle() in turn; a run whose bytes are
+ * not its packet count times the path MTU is dropped as malformed.
  */
 void sw_resp_handle_run(struct sw_qp *qp, const struct sw_pkt *pkt, const union sw_sa *src,
 			const union sw_sa *dst);
+/* run.c: the same for a placed run of READ responses, to sw_comp_handle(). */
+void sw_comp_handle_run(struct sw_qp *qp, const struct sw_pkt *pkt);
 /* Send the ACK owed at the end of a receive batch, if any. */
 void sw_resp_flush_ack(struct sw_qp *qp);
 /*

@@ -1,16 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * resp_run.c - a run by reference: one record of the same-host link that
- * stands for several full packets of a SEND or WRITE (single copy,
- * wire.h, docs/single-copy.md).
+ * run.c - runs: one record of the same-host link that stands for several
+ * full packets (single copy, wire.h, docs/single-copy.md).
  *
- * The requester puts up to SW_REF_PKTS packets of a message in one
- * record, so that a 1 MiB WRITE is 17 records, not 256. The responder
- * cuts the run back into its packets, each with its PSN, its opcode (the
- * record's for the first, MIDDLE for the others), a full MTU of payload
- * and its share of the pieces, and hands them to sw_resp_handle() one by
- * one, exactly as if they had come alone: every check, every outcome
- * (duplicates, a gap, RNR, errors) is the packet's own.
+ * The requester puts up to SW_REF_PKTS packets of a SEND or WRITE by
+ * reference in one record, so that a 1 MiB WRITE is 17 records, not 256;
+ * a responder that wrote a READ's bytes itself answers with placed runs
+ * of READ responses the same way. The receiver cuts a run back into its
+ * packets, each with its PSN, its opcode (the record's for the first,
+ * MIDDLE for the others), a full MTU of payload (and for a request its
+ * share of the pieces), and hands them to sw_resp_handle() or
+ * sw_comp_handle() one by one, exactly as if they had come alone: every
+ * check, every outcome (duplicates, a gap, RNR, errors) is the packet's.
  */
 #include <string.h>
 
@@ -56,5 +57,28 @@ void sw_resp_handle_run(struct sw_qp *qp, const struct sw_pkt *pkt, const union 
 		sub.ref_n = k;
 		sub.ref_pkts = 1;
 		sw_resp_handle(qp, &sub, src, dst);
+	}
+}
+
+/* Contract: see transport_priv.h (qp->lock held). */
+void sw_comp_handle_run(struct sw_qp *qp, const struct sw_pkt *pkt)
+{
+	uint32_t mtu = qp->attr.mtu, m = pkt->ref_pkts;
+	uint8_t middle = (pkt->opcode & SW_OP_CLASS_MASK) | SW_OP_READ_RESP_MIDDLE;
+	struct sw_pkt sub = *pkt;
+
+	if (!mtu || pkt->paylen != m * mtu) { /* a run is of full responses only */
+		SW_COUNT(sw_engine_of(qp), qp, drops_malformed);
+		return;
+	}
+	for (uint32_t i = 0; i < m; i++) {
+		if (i) {
+			sub.opcode = middle;
+			sub.info = sw_opinfo(middle);
+		}
+		sub.psn = sw_psn_add(pkt->psn, i);
+		sub.paylen = mtu;
+		sub.ref_pkts = 1;
+		sw_comp_handle(qp, &sub);
 	}
 }
