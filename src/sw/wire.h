@@ -409,14 +409,19 @@ size_t sw_pkt_write_hdrs(uint8_t *buf, const struct sw_pkt *p);
 /*
  * Finish a packet of `len` bytes (headers + payload) in `buf`: pad to a
  * multiple of 4 (the pad count must already be in the BTH: use
- * sw_pad_for()), append the ICRC, return the final length. `buf` needs
- * room for len + 3 + SW_ICRC_LEN bytes.
+ * sw_pad_for()), append the ICRC (c NULL: 4 zero bytes, for
+ * sw_pkt_seal() to fill if the packet goes on a wire), return the final
+ * length. `buf` needs room for len + 3 + SW_ICRC_LEN bytes.
  */
 size_t sw_pkt_finish(uint8_t *buf, size_t len, const struct sw_icrc_ctx *c);
 
+/* Store the ICRC of the finished packet of `len` bytes in `buf` (ICRC included). */
+void sw_pkt_seal(uint8_t *buf, size_t len, const struct sw_icrc_ctx *c);
+
 /*
  * Set AckReq in the finished packet of `len` bytes (ICRC included) in
- * `buf` and compute its ICRC again; nothing if it is set already.
+ * `buf` and compute its ICRC again (c NULL: not); nothing if it is set
+ * already.
  */
 void sw_pkt_set_ack_req(uint8_t *buf, size_t len, const struct sw_icrc_ctx *c);
 

@@ -89,11 +89,19 @@ int sw_net_send_raw(struct sw_engine *eng, const uint8_t *pkt, size_t len, const
 	/* multicast always goes to the kernel, which fans it out (mcast.c) */
 	int r = sw_sa_is_multicast(&av->dst) ? -ENOTCONN :
 					       sw_shm_send(eng, &pkt, &len, NULL, 1, &av->dst);
+	uint8_t sealed[SW_PKT_MAX];
+	struct sw_icrc_ctx ic;
 	ssize_t n;
 
 	if (r != -ENOTCONN)
 		return r == 1 ? 0 : -EAGAIN; /* the link took it, or its ring is full */
-	n = sendto(sw_net_fd(eng, av), pkt, len, 0, &av->dst.sa, sw_sa_len(&av->dst));
+	if (len < SW_BTH_LEN + SW_ICRC_LEN || len > sizeof(sealed))
+		return -EMSGSIZE;
+	/* a wire: the ICRC now (the builders leave it to the socket; the link has none) */
+	memcpy(sealed, pkt, len);
+	sw_net_icrc_out(eng, av, &ic);
+	sw_pkt_seal(sealed, len, &ic);
+	n = sendto(sw_net_fd(eng, av), sealed, len, 0, &av->dst.sa, sw_sa_len(&av->dst));
 	if (n < 0) {
 		if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS) {
 			atomic_fetch_add_explicit(&eng->cnt.tx_again, 1, memory_order_relaxed);
@@ -157,6 +165,21 @@ static uint32_t send_unref(struct sw_engine *eng, const struct sw_tx_batch *b,
 		    sw_net_send_raw(eng, b->buf[i], b->len[i], av) == -EAGAIN)
 			break;
 	return i;
+}
+
+/*
+ * A wire: the ICRCs of packets [0, n) of `b` now (for IPv4 ID 0: GSO
+ * changes them for the IDs of its segments). The builders leave them to
+ * the socket, and the same-host link carries none.
+ */
+static void seal_batch(struct sw_engine *eng, struct sw_tx_batch *b, uint32_t n,
+		       const struct sw_av *av)
+{
+	struct sw_icrc_ctx ic;
+
+	sw_net_icrc_out(eng, av, &ic);
+	for (uint32_t i = 0; i < n; i++)
+		sw_pkt_seal(b->buf[i], b->len[i], &ic);
 }
 
 /*
@@ -334,6 +357,7 @@ uint32_t sw_net_send_batch(struct sw_engine *eng, struct sw_tx_batch *b, const s
 	for (uint32_t i = 0; i < n; i++)
 		if (sw_ref_on(&b->ref[i]))
 			return send_unref(eng, b, av);
+	seal_batch(eng, b, n, av);
 	while (sent < n) {
 		int r, err;
 

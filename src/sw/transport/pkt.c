@@ -409,8 +409,14 @@ size_t sw_pkt_finish(uint8_t *buf, size_t len, const struct sw_icrc_ctx *c)
 
 	memset(buf + len, 0, pad);
 	len += pad + SW_ICRC_LEN;
-	put_icrc(buf + len - SW_ICRC_LEN, sw_icrc(c, buf, len));
+	put_icrc(buf + len - SW_ICRC_LEN, c ? sw_icrc(c, buf, len) : 0);
 	return len;
+}
+
+/* See wire.h. */
+void sw_pkt_seal(uint8_t *buf, size_t len, const struct sw_icrc_ctx *c)
+{
+	put_icrc(buf + len - SW_ICRC_LEN, sw_icrc(c, buf, len));
 }
 
 /* Contract: see wire.h. */
@@ -419,5 +425,6 @@ void sw_pkt_set_ack_req(uint8_t *buf, size_t len, const struct sw_icrc_ctx *c)
 	if (len < SW_BTH_LEN + SW_ICRC_LEN || (buf[8] & 0x80))
 		return;
 	buf[8] |= 0x80;
-	put_icrc(buf + len - SW_ICRC_LEN, sw_icrc(c, buf, len));
+	if (c)
+		put_icrc(buf + len - SW_ICRC_LEN, sw_icrc(c, buf, len));
 }

@@ -263,8 +263,8 @@ static void rx_one(struct sw_engine *eng, struct rx_batch *b, const uint8_t *buf
 	struct sw_qp *qp;
 	int ret;
 
-	atomic_fetch_add_explicit(&eng->cnt.rx_pkts, 1, memory_order_relaxed);
-	atomic_fetch_add_explicit(&eng->cnt.rx_bytes, len, memory_order_relaxed);
+	sw_count_own(&eng->cnt.rx_pkts, 1);
+	sw_count_own(&eng->cnt.rx_bytes, len);
 	if (src->sa.sa_family != dst->sa.sa_family) {
 		atomic_fetch_add_explicit(&eng->cnt.drops_malformed, 1, memory_order_relaxed);
 		return;
@@ -273,6 +273,10 @@ static void rx_one(struct sw_engine *eng, struct rx_batch *b, const uint8_t *buf
 	if (ref && ref->pid) { /* no ICRC: it never was on a wire (shm_format.h) */
 		ret = sw_pkt_parse_ref(&pkt, buf, len);
 		ret = ret ? ret : sw_pkt_take_ref(&pkt, ref);
+	} else if (ref) { /* the link's records carry no ICRC either */
+		ret = sw_pkt_parse(&pkt, buf, len, NULL);
+		if (ret == -EPROTO && (buf[0] & SW_OP_CLASS_MASK) == SW_OP_RC)
+			ret = sw_pkt_parse_bth(&pkt, buf, len, NULL); /* the responder NAKs */
 	} else {
 		ret = sw_pkt_parse(&pkt, buf, len, &ic);
 		if (ret == -EPROTO && (buf[0] & SW_OP_CLASS_MASK) == SW_OP_RC)
@@ -335,7 +339,7 @@ static void rx_one(struct sw_engine *eng, struct rx_batch *b, const uint8_t *buf
 /* A datagram larger than any packet of ours: never a valid one cut short. */
 static void rx_drop_oversize(struct sw_engine *eng)
 {
-	atomic_fetch_add_explicit(&eng->cnt.rx_pkts, 1, memory_order_relaxed);
+	sw_count_own(&eng->cnt.rx_pkts, 1);
 	atomic_fetch_add_explicit(&eng->cnt.drops_malformed, 1, memory_order_relaxed);
 }
 

@@ -171,7 +171,6 @@ int sw_req_build(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t k, uint32_t n
 	bool ud = qpt == IBV_QPT_UD, rc = qpt == IBV_QPT_RC || qpt == IBV_QPT_XRC_SEND;
 	uint32_t mtu = qp->attr.mtu ? qp->attr.mtu : 1024;
 	struct sw_pkt p = {0};
-	struct sw_icrc_ctx ic;
 	uint32_t off = k * mtu, len = 0;
 	size_t hl;
 	int ret;
@@ -284,8 +283,7 @@ int sw_req_build(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t k, uint32_t n
 		if (ret)
 			return ret;
 	}
-	sw_net_icrc_out(sw_engine_of(qp), av, &ic);
-	return (int)sw_pkt_finish(buf, hl + len, &ic);
+	return (int)sw_pkt_finish(buf, hl + len, NULL); /* the ICRC at the socket (net.c) */
 }
 
 /*
@@ -365,13 +363,11 @@ static bool ack_coming(struct sw_qp *qp)
  */
 static void ask_ack_last(struct sw_qp *qp, struct sw_tx_batch *tx, const struct sw_av *av)
 {
-	struct sw_icrc_ctx ic;
-
+	(void)av; /* its ICRC comes at the socket */
 	if (!tx || !tx->n || qp->ibv.qp_base.qp_type == IBV_QPT_UD || ack_coming(qp))
 		return;
 	qp->req->ackreq_psn = sw_psn_add(tx->psn[tx->n - 1], tx->npsn[tx->n - 1] - 1);
-	sw_net_icrc_out(sw_engine_of(qp), av, &ic);
-	sw_pkt_set_ack_req(tx->buf[tx->n - 1], tx->len[tx->n - 1], &ic);
+	sw_pkt_set_ack_req(tx->buf[tx->n - 1], tx->len[tx->n - 1], NULL);
 }
 
 /*

@@ -45,7 +45,6 @@ enum resp_outcome {
 static size_t build_resp(struct sw_qp *qp, struct sw_pkt *p, const uint8_t *payload, uint32_t len,
 			 uint8_t *buf)
 {
-	struct sw_icrc_ctx ic;
 	size_t hl;
 
 	if (qp->ibv.qp_base.qp_type == IBV_QPT_XRC_RECV)
@@ -57,8 +56,7 @@ static size_t build_resp(struct sw_qp *qp, struct sw_pkt *p, const uint8_t *payl
 	hl = sw_pkt_write_hdrs(buf, p);
 	if (len)
 		sw_fetch(buf + hl, payload, len); /* registered memory (READ) */
-	sw_net_icrc_out(sw_engine_of(qp), &qp->attr.av, &ic);
-	return sw_pkt_finish(buf, hl + len, &ic);
+	return sw_pkt_finish(buf, hl + len, NULL); /* the ICRC at the socket (net.c) */
 }
 
 /* Build placed READ response `p` for `len` bytes in `npkts` into `buf` (wire.h); its length. */

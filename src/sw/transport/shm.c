@@ -13,7 +13,9 @@
  * receiver marks the ring accepted. From then on each packet to that
  * address is a record in the ring. A record holds exactly the UDP
  * payload (BTH to ICRC), so the requester, responder and completer
- * cannot tell the difference, and fault injection applies as on UDP.
+ * cannot tell the difference, and fault injection applies as on UDP;
+ * only its ICRC is left zero and never checked (net.c computes it for a
+ * wire alone).
  *
  * One ring per direction and pair of devices: one producer (the sending
  * device, under the link's lock) and one consumer (the receiving
@@ -54,6 +56,7 @@ struct shm_out { /* a destination we send to */
 	int fd; /* the connection; -1: no link */
 	struct shm_hdr *hdr; /* the ring, NULL when no link */
 	uint64_t head; /* our copy of hdr->head */
+	uint64_t tail_seen; /* hdr->tail when we last looked: room is read again only when short */
 	uint64_t retry_at; /* no link: look again from then on */
 	struct shm_holds holds; /* MRs named by records not yet read (shm_hold.c) */
 };
@@ -272,6 +275,7 @@ static int out_connect(struct sw_engine *eng, struct shm_out *o)
 	o->fd = fd;
 	o->hdr = h;
 	o->head = 0;
+	o->tail_seen = 0;
 	return 0;
 err_fd:
 	close(fd);
@@ -322,17 +326,21 @@ static struct shm_out *out_get(struct sw_engine *eng, const union sw_sa *dst)
  */
 static int ring_put(struct shm_out *o, const uint8_t *pkt, size_t len, uint32_t flags)
 {
-	uint64_t tail = atomic_load_explicit(&o->hdr->tail, memory_order_acquire);
-	uint64_t used = o->head - tail, pos = o->head % SHM_RING_BYTES;
+	uint64_t used = o->head - o->tail_seen, pos = o->head % SHM_RING_BYTES;
 	uint64_t rec = SHM_REC_HDR + ((len + 7) & ~(size_t)7), need = rec;
 	uint32_t l32 = (uint32_t)len;
 
-	if (used > SHM_RING_BYTES)
-		return -EPROTO;
 	if (pos + rec > SHM_RING_BYTES)
 		need += SHM_RING_BYTES - pos; /* the rest of the ring is skipped */
-	if (SHM_RING_BYTES - used < need)
-		return -EAGAIN;
+	if (SHM_RING_BYTES - used < need) {
+		/* short by the last look: look again (the consumer's line, written per record) */
+		o->tail_seen = atomic_load_explicit(&o->hdr->tail, memory_order_acquire);
+		used = o->head - o->tail_seen;
+		if (used > SHM_RING_BYTES)
+			return -EPROTO;
+		if (SHM_RING_BYTES - used < need)
+			return -EAGAIN;
+	}
 	if (pos + rec > SHM_RING_BYTES) {
 		uint32_t wrap = SHM_REC_WRAP;
 
@@ -396,7 +404,8 @@ int sw_shm_send(struct sw_engine *eng, const uint8_t *const *pkt, const size_t *
 		const struct sw_ref_hold *ref, uint32_t n, const union sw_sa *dst)
 {
 	struct shm_out *o;
-	uint32_t i;
+	uint64_t bytes = 0;
+	uint32_t i, refs = 0;
 	int ret = 0;
 
 	if (!eng->shm)
@@ -408,21 +417,26 @@ int sw_shm_send(struct sw_engine *eng, const uint8_t *const *pkt, const size_t *
 		pthread_mutex_unlock(&o->lock);
 		return -ENOTCONN;
 	}
-	out_release(eng->shm, o, sw_now_ns());
+	if (o->holds.n) /* the clock only when there is something to let go */
+		out_release(eng->shm, o, sw_now_ns());
 	for (i = 0; i < n; i++) {
 		ret = ring_put(o, pkt[i], len[i], ref && sw_ref_on(&ref[i]) ? SHM_REC_REF : 0);
 		if (ret)
 			break;
 		if (ref && ref[i].n)
 			out_hold(eng->shm, o, &ref[i]);
-		atomic_fetch_add_explicit(&eng->cnt.tx_pkts, 1, memory_order_relaxed);
-		atomic_fetch_add_explicit(&eng->cnt.tx_bytes, len[i], memory_order_relaxed);
-		atomic_fetch_add_explicit(&eng->cnt.shm_tx_pkts, 1, memory_order_relaxed);
-		if (ref && sw_ref_on(&ref[i]))
-			atomic_fetch_add_explicit(&eng->cnt.ref_tx_pkts, 1, memory_order_relaxed);
+		bytes += len[i];
+		refs += ref && sw_ref_on(&ref[i]);
 	}
-	if (i)
+	if (i) { /* counted once per call: posting threads share these lines */
 		ring_publish(o);
+		atomic_fetch_add_explicit(&eng->cnt.tx_pkts, i, memory_order_relaxed);
+		atomic_fetch_add_explicit(&eng->cnt.tx_bytes, bytes, memory_order_relaxed);
+		atomic_fetch_add_explicit(&eng->cnt.shm_tx_pkts, i, memory_order_relaxed);
+		if (refs)
+			atomic_fetch_add_explicit(&eng->cnt.ref_tx_pkts, refs,
+						  memory_order_relaxed);
+	}
 	if (ret == -EPROTO) {
 		out_close(eng->shm, o, sw_now_ns() + SHM_RETRY_NS);
 		atomic_fetch_add_explicit(&eng->cnt.shm_corrupt, 1, memory_order_relaxed);
@@ -605,11 +619,10 @@ int sw_shm_recv(struct sw_engine *eng, uint8_t *buf, size_t cap, union sw_sa *sr
 				.pos = l->tail,
 			};
 			if (flags & SHM_REC_REF)
-				atomic_fetch_add_explicit(&eng->cnt.ref_rx_pkts, 1,
-							  memory_order_relaxed);
+				sw_count_own(&eng->cnt.ref_rx_pkts, 1);
 			*src = l->src;
 			s->rr = i + 1;
-			atomic_fetch_add_explicit(&eng->cnt.shm_rx_pkts, 1, memory_order_relaxed);
+			sw_count_own(&eng->cnt.shm_rx_pkts, 1);
 			return n;
 		}
 		if (n < 0) {

@@ -52,8 +52,14 @@ enum {
 /* ---- counters (per device; printed by the diagnostics view) ---- */
 
 struct sw_counters {
-	atomic_ullong tx_pkts, rx_pkts, tx_bytes, rx_bytes;
-	atomic_ullong retransmits, timeouts, rnr_naks_rx, rnr_naks_tx;
+	/* written by posting threads, per send call */
+	atomic_ullong tx_pkts, tx_bytes, shm_tx_pkts, ref_tx_pkts;
+	/*
+	 * written by the receive token's holder alone (sw_count_own), on a
+	 * line of their own: one per received packet
+	 */
+	_Alignas(64) atomic_ullong rx_pkts, rx_bytes, shm_rx_pkts, ref_rx_pkts;
+	_Alignas(64) atomic_ullong retransmits, timeouts, rnr_naks_rx, rnr_naks_tx;
 	atomic_ullong seq_naks_rx, seq_naks_tx, err_naks_rx, err_naks_tx;
 	atomic_ullong duplicates, drops_malformed, drops_icrc, drops_no_qp;
 	atomic_ullong drops_state, drops_qkey, drops_no_recv, drops_out_of_window;
@@ -75,8 +81,8 @@ struct sw_counters {
 	/* packets fault injection (SOFTVERBS_FAULT) dropped, sent twice, held back */
 	atomic_ullong fault_drops, fault_dups, fault_reorders;
 	/* the same-host link (shm.c): packets each way, links accepted, corrupt rings closed */
-	atomic_ullong shm_tx_pkts, shm_rx_pkts, shm_links, shm_corrupt;
-	atomic_ullong ref_tx_pkts, ref_rx_pkts; /* single copy: packets by reference */
+	atomic_ullong shm_links, shm_corrupt; /* (shm_tx_pkts, shm_rx_pkts: above) */
+	/* (single copy: packets by reference, ref_tx_pkts and ref_rx_pkts: above) */
 	/*
 	 * IPv4 IDs (ipid.c): packets whose ICRC matched a non-zero ID or a
 	 * clear DF, those whose ID the sender's window refused (also counted
@@ -90,6 +96,17 @@ struct sw_counters {
 	 */
 	atomic_ullong gso_sends, gso_pkts, gso_refused, gro_recvs, gro_pkts;
 };
+
+/*
+ * Count `n` on a counter only the receive token's holder writes: a plain
+ * relaxed load and store, no locked instruction (the token's mutex orders
+ * one holder's counts before the next's; readers only print totals).
+ */
+static inline void sw_count_own(atomic_ullong *c, unsigned long long n)
+{
+	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
+			      memory_order_relaxed);
+}
 
 /* Count one event on the device's counter `field` and on the QP's (queue.h). */
 #define SW_COUNT(eng, qp, field)                                                                   \
