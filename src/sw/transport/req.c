@@ -165,7 +165,7 @@ static int build_sink(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t off, str
 
 /* Contract: see transport_priv.h (qp->lock held). */
 int sw_req_build(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t k, uint32_t npk, uint8_t *buf,
-		 const struct sw_av *av, bool ack_req, struct sw_ref_hold *ref)
+		 bool ack_req, struct sw_ref_hold *ref)
 {
 	enum ibv_qp_type qpt = qp->ibv.qp_base.qp_type;
 	bool ud = qpt == IBV_QPT_UD, rc = qpt == IBV_QPT_RC || qpt == IBV_QPT_XRC_SEND;
@@ -243,7 +243,7 @@ int sw_req_build(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t k, uint32_t n
 		p.ack_req = true;
 	if (p.ack_req && rc) {
 		qp->req->since_ackreq = 0;
-		qp->req->ackreq_psn = sw_psn_add(p.psn, npk - 1); /* a run's: its last packet's */
+		qp->req->ackreq_psn = p.psn;
 	}
 	if (ref)
 		sw_ref_none(ref);
@@ -255,15 +255,12 @@ int sw_req_build(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t k, uint32_t n
 		/* a run of npk full packets (never the last: wire.h), else this one */
 		if (npk > 1 &&
 		    (ret = build_ref(qp, w, off, npk * mtu, npk, &p, buf, ref)) != -E2BIG) {
-			if (ret > 0)
+			if (ret > 0) {
 				ref->pkts = npk;
+				if (p.ack_req) /* a run's AckReq asks for its last packet */
+					qp->req->ackreq_psn = sw_psn_add(p.psn, npk - 1);
+			}
 			return ret;
-		}
-		if (npk > 1) {
-			p.ack_req =
-				ack_req; /* the run's AckReq was for the packet after this one */
-			if (p.ack_req)
-				qp->req->ackreq_psn = p.psn;
 		}
 		ret = build_ref(qp, w, off, len, 1, &p, buf, ref);
 		if (ret != -E2BIG)
@@ -361,9 +358,8 @@ static bool ack_coming(struct sw_qp *qp)
  * ACK is coming already, the last of them asks for one, whatever made it
  * stop.
  */
-static void ask_ack_last(struct sw_qp *qp, struct sw_tx_batch *tx, const struct sw_av *av)
+static void ask_ack_last(struct sw_qp *qp, struct sw_tx_batch *tx)
 {
-	(void)av; /* its ICRC comes at the socket */
 	if (!tx || !tx->n || qp->ibv.qp_base.qp_type == IBV_QPT_UD || ack_coming(qp))
 		return;
 	qp->req->ackreq_psn = sw_psn_add(tx->psn[tx->n - 1], tx->npsn[tx->n - 1] - 1);
@@ -467,7 +463,7 @@ static void req_run(struct sw_qp *qp)
 		struct sw_send_wqe *w = wqe_at(qp, req->send_idx);
 		const struct sw_av *av = ud ? &w->wr.ud.av : &qp->attr.av;
 		uint8_t *buf = tx ? tx->buf[tx->n] : one;
-		uint32_t npk = 1, gone;
+		uint32_t npk = 1, psns, gone;
 		int len, ret;
 		bool ack, by_ref;
 
@@ -510,7 +506,8 @@ static void req_run(struct sw_qp *qp)
 		if (by_ref && !pass && w->opcode != IBV_WR_RDMA_READ &&
 		    req->send_off + 1 < w->npkts)
 			npk = run_len(req, w); /* full packets of a SEND or WRITE in one record */
-		if (!ud && !sw_budget_take(qp, npk > 1 ? npk : pkt_psns(qp, w), pass)) {
+		psns = npk > 1 ? npk : pkt_psns(qp, w); /* what this packet puts in flight */
+		if (!ud && !sw_budget_take(qp, psns, pass)) {
 			sw_budget_wait(qp);
 			break;
 		}
@@ -520,10 +517,9 @@ static void req_run(struct sw_qp *qp)
 		}
 		ack = !ud &&
 		      (stop || !tx || tx->n == SW_TX_BATCH - 1 ||
-		       (!ack_coming(qp) && (uint32_t)sw_psn_diff(req->psn, req->una_psn) +
-							   (npk > 1 ? npk : pkt_psns(qp, w)) >=
-						   req->window));
-		len = sw_req_build(qp, w, req->send_off, npk, buf, av, ack,
+		       (!ack_coming(qp) &&
+			(uint32_t)sw_psn_diff(req->psn, req->una_psn) + psns >= req->window));
+		len = sw_req_build(qp, w, req->send_off, npk, buf, ack,
 				   by_ref ? &tx->ref[tx->n] : NULL);
 		if (len < 0) {
 			/*
@@ -597,7 +593,7 @@ static void req_run(struct sw_qp *qp)
 		}
 	}
 	if (tx) {
-		ask_ack_last(qp, tx, &qp->attr.av);
+		ask_ack_last(qp, tx);
 		tx_flush(qp, tx, &qp->attr.av);
 	}
 }
@@ -758,7 +754,7 @@ static struct sw_send_wqe *una_wqe(struct sw_qp *qp, uint32_t *k)
 static int resend_una(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t k)
 {
 	uint8_t buf[SW_PKT_MAX];
-	int len = sw_req_build(qp, w, k, 1, buf, &qp->attr.av, true, NULL);
+	int len = sw_req_build(qp, w, k, 1, buf, true, NULL);
 
 	if (len < 0)
 		return len;

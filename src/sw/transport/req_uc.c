@@ -40,7 +40,7 @@ void sw_req_uc_run(struct sw_qp *qp)
 			w->npkts = sw_wqe_npkts(qp, w);
 			w->state = SW_WQE_STARTED;
 		}
-		len = sw_req_build(qp, w, req->send_off, 1, buf, &qp->attr.av, false, NULL);
+		len = sw_req_build(qp, w, req->send_off, 1, buf, false, NULL);
 		if (len < 0) {
 			sw_comp_retire(qp,
 				       len == -EINVAL ? IBV_WC_LOC_LEN_ERR : IBV_WC_LOC_PROT_ERR);

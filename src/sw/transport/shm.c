@@ -658,7 +658,6 @@ void sw_shm_push_end(struct sw_engine *eng, const struct sw_pkt *pkt)
 {
 	struct shm_in *l = pkt->ref_link;
 
-	(void)eng;
 	atomic_store_explicit(&l->hdr->pushing, 0, memory_order_release);
 }
 

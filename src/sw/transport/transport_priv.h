@@ -670,9 +670,9 @@ void sw_req_run(struct sw_qp *qp);
 uint32_t sw_wqe_npkts(const struct sw_qp *qp, const struct sw_send_wqe *w);
 
 /*
- * req.c: build packet `k` of WQE `w` into `buf` for `av`, asking for an
- * ACK if `ack_req` (RC; the last packet of a message always asks, and
- * every ack_every-th one). Its length, or -EACCES / -EINVAL for a bad
+ * req.c: build packet `k` of WQE `w` into `buf` (its ICRC left to the
+ * socket: net.c), asking for an ACK if `ack_req` (RC; the last packet of
+ * a message always asks, and every ack_every-th one). Its length, or -EACCES / -EINVAL for a bad
  * local SGE. `ref` (NULL: never): the packet may go by reference
  * (single copy: an RC SEND or WRITE of at least SW_REF_MIN_MSG bytes from
  * SGEs then names its payload's pieces instead of carrying them,
@@ -683,7 +683,7 @@ uint32_t sw_wqe_npkts(const struct sw_qp *qp, const struct sw_send_wqe *w);
  * ref->pkts is npk (else 1), and ack_req asks for an ACK of the last.
  */
 int sw_req_build(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t k, uint32_t npk, uint8_t *buf,
-		 const struct sw_av *av, bool ack_req, struct sw_ref_hold *ref);
+		 bool ack_req, struct sw_ref_hold *ref);
 /*
  * req_uc.c: sw_req_run() for a UC QP: each WQE's packets in order, no
  * window, no budget, no timer; a WQE completes once its last packet is
