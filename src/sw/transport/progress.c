@@ -273,14 +273,12 @@ static void rx_one(struct sw_engine *eng, struct rx_batch *b, const uint8_t *buf
 	if (ref && ref->pid) { /* no ICRC: it never was on a wire (shm_format.h) */
 		ret = sw_pkt_parse_ref(&pkt, buf, len);
 		ret = ret ? ret : sw_pkt_take_ref(&pkt, ref);
-	} else if (ref) { /* the link's records carry no ICRC either */
-		ret = sw_pkt_parse(&pkt, buf, len, NULL);
-		if (ret == -EPROTO && (buf[0] & SW_OP_CLASS_MASK) == SW_OP_RC)
-			ret = sw_pkt_parse_bth(&pkt, buf, len, NULL); /* the responder NAKs */
 	} else {
-		ret = sw_pkt_parse(&pkt, buf, len, &ic);
+		const struct sw_icrc_ctx *check = ref ? NULL : &ic; /* the link's carry no ICRC */
+
+		ret = sw_pkt_parse(&pkt, buf, len, check);
 		if (ret == -EPROTO && (buf[0] & SW_OP_CLASS_MASK) == SW_OP_RC)
-			ret = sw_pkt_parse_bth(&pkt, buf, len, &ic); /* the responder NAKs */
+			ret = sw_pkt_parse_bth(&pkt, buf, len, check); /* the responder NAKs */
 		if (!ret && !pkt.ipv.recovered && !ic.v6)
 			sw_ipid_zero(&eng->ipid, src->v4.sin_addr.s_addr);
 		else if (!ret && pkt.ipv.recovered && !ip_id_ok(eng, src, &pkt)) /* never IPv6 */
