@@ -288,6 +288,13 @@ int main(void)
 {
 	t_start("api_fault_peer");
 	signal(SIGPIPE, SIG_IGN);
+	/*
+	 * Each device prints its counters when it closes (timeouts, timer
+	 * deferrals, probes, resends): the SIGSTOP case hung once in about a
+	 * hundred runs on a loaded host, cause not found yet; a failure in CI
+	 * then shows what the transport saw.
+	 */
+	setenv("SOFTVERBS_STATS", "1", 0);
 	t_case("peer killed mid-transfer: RETRY_EXC_ERR in time, then flush, QP in ERR");
 	case_peer_gone(F_KILL);
 	t_case("peer destroys its QP mid-transfer: RETRY_EXC_ERR, flush; the destroyer is fine");
