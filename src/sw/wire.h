@@ -420,10 +420,9 @@ void sw_pkt_seal(uint8_t *buf, size_t len, const struct sw_icrc_ctx *c);
 
 /*
  * Set AckReq in the finished packet of `len` bytes (ICRC included) in
- * `buf` and compute its ICRC again (c NULL: not); nothing if it is set
- * already.
+ * `buf`; nothing if it is set already. Its ICRC is the socket's (net.c).
  */
-void sw_pkt_set_ack_req(uint8_t *buf, size_t len, const struct sw_icrc_ctx *c);
+void sw_pkt_set_ack_req(uint8_t *buf, size_t len);
 
 static inline uint8_t sw_pad_for(uint32_t paylen)
 {

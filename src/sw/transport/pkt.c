@@ -420,11 +420,8 @@ void sw_pkt_seal(uint8_t *buf, size_t len, const struct sw_icrc_ctx *c)
 }
 
 /* Contract: see wire.h. */
-void sw_pkt_set_ack_req(uint8_t *buf, size_t len, const struct sw_icrc_ctx *c)
+void sw_pkt_set_ack_req(uint8_t *buf, size_t len)
 {
-	if (len < SW_BTH_LEN + SW_ICRC_LEN || (buf[8] & 0x80))
-		return;
-	buf[8] |= 0x80;
-	if (c)
-		put_icrc(buf + len - SW_ICRC_LEN, sw_icrc(c, buf, len));
+	if (len >= SW_BTH_LEN + SW_ICRC_LEN)
+		buf[8] |= 0x80;
 }

@@ -363,7 +363,7 @@ static void ask_ack_last(struct sw_qp *qp, struct sw_tx_batch *tx)
 	if (!tx || !tx->n || qp->ibv.qp_base.qp_type == IBV_QPT_UD || ack_coming(qp))
 		return;
 	qp->req->ackreq_psn = sw_psn_add(tx->psn[tx->n - 1], tx->npsn[tx->n - 1] - 1);
-	sw_pkt_set_ack_req(tx->buf[tx->n - 1], tx->len[tx->n - 1], NULL);
+	sw_pkt_set_ack_req(tx->buf[tx->n - 1], tx->len[tx->n - 1]);
 }
 
 /*
