@@ -233,6 +233,7 @@ static inline int t_proc_spawn(struct t_proc *p, int (*fn)(void *arg, int out), 
 			       void *res, size_t res_len, int close_fd)
 {
 	int rp[2], ep[2];
+	pid_t parent;
 
 	memset(p, 0, sizeof(*p));
 	p->pid = -1;
@@ -248,8 +249,10 @@ static inline int t_proc_spawn(struct t_proc *p, int (*fn)(void *arg, int out), 
 	}
 	fflush(stdout);
 	fflush(stderr);
+	parent = getpid();
 	p->pid = fork();
 	if (p->pid == 0) {
+		t_die_with(parent);
 		close(rp[0]);
 		close(ep[0]);
 		if (close_fd >= 0)

@@ -37,7 +37,7 @@ static inline bool tp_wait_ok(pid_t pid)
 static inline void tp_worker(bool shm, tp_side target, tp_side initiator, void *arg)
 {
 	int sv[2];
-	pid_t t;
+	pid_t self = getpid(), t;
 	bool ok;
 
 	t_st()->failed = 0;
@@ -48,6 +48,7 @@ static inline void tp_worker(bool shm, tp_side target, tp_side initiator, void *
 	fflush(stdout);
 	t = fork();
 	if (t == 0) {
+		t_die_with(self);
 		close(sv[0]);
 		target(sv[1], arg);
 		close(sv[1]);
@@ -66,12 +67,14 @@ static inline void tp_worker(bool shm, tp_side target, tp_side initiator, void *
 /* Contract: run `target` and `initiator` in two processes (see the top); true if both passed. */
 static inline bool tp_run(bool shm, tp_side target, tp_side initiator, void *arg)
 {
-	pid_t w;
+	pid_t parent = getpid(), w;
 
 	fflush(stdout);
 	w = fork();
-	if (w == 0)
+	if (w == 0) {
+		t_die_with(parent);
 		tp_worker(shm, target, initiator, arg);
+	}
 	return w > 0 && tp_wait_ok(w);
 }
 
