@@ -381,6 +381,7 @@ if [ "$what" = fault ]; then
 	# a tenth of the packets lost each way, CM MADs included: the CM's
 	# retransmissions (timers scaled down) recover them
 	SHM=''
+	pkg=rdmacm-utils need ucmatose rping
 	FAULT=drop=0.1,side=both
 	run "ucmatose -c 4, 10% loss" "ucmatose -b @S@ -c 4" "ucmatose -s @S@ -c 4" \
 		'^return status 0' '^return status 0'
