@@ -180,7 +180,6 @@ SV_EXPORT int softverbs_gsi_send(struct softverbs_gsi *g, const struct softverbs
 		.qkey = SV_GSI_QKEY,
 		.sqpn = SV_GSI_QPN,
 	};
-	struct sw_icrc_ctx ic;
 	struct sw_engine *eng;
 	struct sw_av av;
 	size_t hl, len;
@@ -203,7 +202,6 @@ SV_EXPORT int softverbs_gsi_send(struct softverbs_gsi *g, const struct softverbs
 	av.flow_label = dst->flow_label & 0xfffff;
 	hl = sw_pkt_write_hdrs(buf, &p);
 	memcpy(buf + hl, mad, SV_GSI_MAD_LEN);
-	sw_net_icrc_out(eng, &av, &ic);
-	len = sw_pkt_finish(buf, hl + SV_GSI_MAD_LEN, &ic);
+	len = sw_pkt_finish(buf, hl + SV_GSI_MAD_LEN, NULL); /* the ICRC at the socket (net.c) */
 	return sw_net_send_wait(eng, buf, len, &av);
 }
