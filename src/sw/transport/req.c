@@ -927,9 +927,18 @@ static bool resend_due(struct sw_qp *qp)
 static bool link_draining(struct sw_qp *qp)
 {
 	struct sw_req *req = qp->req;
+	struct sw_engine *eng = sw_engine_of(qp);
 	uint64_t done;
 
-	if (!sw_shm_backlog(sw_engine_of(qp), &qp->attr.av.dst, &done))
+	/*
+	 * Our own side first: the peer's answers may wait unread in its
+	 * link into this device (this thread was starved, and runs its
+	 * timers before it has read them all): read them before a timeout
+	 * counts. We read on, so this defers no longer than that takes.
+	 */
+	if (sw_shm_unread(eng, &qp->attr.av.dst))
+		return true;
+	if (!sw_shm_backlog(eng, &qp->attr.av.dst, &done))
 		return false;
 	if (done != req->link_done) {
 		req->link_done = done;

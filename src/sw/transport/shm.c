@@ -511,6 +511,22 @@ bool sw_shm_backlog(struct sw_engine *eng, const union sw_sa *dst, uint64_t *don
 }
 
 /* Contract: see transport_priv.h. */
+bool sw_shm_unread(struct sw_engine *eng, const union sw_sa *peer)
+{
+	struct sw_shm *s = eng->shm;
+
+	if (!s)
+		return false;
+	for (uint32_t i = 0; i < s->nin; i++) {
+		struct shm_in *l = &s->in[i];
+
+		if (l->hdr && sw_sa_same(&l->src, peer))
+			return atomic_load_explicit(&l->hdr->head, memory_order_acquire) != l->tail;
+	}
+	return false;
+}
+
+/* Contract: see transport_priv.h. */
 bool sw_shm_progress(struct sw_engine *eng, const union sw_sa *dst, uint64_t *done, uint64_t *head)
 {
 	bool pull;

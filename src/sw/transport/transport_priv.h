@@ -476,6 +476,12 @@ bool sw_shm_pull_ok(struct sw_engine *eng, const union sw_sa *dst);
  * with an earlier value). false when `dst` has no link. Any thread.
  */
 bool sw_shm_backlog(struct sw_engine *eng, const union sw_sa *dst, uint64_t *done);
+/*
+ * Does the link from `peer` into this device hold records not read yet
+ * (its answers may be among them)? false when there is none. The
+ * progress thread only (the in-links are its own).
+ */
+bool sw_shm_unread(struct sw_engine *eng, const union sw_sa *peer);
 /* Is `dst` reached over an open same-host link (a softverbs device, then)? Any thread. */
 bool sw_shm_linked(struct sw_engine *eng, const union sw_sa *dst);
 /*
