@@ -17,8 +17,9 @@
  * sched_yield is not one). Cases, each on a device opened afresh with the
  * setting:
  *
- *   1. SOFTVERBS_SPIN_US=0 (sleep at once): at least ROUNDS / 2 sleeps
- *      (about one per pause). This is the control: the count tells the
+ *   1. SOFTVERBS_SPIN_US=0 (sleep at once): at least ROUNDS / 8 sleeps
+ *      (one per pause or per few: the polling thread receives while it
+ *      sleeps). This is the control: the count tells the
  *      two apart.
  *   2. the default: fewer than ROUNDS / 4 sleeps in all, or a quarter
  *      of the control's on a loaded machine whose scheduler stretches
@@ -237,7 +238,13 @@ int main(void)
 	t_case("SOFTVERBS_SPIN_US=0: sleeps between packets (control)");
 	setenv("SOFTVERBS_SPIN_US", "0", 1);
 	if (measure(&control, &idle) == 0) {
-		CHECK_MSG(control >= ROUNDS / 2, "%llu sleeps in %d round trips", control, ROUNDS);
+		/*
+		 * Not one sleep per round trip: while the progress thread
+		 * sleeps, the polling thread receives (app progress), so one
+		 * sleep may span several round trips (512 in 2000 under ASan
+		 * in CI). Still far above the spin's few dozen.
+		 */
+		CHECK_MSG(control >= ROUNDS / 8, "%llu sleeps in %d round trips", control, ROUNDS);
 		CHECK_MSG(idle.cpu_ms <= IDLE_CPU_MS, "%ld ms of CPU in %d ms idle", idle.cpu_ms,
 			  IDLE_MS);
 	}
