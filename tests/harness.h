@@ -37,7 +37,6 @@ static inline struct t_state *t_st(void)
 	return &st;
 }
 
-/* Number of open file descriptors, or -1. */
 /*
  * In a child just forked from `parent`: die with it. A test that a time
  * limit kills must not leave its other processes behind, spinning on a
@@ -49,6 +48,7 @@ static inline void t_die_with(pid_t parent)
 		_exit(1);
 }
 
+/* Number of open file descriptors, or -1. */
 static inline int t_count_fds(void)
 {
 	DIR *d = opendir("/proc/self/fd");
