@@ -68,6 +68,7 @@ struct sw_place_stats {
 	atomic_size_t nt_bytes; /* bytes stored with non-temporal stores */
 	atomic_size_t flushed_lines; /* cache lines written back for PM */
 	atomic_size_t pinned_jobs; /* placements run on a pinned worker */
+	atomic_size_t pinned_bytes; /* the bytes they placed */
 	atomic_size_t pinned_off_cpu; /* of those, run on another CPU than asked */
 	atomic_int last_cpu; /* CPU the last pinned placement ran on */
 	atomic_size_t pull_bytes; /* bytes read from other processes (place_pull.c) */

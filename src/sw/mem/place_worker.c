@@ -59,6 +59,7 @@ static void run_job(struct sw_place_worker *w, struct sw_place_job *j)
 	sw_place_here(&j->hint, j->dst, j->src, j->len);
 	atomic_store_explicit(&sw_place_stats.last_cpu, cpu, memory_order_relaxed);
 	atomic_fetch_add_explicit(&sw_place_stats.pinned_jobs, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&sw_place_stats.pinned_bytes, j->len, memory_order_relaxed);
 	if (cpu != (int)w->cpu)
 		atomic_fetch_add_explicit(&sw_place_stats.pinned_off_cpu, 1, memory_order_relaxed);
 	w->last_local = j->local;

@@ -323,6 +323,31 @@ static void on_read_resp(struct sw_qp *qp, const struct sw_pkt *pkt)
 	progress_done(qp);
 }
 
+/* Contract: see transport_priv.h (qp->lock held). */
+bool sw_comp_placed_middles(struct sw_qp *qp, uint32_t psn, uint32_t n)
+{
+	struct sw_req *req = qp->req;
+	enum ibv_qp_state st = qp->ibv.qp_base.state;
+	struct sw_send_wqe *w;
+
+	if (!req || (st != IBV_QPS_RTS && st != IBV_QPS_SQD && st != IBV_QPS_SQE) ||
+	    !outstanding(qp))
+		return false;
+	w = head(qp);
+	/* MIDDLEs only: a response taken before them, the LAST still owed after */
+	if (w->opcode != IBV_WR_RDMA_READ || w->state != SW_WQE_STARTED || !w->pushed ||
+	    !req->read_rx_pkts || req->read_rx_pkts + n >= w->npkts ||
+	    psn != sw_psn_add(w->first_psn, req->read_rx_pkts))
+		return false;
+	req->read_rx_pkts += n;
+	req->resp_asked = false;
+	req->una_psn = sw_psn_add(psn, n);
+	sw_req_acked(qp);
+	req->deadline_ns = 0;
+	progress_done(qp);
+	return true;
+}
+
 static void on_atomic_ack(struct sw_qp *qp, const struct sw_pkt *pkt)
 {
 	struct sw_send_wqe *w;

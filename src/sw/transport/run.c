@@ -12,10 +12,64 @@
  * share of the pieces), and hands them to sw_resp_handle() or
  * sw_comp_handle() one by one, exactly as if they had come alone: every
  * check, every outcome (duplicates, a gap, RNR, errors) is the packet's.
+ *
+ * Except where nothing can set the packets apart: the MIDDLEs of a WRITE
+ * run that arrive in order, inside the WRITE in progress, on one MR
+ * (write_middles), and the MIDDLEs of a placed READ run that answer the
+ * READ at the head in order (sw_comp_placed_middles). They are handled
+ * in one step then: the checks each would pass, made once for all, and
+ * the state each would leave behind. Anything else (a gap, a duplicate,
+ * a failed check, an error state, a stash) goes packet by packet, so
+ * that each outcome stays the packet's.
  */
 #include <string.h>
 
 #include "sw/transport/transport_priv.h"
+
+/*
+ * The `n` MIDDLE packets of a WRITE run from PSN `sub->psn` on, whose
+ * bytes are the `np` pieces `pc`, in one step, if each would be handled
+ * alike: an RC QP in a state that takes requests, nothing stashed, the
+ * first of them at the expected PSN, a WRITE in progress with room for
+ * all of them (a MIDDLE is a full MTU within the bytes left), and the
+ * next n MTUs of its target in one MR that grants remote write. Then
+ * one pull is queued for all of them, and the expected PSN, the target
+ * address and the ACK owed move as n packets would move them. False
+ * (nothing done) otherwise: the caller goes packet by packet.
+ */
+static bool write_middles(struct sw_qp *qp, const struct sw_pkt *sub, uint32_t n,
+			  const struct sw_ref_piece *pc, uint32_t np)
+{
+	struct sw_resp *resp = qp->resp;
+	enum ibv_qp_state st = qp->ibv.qp_base.state;
+	uint64_t len = (uint64_t)n * qp->attr.mtu;
+	struct sw_pkt all = *sub;
+	struct sw_mr *mr = NULL;
+
+	if (!resp || qp->ibv.qp_base.qp_type != IBV_QPT_RC ||
+	    (st != IBV_QPS_RTR && st != IBV_QPS_RTS && st != IBV_QPS_SQD && st != IBV_QPS_SQE) ||
+	    sw_stash_count(qp) || sub->psn != resp->epsn || !resp->in_write || len > resp->wr_left)
+		return false;
+	if (sw_resp_rkey(qp, resp->wr_rkey, resp->wr_va, len, IBV_ACCESS_REMOTE_WRITE, &mr) ||
+	    !mr) {
+		sw_resp_put_mr(mr);
+		return false; /* the packet that fails says so itself */
+	}
+	all.paylen = (uint32_t)len;
+	all.ref = (const uint8_t *)pc;
+	all.ref_n = np;
+	sw_place_mr_ref(qp, mr, sw_mr_host(mr, resp->wr_va), &all);
+	sw_resp_put_mr(mr);
+	resp->nak_seq_sent = false;
+	resp->wr_va += len;
+	resp->wr_left -= len;
+	resp->epsn = sw_psn_add(sub->psn, n);
+	resp->ack_psn = sw_psn_add(sub->psn, n - 1);
+	resp->unacked += n;
+	if (sub->ack_req || resp->unacked >= SW_ACK_EVERY)
+		resp->ack_pending = true;
+	return true;
+}
 
 /* Contract: see transport_priv.h (qp->lock held). */
 void sw_resp_handle_run(struct sw_qp *qp, const struct sw_pkt *pkt, const union sw_sa *src,
@@ -57,6 +111,23 @@ void sw_resp_handle_run(struct sw_qp *qp, const struct sw_pkt *pkt, const union 
 		sub.ref_n = k;
 		sub.ref_pkts = 1;
 		sw_resp_handle(qp, &sub, src, dst);
+		if (i == 0 && m > 1 && (pkt->info->flags & SW_F_WRITE)) {
+			/* the rest are MIDDLEs: the pieces from here on, all at once */
+			uint32_t np = 0;
+
+			if (idx < pkt->ref_n) {
+				out[np++] = (struct sw_ref_piece){.addr = in[idx].addr + used,
+								  .len = in[idx].len - used};
+				for (uint32_t j = idx + 1; j < pkt->ref_n; j++)
+					out[np++] = in[j];
+			}
+			sub.opcode = middle;
+			sub.info = sw_opinfo(middle);
+			sub.psn = sw_psn_add(pkt->psn, 1);
+			sub.ack_req = pkt->ack_req;
+			if (np && write_middles(qp, &sub, m - 1, out, np))
+				return;
+		}
 	}
 }
 
@@ -80,5 +151,7 @@ void sw_comp_handle_run(struct sw_qp *qp, const struct sw_pkt *pkt)
 		sub.paylen = mtu;
 		sub.ref_pkts = 1;
 		sw_comp_handle(qp, &sub);
+		if (i == 0 && m > 1 && sw_comp_placed_middles(qp, sw_psn_add(pkt->psn, 1), m - 1))
+			return;
 	}
 }

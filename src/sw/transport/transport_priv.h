@@ -837,6 +837,15 @@ void sw_resp_handle_run(struct sw_qp *qp, const struct sw_pkt *pkt, const union 
 			const union sw_sa *dst);
 /* run.c: the same for a placed run of READ responses, to sw_comp_handle(). */
 void sw_comp_handle_run(struct sw_qp *qp, const struct sw_pkt *pkt);
+/*
+ * comp.c: the `n` placed READ response MIDDLEs of a run from PSN `psn`
+ * on, in one step, if each would be taken alike: the head WQE is a READ
+ * asked by reference and started, a response before them was taken and
+ * one after them is still owed, and `psn` is the next it waits for. The
+ * state they leave is that of n responses taken one by one. False
+ * (nothing done) otherwise. qp->lock held.
+ */
+bool sw_comp_placed_middles(struct sw_qp *qp, uint32_t psn, uint32_t n);
 /* Send the ACK owed at the end of a receive batch, if any. */
 void sw_resp_flush_ack(struct sw_qp *qp);
 /*
