@@ -39,7 +39,13 @@
  *   k. B may read A's memory but not write it (a seccomp filter on
  *      process_vm_writev): A still asks its READs by reference, B's
  *      writes fail and it answers with the bytes; every byte checked.
- * Cases a, b, c and f also READ 1 MiB and 200 KiB into three SGEs from B
+ *   l-o. A's memory comes from ibv_alloc_buf (mem/buf_share.c): B maps
+ *      A's buffer and copies with memcpy (it reports bytes copied from
+ *      mapped buffers); l as a, m as d, n as e, o as f but A's child
+ *      leaves the buffer alone (it is not mapped in a child);
+ *   p. as l, but B may not take A's memfd (seccomp on pidfd_getfd(2)):
+ *      B pulls with process_vm_readv instead, nothing mapped; same bytes.
+ * Cases a, b, c, f, l, o and p also READ 1 MiB and 200 KiB into three SGEs from B
  * and check every byte at A. Where single copy is used, A asks its READs
  * by reference and B writes the bytes into A itself (B pushed bytes, its
  * placed responses count as sent by reference); A never pulls: a READ's
@@ -58,7 +64,11 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 
-/* test: timeout=180 */
+/* test: timeout=240 */
+
+#ifndef SYS_pidfd_getfd
+#define SYS_pidfd_getfd 438
+#endif
 
 #define ACC (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ)
 
@@ -93,6 +103,8 @@ enum mode {
 struct pcfg {
 	enum mode mode;
 	bool b_no_pull, b_seccomp, b_seccomp_w, b_other_uid;
+	bool a_buf; /* A's memory from ibv_alloc_buf */
+	bool b_seccomp_fd; /* pidfd_getfd fails in B */
 	int sock; /* this side's end */
 };
 
@@ -283,7 +295,8 @@ static int side_b(void *arg, int out)
 	if (c->b_other_uid && (setgid(65534) || setuid(65534)))
 		return 2;
 	if ((c->b_seccomp && !CHECK(no_vm_call(SYS_process_vm_readv))) ||
-	    (c->b_seccomp_w && !CHECK(no_vm_call(SYS_process_vm_writev))))
+	    (c->b_seccomp_w && !CHECK(no_vm_call(SYS_process_vm_writev))) ||
+	    (c->b_seccomp_fd && !CHECK(no_vm_call(SYS_pidfd_getfd))))
 		return 1;
 	if (t_ep_init(&e, NULL, IBV_QPT_RC, BUF, ACC, 256))
 		return 1;
@@ -376,7 +389,8 @@ static void a_data(struct t_ep *e, const struct t_addr *peer, bool fork_child)
 		if (child == 0) { /* rewrite our copy of the sources, then wait to be told */
 			char c;
 
-			memset(e->buf + SRC_OFF, 0x5a, 2 << 20);
+			if (!e->ibuf) /* an ibv_alloc_buf buffer is not in the child at all */
+				memset(e->buf + SRC_OFF, 0x5a, 2 << 20);
 			close(pfd[1]);
 			(void)!read(pfd[0], &c, 1);
 			_exit(0);
@@ -541,7 +555,7 @@ static int side_a(void *arg, int out)
 	char cmd;
 
 	write_env(c, false);
-	if (t_ep_init(&e, NULL, IBV_QPT_RC, BUF, ACC, 256))
+	if (t_ep_init(&e, NULL, IBV_QPT_RC, BUF, ACC, 256) || (c->a_buf && t_ep_use_buf(&e, ACC)))
 		return 1;
 	t_fill(e.buf + SRC_OFF, 2 << 20, 11);
 	mine = t_addr_of(&e, 200);
@@ -578,27 +592,40 @@ static int side_a(void *arg, int out)
 
 /* ---- the runs ---- */
 
-/* "single copy: sent N received M packets by reference; ... pulled B bytes ...; pushed P bytes" */
-static void single_line(const char *text, unsigned long long *sent, unsigned long long *pulled,
-			unsigned long long *pushed, unsigned long long *push_failed)
+/*
+ * "single copy: sent N received M packets by reference; ... pulled B
+ * bytes ...; pushed P bytes ...; copied C bytes from mapped buffers"
+ */
+struct single {
+	unsigned long long sent, pulled, pushed, push_failed, mapped;
+};
+
+static void single_line(const char *text, struct single *r)
 {
 	const char *p = text ? strstr(text, "single copy: sent ") : NULL;
 	unsigned long long rx = 0, calls = 0, failed = 0, pcalls = 0;
 
-	*sent = *pulled = *pushed = *push_failed = 0;
-	if (CHECK_MSG(p, "no single copy line in the report") &&
-	    CHECK(sscanf(p,
-			 "single copy: sent %llu received %llu packets by reference; "
-			 "this process pulled %llu bytes in %llu calls, %llu failed; "
-			 "pushed %llu bytes in %llu calls, %llu failed",
-			 sent, &rx, pulled, &calls, &failed, pushed, &pcalls, push_failed) == 8))
-		return;
+	*r = (struct single){0};
+	if (CHECK_MSG(p, "no single copy line in the report"))
+		CHECK(sscanf(p,
+			     "single copy: sent %llu received %llu packets by reference; "
+			     "this process pulled %llu bytes in %llu calls, %llu failed; "
+			     "pushed %llu bytes in %llu calls, %llu failed; "
+			     "copied %llu bytes from mapped buffers",
+			     &r->sent, &rx, &r->pulled, &calls, &failed, &r->pushed, &pcalls,
+			     &r->push_failed, &r->mapped) == 9);
+}
+
+/* Does this kernel (or valgrind) know pidfd_getfd(2)? B's processes are as we are. */
+static bool have_getfd(void)
+{
+	return syscall(SYS_pidfd_getfd, -1, -1, 0) < 0 && errno != ENOSYS;
 }
 
 static void run(const char *name, struct pcfg c, bool want)
 {
 	struct t_proc p[2];
-	unsigned long long a_sent, a_pulled, a_pushed, a_pfail, b_sent, b_pulled, b_pushed, b_pfail;
+	struct single a, b;
 	bool reads = c.mode == M_DATA || c.mode == M_FORK || c.mode == M_DEREG_READ ||
 		     c.mode == M_DEREG_SINK;
 	int sv[2];
@@ -625,21 +652,34 @@ static void run(const char *name, struct pcfg c, bool want)
 		t_proc_free(&p[1]);
 		return;
 	}
-	single_line(p[0].err, &a_sent, &a_pulled, &a_pushed, &a_pfail);
-	single_line(p[1].err, &b_sent, &b_pulled, &b_pushed, &b_pfail);
-	printf("# A sent %llu packets by reference, B pulled %llu bytes, B pushed %llu bytes "
-	       "(%llu calls failed; B sent %llu placed READ responses); A pulled %llu, pushed %llu\n",
-	       a_sent, b_pulled, b_pushed, b_pfail, b_sent, a_pulled, a_pushed);
+	single_line(p[0].err, &a);
+	single_line(p[1].err, &b);
+	printf("# A sent %llu packets by reference, B pulled %llu bytes, copied %llu from A's "
+	       "mapped buffer, pushed %llu bytes (%llu calls failed; B sent %llu placed READ "
+	       "responses); A pulled %llu, pushed %llu\n",
+	       a.sent, b.pulled, b.mapped, b.pushed, b.push_failed, b.sent, a.pulled, a.pushed);
 	if (want && c.b_seccomp_w) /* READs asked by reference, answered with their bytes */
-		CHECK_MSG(a_sent > 0 && b_pulled > 0 && !b_pushed && b_pfail > 0 && !b_sent,
+		CHECK_MSG(a.sent > 0 && b.pulled > 0 && !b.pushed && b.push_failed > 0 && !b.sent,
 			  "B's writes were not refused, or not answered with copies");
 	else if (want)
-		CHECK_MSG(a_sent > 0 && b_pulled > 0 && (!reads || (b_pushed > 0 && b_sent > 0)),
+		CHECK_MSG(a.sent > 0 && b.pulled + b.mapped > 0 &&
+				  (!reads || (b.pushed > 0 && b.sent > 0)),
 			  "the single copy was not used");
 	else
-		CHECK_MSG(a_sent + b_pulled + b_pushed + b_sent == 0, "packets went by reference");
+		CHECK_MSG(a.sent + b.pulled + b.mapped + b.pushed + b.sent == 0,
+			  "packets went by reference");
+	/* B maps A's buffer exactly when it is one and B may take its memfd */
+	if (c.a_buf && !have_getfd())
+		printf("# pidfd_getfd(2) is missing here (ENOSYS; valgrind before 3.20): B pulls "
+		       "what it would map\n");
+	if (want && c.a_buf && !c.b_seccomp_fd && have_getfd())
+		CHECK_MSG(b.mapped > 0, "B copied nothing from A's mapped buffer");
+	else
+		CHECK_MSG(!b.mapped, "B copied from a mapped buffer");
+	if (c.b_seccomp_fd)
+		CHECK_MSG(b.pulled > 0, "B did not pull what it could not map");
 	/* A never pulls: B writes the bytes of A's READs when it answers them */
-	CHECK_MSG(a_pulled + a_pushed == 0, "A pulled or pushed bytes");
+	CHECK_MSG(a.pulled + a.pushed + a.mapped == 0, "A pulled, pushed or copied bytes");
 	t_proc_free(&p[0]);
 	t_proc_free(&p[1]);
 }
@@ -659,6 +699,15 @@ int main(void)
 	run("j. A deregisters the MR its READs land in", (struct pcfg){.mode = M_DEREG_SINK}, true);
 	run("k. B may not write into A (seccomp): READs answered with their bytes",
 	    (struct pcfg){.b_seccomp_w = true}, true);
+	run("l. A's memory from ibv_alloc_buf: B maps it", (struct pcfg){.a_buf = true}, true);
+	run("m. ibv_alloc_buf: a WRITE past the end of B's MR",
+	    (struct pcfg){.mode = M_BOUNDS, .a_buf = true}, true);
+	run("n. ibv_alloc_buf: B deregisters its MR during WRITEs",
+	    (struct pcfg){.mode = M_DEREG, .a_buf = true}, true);
+	run("o. ibv_alloc_buf: A forks while its WRITEs are copied",
+	    (struct pcfg){.mode = M_FORK, .a_buf = true}, true);
+	run("p. ibv_alloc_buf, B may not take A's memfd (seccomp): pulls",
+	    (struct pcfg){.a_buf = true, .b_seccomp_fd = true}, true);
 	run("i. A exits with WRITEs in flight: B's QP stays in RTS", (struct pcfg){.mode = M_EXIT},
 	    true);
 	if (geteuid() == 0)

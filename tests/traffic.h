@@ -28,6 +28,7 @@ struct t_ep {
 	struct ibv_qp *qp;
 	struct ibv_mr *mr;
 	uint8_t *buf;
+	struct ibv_buf *ibuf; /* buf came from ibv_alloc_buf (t_ep_use_buf) */
 	size_t len;
 	enum ibv_qp_type type;
 	union ibv_gid gid;
@@ -190,12 +191,38 @@ static inline int t_connect(struct t_ep *a, struct t_ep *b, enum ibv_mtu mtu)
 	return t_connect_to(b, &aa, 0xfffff0, mtu);
 }
 
+/*
+ * Give endpoint `e` (set up by t_ep_init) a zeroed buffer of the same
+ * length from ibv_alloc_buf(), registered with ibv_reg_buf_mr() and
+ * `access`, in place of its own. 0 or -1 (a failed CHECK says why).
+ */
+static inline int t_ep_use_buf(struct t_ep *e, int access)
+{
+	void *p;
+
+	if (!CHECK(ibv_dereg_mr(e->mr) == 0))
+		return -1;
+	free(e->buf);
+	e->mr = NULL;
+	p = ibv_alloc_buf(e->pd, e->len, &e->ibuf);
+	e->buf = p;
+	if (!CHECK(p))
+		return -1;
+	memset(e->buf, 0, e->len);
+	e->mr = ibv_reg_buf_mr(e->pd, e->ibuf, e->buf, e->len, access);
+	return CHECK(e->mr) ? 0 : -1;
+}
+
 static inline void t_ep_destroy(struct t_ep *e, bool close_ctx)
 {
 	if (e->qp)
 		CHECK(ibv_destroy_qp(e->qp) == 0);
 	if (e->mr)
 		CHECK(ibv_dereg_mr(e->mr) == 0);
+	if (e->ibuf) {
+		ibv_free_buf(e->ibuf); /* while its PD lives */
+		e->buf = NULL;
+	}
 	if (e->cq)
 		CHECK(ibv_destroy_cq(e->cq) == 0);
 	if (e->pd)

@@ -104,6 +104,7 @@ struct sw_mr {
 	uint64_t iova; /* first byte's address as peers name it */
 	uint64_t length;
 	uint8_t *host; /* where iova maps in this process */
+	uint32_t buf_tag; /* a shared buffer holds [host, +length): its tag, else 0 */
 	int access;
 	int fd; /* fd path: our dup of the caller's fd, else -1 */
 	void *map; /* fd path: our mapping */
@@ -303,5 +304,44 @@ int sw_alloc_buf(struct ibv_pd *pd, size_t size, struct ibv_buf **buf, void **ad
 void sw_free_buf(struct ibv_buf *buf);
 int sw_shmem_alloc(int heap_fd, size_t len, void **addr, int *fd);
 void sw_shmem_free(void *addr, size_t len, int fd);
+int sw_shmem_memfd(const char *name, size_t len);
+
+/*
+ * mem/buf_share.c: buffers that peers on the same host may map (single
+ * copy without a system call, docs/single-copy.md). Each lives in a
+ * sealed memfd and has a slot in this process's table of them, which a
+ * peer reads with process_vm_readv(2) (the same-host link's header
+ * gives its address): tag and tag2 hold the buffer's tag, fd its memfd
+ * here, addr and len its mapping here, ino the memfd's inode number. A
+ * slot is written tag2 first and tag last, and cleared tag first; a
+ * reader that finds both equal to the tag it looks for has read the
+ * fields of that buffer. A tag is (generation << 8) | slot index, never
+ * 0, and names one buffer for as long as it lives.
+ */
+struct sw_buf_slot {
+	_Atomic uint32_t tag;
+	int32_t fd;
+	uint64_t addr, len, ino;
+	_Atomic uint32_t tag2;
+	uint32_t pad;
+};
+
+enum {
+	SW_BUF_SLOTS = 256, /* shared buffers at once; later ones are plain memory */
+	SW_BUF_SHARE_MIN = 16 << 10, /* smaller ones are plain: their messages are copied anyway */
+};
+
+/*
+ * A shared buffer of `len` bytes (whole pages): *addr its read/write
+ * mapping, *fd its memfd, *tag its tag. 0, -ENOSPC (no free slot), or
+ * -errno of the memfd's creation; nothing is left behind on an error.
+ */
+int sw_buf_share_alloc(size_t len, void **addr, int *fd, uint32_t *tag);
+/* Release what sw_buf_share_alloc() gave; its tag names nothing from then on. */
+void sw_buf_share_free(void *addr, size_t len, int fd, uint32_t tag);
+/* The tag of the shared buffer that holds all of [addr, +len), else 0. */
+uint32_t sw_buf_share_tag(const void *addr, uint64_t len);
+/* The table's address in this process, and its slot count. */
+const struct sw_buf_slot *sw_buf_share_table(uint32_t *n);
 
 #endif

@@ -251,7 +251,13 @@ struct sw_pkt {
 struct sw_ref_piece {
 	uint64_t addr; /* in the sender's memory */
 	uint32_t len;
-	uint32_t rsvd; /* 0 */
+	/*
+	 * 0, or the tag of the sender's shared buffer that holds the piece
+	 * (struct sw_buf_slot, sw/mem.h): the receiver may map it and copy
+	 * with memcpy (transport/shm_map.c). Trusted no more than addr: a
+	 * wrong tag only makes the receiver fall back to the system call.
+	 */
+	uint32_t buf;
 };
 
 enum {
@@ -360,7 +366,7 @@ struct sw_ref_src {
  * An RC SEND or WRITE request: no pad count, 1 to SW_REF_PIECES pieces,
  * none empty or wrapping, whose lengths add up to the byte count, at most
  * SW_REF_MAX_BYTES (times the packet count of a run: a FIRST or MIDDLE
- * only), and exactly fill the packet; the reserved word 0; ref_pkts the
+ * only), and exactly fill the packet (any buffer tags); ref_pkts the
  * packet count (the caller checks a run's bytes against its MTU). An RC
  * READ request the same, one packet, with the RETH's length (not 0) as
  * byte count, paylen 0 after. An

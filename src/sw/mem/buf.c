@@ -8,7 +8,10 @@
  *      the buffer is fd-backed and exportable;
  *   2. a parent domain with both custom allocators: the application's
  *      alloc(), unless it answers IBV_ALLOCATOR_USE_DEFAULT;
- *   3. otherwise page-aligned ordinary memory.
+ *   3. otherwise, from SW_BUF_SHARE_MIN bytes on and while the device
+ *      may use the same-host link's single copy, memory its peers there
+ *      can map (mem/buf_share.c): a private memfd, not exportable;
+ *   4. otherwise page-aligned ordinary memory.
  * Sizes are rounded up to whole pages, except for custom allocations,
  * which keep the exact size the application asked for.
  */
@@ -23,11 +26,14 @@ enum sw_buf_kind {
 	SW_BUF_PLAIN,
 	SW_BUF_CUSTOM,
 	SW_BUF_SHARED,
+	SW_BUF_PEER,
 };
 
 struct sw_buf {
 	struct ibv_buf ibv;
 	enum sw_buf_kind kind;
+	int peer_fd; /* SW_BUF_PEER: its memfd, ours alone */
+	uint32_t peer_tag; /* and its tag */
 };
 
 static size_t page_size(void)
@@ -66,6 +72,28 @@ static int alloc_plain(size_t size, void **addr, size_t *len)
 	return 0;
 }
 
+/* Memory a same-host peer may map (case 3 of the header): 0 or -errno. */
+static int alloc_peer(struct sw_pd *pd, size_t size, struct sw_buf *b, void **addr, size_t *len)
+{
+	const struct sw_config *cfg = &sw_dev_of(pd->ibv.context)->cfg;
+	size_t rounded = page_round(size);
+	int ret;
+
+	if (!cfg->shm || !cfg->single_copy || cfg->cc_dma_bounce || rounded < SW_BUF_SHARE_MIN)
+		return -EOPNOTSUPP;
+	ret = sw_buf_share_alloc(rounded, addr, &b->peer_fd, &b->peer_tag);
+	if (ret)
+		return ret;
+	ret = sv_dontfork_range(*addr, rounded);
+	if (ret) {
+		sw_buf_share_free(*addr, rounded, b->peer_fd, b->peer_tag);
+		return ret;
+	}
+	*len = rounded;
+	b->kind = SW_BUF_PEER;
+	return 0;
+}
+
 /* Contract: see sw/mem.h. */
 int sw_alloc_buf(struct ibv_pd *ibpd, size_t size, struct ibv_buf **out, void **addr)
 {
@@ -99,9 +127,11 @@ int sw_alloc_buf(struct ibv_pd *ibpd, size_t size, struct ibv_buf **out, void **
 			ret = p ? 0 : -ENOMEM;
 			b->kind = SW_BUF_CUSTOM;
 		}
-	} else {
-		ret = alloc_plain(size, &p, &len);
+	} else if (alloc_peer(pd, size, b, &p, &len)) {
+		ret = alloc_plain(size, &p, &len); /* the peers copy from it as from any memory */
 		b->kind = SW_BUF_PLAIN;
+	} else {
+		ret = 0;
 	}
 	if (ret) {
 		free(b);
@@ -133,6 +163,10 @@ void sw_free_buf(struct ibv_buf *ibuf)
 	case SW_BUF_PLAIN:
 		sv_dofork_range(ibuf->addr, ibuf->size);
 		free(ibuf->addr);
+		break;
+	case SW_BUF_PEER:
+		sv_dofork_range(ibuf->addr, ibuf->size);
+		sw_buf_share_free(ibuf->addr, ibuf->size, b->peer_fd, b->peer_tag);
 		break;
 	}
 	free(b);

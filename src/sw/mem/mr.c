@@ -152,6 +152,7 @@ static int setup_va(struct sw_mr *mr, void *addr, uint64_t len, uint64_t iova, i
 	if (ret)
 		return ret;
 	mr->host = addr;
+	mr->buf_tag = sw_buf_share_tag(addr, len);
 	return 0;
 }
 
@@ -352,6 +353,7 @@ int sw_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd, void *addr, s
 	}
 	if (trans) {
 		mr->host = addr;
+		mr->buf_tag = sw_buf_share_tag(addr, length);
 		mr->iova = (uintptr_t)addr;
 		mr->length = length;
 	}

@@ -241,6 +241,7 @@ int sw_mw_bind(struct sw_dev *dev, const struct sw_pd *qp_pd, uint64_t qp_uid,
 		e->parent = mr; /* the lookup's reference passes to the entry */
 		atomic_fetch_add(&mr->nmw, 1);
 		e->host = sw_mr_host(mr, b->addr);
+		e->buf_tag = mr->buf_tag; /* inside the MR, so inside its buffer */
 		e->iova = (b->access & IBV_ACCESS_ZERO_BASED) ? 0 : b->addr;
 		e->length = b->length;
 		e->access = (int)(b->access & ~(unsigned int)IBV_ACCESS_OPTIONAL_RANGE);

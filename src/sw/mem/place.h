@@ -77,6 +77,7 @@ struct sw_place_stats {
 	atomic_size_t push_bytes; /* bytes written into other processes (place_push.c) */
 	atomic_size_t push_calls; /* process_vm_writev(2) calls made for them */
 	atomic_size_t push_errors; /* calls that did not write all they asked */
+	atomic_size_t map_bytes; /* bytes copied from a peer's mapped buffer (shm_map.c) */
 };
 
 extern struct sw_place_stats sw_place_stats;

@@ -46,19 +46,20 @@ static int heap_alloc(int heap_fd, size_t len)
 }
 
 /*
- * One sealed memfd of `len` bytes from the built-in pool. Like the
- * kernel's heap, which allocates every page up front, it refuses more
- * than the machine's RAM with ENOMEM (a memfd would accept any size and
- * fail only when touched, or with EINVAL past the largest off_t).
+ * Contract: one sealed memfd named `name` of `len` bytes (the built-in
+ * pool; also mem/buf_share.c). Like the kernel's heap, which allocates
+ * every page up front, it refuses more than the machine's RAM with
+ * ENOMEM (a memfd would accept any size and fail only when touched, or
+ * with EINVAL past the largest off_t). The fd, or -errno.
  */
-static int pool_alloc(size_t len)
+int sw_shmem_memfd(const char *name, size_t len)
 {
 	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
 	int fd, ret;
 
 	if (pages > 0 && page > 0 && len / (size_t)page > (size_t)pages)
 		return -ENOMEM;
-	fd = memfd_create("softverbs-cc-shared", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd < 0)
 		return -errno;
 	if (ftruncate(fd, (off_t)len) ||
@@ -81,7 +82,7 @@ int sw_shmem_alloc(int heap_fd, size_t len, void **addr, int *fd)
 	void *map;
 	int mfd, ret;
 
-	mfd = heap_fd >= 0 ? heap_alloc(heap_fd, len) : pool_alloc(len);
+	mfd = heap_fd >= 0 ? heap_alloc(heap_fd, len) : sw_shmem_memfd("softverbs-cc-shared", len);
 	if (mfd < 0)
 		return mfd;
 	map = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);

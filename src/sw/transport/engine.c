@@ -169,11 +169,12 @@ static void engine_report(struct sw_engine *eng)
 	fprintf(stderr,
 		"softverbs:   single copy: sent %llu received %llu packets by reference; "
 		"this process pulled %zu bytes in %zu calls, %zu failed; "
-		"pushed %zu bytes in %zu calls, %zu failed\n",
+		"pushed %zu bytes in %zu calls, %zu failed; copied %zu bytes from mapped buffers\n",
 		(unsigned long long)c->ref_tx_pkts, (unsigned long long)c->ref_rx_pkts,
 		atomic_load(&sw_place_stats.pull_bytes), atomic_load(&sw_place_stats.pull_calls),
 		atomic_load(&sw_place_stats.pull_errors), atomic_load(&sw_place_stats.push_bytes),
-		atomic_load(&sw_place_stats.push_calls), atomic_load(&sw_place_stats.push_errors));
+		atomic_load(&sw_place_stats.push_calls), atomic_load(&sw_place_stats.push_errors),
+		atomic_load(&sw_place_stats.map_bytes));
 }
 
 /* Contract: end the progress thread and wait for it, once. */

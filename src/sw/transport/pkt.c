@@ -275,7 +275,7 @@ int sw_pkt_take_ref(struct sw_pkt *p, const struct sw_ref_src *src)
 		struct sw_ref_piece pc;
 
 		memcpy(&pc, p->payload + SW_REF_HDR_LEN + i * sizeof(pc), sizeof(pc));
-		if (!pc.len || pc.rsvd || pc.addr + pc.len < pc.addr)
+		if (!pc.len || pc.addr + pc.len < pc.addr)
 			return -EPROTO;
 		sum += pc.len;
 	}

@@ -92,7 +92,8 @@ void sw_resp_handle_run(struct sw_qp *qp, const struct sw_pkt *pkt, const union 
 		while (need) { /* this packet's share of the pieces (they add up: pkt.c) */
 			uint32_t take = in[idx].len - used < need ? in[idx].len - used : need;
 
-			out[k++] = (struct sw_ref_piece){.addr = in[idx].addr + used, .len = take};
+			out[k++] = (struct sw_ref_piece){
+				.addr = in[idx].addr + used, .len = take, .buf = in[idx].buf};
 			used += take;
 			need -= take;
 			if (used == in[idx].len) {
@@ -117,7 +118,8 @@ void sw_resp_handle_run(struct sw_qp *qp, const struct sw_pkt *pkt, const union 
 
 			if (idx < pkt->ref_n) {
 				out[np++] = (struct sw_ref_piece){.addr = in[idx].addr + used,
-								  .len = in[idx].len - used};
+								  .len = in[idx].len - used,
+								  .buf = in[idx].buf};
 				for (uint32_t j = idx + 1; j < pkt->ref_n; j++)
 					out[np++] = in[j];
 			}

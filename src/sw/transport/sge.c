@@ -169,13 +169,14 @@ static int ref_piece(struct sw_mr *mr, uint8_t *host, uint32_t n, void *arg)
 		sw_mr_get(mr);
 		h->mr[h->n++] = mr;
 	}
-	if (last && last->addr + last->len == (uintptr_t)host) {
+	if (last && last->addr + last->len == (uintptr_t)host && last->buf == mr->buf_tag) {
 		last->len += n; /* SGEs that continue each other */
 		return 0;
 	}
 	if (!l->out || l->n == l->max)
 		return -E2BIG;
-	l->out[l->n++] = (struct sw_ref_piece){.addr = (uintptr_t)host, .len = n};
+	l->out[l->n++] =
+		(struct sw_ref_piece){.addr = (uintptr_t)host, .len = n, .buf = mr->buf_tag};
 	return 0;
 }
 
@@ -223,9 +224,11 @@ struct ref_src {
 };
 
 /*
- * Queue the pull of the next `n` bytes of the packet into `host` of `mr`
- * (sw_place_pull); the MR and the QP are held until it landed. The
- * caller never asks for more than the packet holds.
+ * Place the next `n` bytes of the packet into `host` of `mr`: copied at
+ * once from the sender's shared buffer where the piece names one this
+ * device can map (sw_shm_map), else queued as a pull (sw_place_pull),
+ * the MR and the QP held until it landed. The caller never asks for
+ * more than the packet holds.
  */
 static int pull_piece(struct sw_mr *mr, uint8_t *host, uint32_t n, void *arg)
 {
@@ -236,12 +239,23 @@ static int pull_piece(struct sw_mr *mr, uint8_t *host, uint32_t n, void *arg)
 		uint32_t take;
 		struct sw_pull_owner own = {.done = pull_done, .a = mr, .b = r->qp};
 
+		const uint8_t *mapped = NULL;
+
 		memcpy(&pc, r->pkt->ref + r->idx * sizeof(pc), sizeof(pc));
 		take = pc.len - r->off < n ? pc.len - r->off : n;
-		sw_mr_get(mr);
-		sw_qp_get(r->qp);
-		sw_place_pull(mr->has_hint ? &mr->hint : NULL, host, r->pkt->ref_pid,
-			      pc.addr + r->off, take, &own);
+		if (pc.buf && !mr->has_hint)
+			mapped = sw_shm_map(sw_engine_of(r->qp), r->pkt, pc.buf, pc.addr + r->off,
+					    take);
+		if (mapped) { /* a memcpy, after what this thread placed before */
+			sw_place(NULL, host, mapped, take);
+			atomic_fetch_add_explicit(&sw_place_stats.map_bytes, take,
+						  memory_order_relaxed);
+		} else {
+			sw_mr_get(mr);
+			sw_qp_get(r->qp);
+			sw_place_pull(mr->has_hint ? &mr->hint : NULL, host, r->pkt->ref_pid,
+				      pc.addr + r->off, take, &own);
+		}
 		host += take;
 		n -= take;
 		r->off += take;

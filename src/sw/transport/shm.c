@@ -47,6 +47,7 @@
 
 #include "sw/transport/shm_format.h"
 #include "sw/transport/shm_hold.h"
+#include "sw/transport/shm_map.h"
 #include "sw/transport/transport_priv.h"
 
 struct shm_out { /* a destination we send to */
@@ -72,6 +73,9 @@ struct shm_in { /* a link into this device */
 	bool hup; /* the sender is gone: close once the ring is empty */
 	uint64_t hello_by; /* no hello by then: the connection is closed */
 	uint64_t gen; /* which link this is: slots are reused (sw_shm_push_begin) */
+	uint64_t bufs_addr; /* the sender's table of shared buffers (hello) */
+	uint32_t bufs_n;
+	struct shm_maps maps; /* what we mapped of them (shm_map.c) */
 };
 
 struct sw_shm {
@@ -173,6 +177,7 @@ static void in_close(struct sw_shm *s, uint32_t i)
 	if (l->hdr)
 		munmap(l->hdr, SHM_MAP_BYTES);
 	close(l->fd);
+	shm_maps_close(&l->maps);
 	s->in[i] = s->in[--s->nin];
 	s->in[s->nin].fd = -1;
 	s->in[s->nin].hdr = NULL;
@@ -260,6 +265,7 @@ static int out_connect(struct sw_engine *eng, struct shm_out *o)
 	h->ring_bytes = SHM_RING_BYTES;
 	h->pull_addr = (uint64_t)(uintptr_t)&h->pull_cookie;
 	h->pull_cookie = (sw_now_ns() * 0x9e3779b97f4a7c15ull) ^ h->pull_addr;
+	h->bufs_addr = (uint64_t)(uintptr_t)sw_buf_share_table(&h->bufs_n);
 	memset(cm.buf, 0, sizeof(cm.buf));
 	c = (struct cmsghdr *)(void *)cm.buf; /* CMSG_FIRSTHDR(&mh), never NULL here */
 	c->cmsg_level = SOL_SOCKET;
@@ -677,6 +683,20 @@ void sw_shm_push_end(struct sw_engine *eng, const struct sw_pkt *pkt)
 	atomic_store_explicit(&l->hdr->pushing, 0, memory_order_release);
 }
 
+/*
+ * Contract: see transport_priv.h. The receive token's holder only, as
+ * sw_shm_push_begin: the mapping cannot go while the caller copies.
+ */
+const uint8_t *sw_shm_map(struct sw_engine *eng, const struct sw_pkt *pkt, uint32_t tag,
+			  uint64_t addr, uint32_t len)
+{
+	struct shm_in *l = pkt->ref_link;
+
+	if (!tag || !eng->shm || !l || l->gen != pkt->ref_gen || !l->hdr || !l->pull)
+		return NULL;
+	return shm_maps_find(&l->maps, l->pid, l->bufs_addr, l->bufs_n, tag, addr, len);
+}
+
 /* Contract: see transport_priv.h. The receive token's holder only (progress.c). */
 bool sw_shm_sleep_begin(struct sw_engine *eng)
 {
@@ -802,6 +822,8 @@ static int in_hello(struct shm_in *l, bool pull)
 		sw_sa_from_gid(&l->src, &g, hello.port, 0);
 	}
 	l->pull = pull && in_pull_test(l);
+	l->bufs_addr = l->hdr->bufs_addr;
+	l->bufs_n = l->hdr->bufs_n;
 	if (l->pull)
 		atomic_store_explicit(&l->hdr->pull_ok, 1, memory_order_release);
 	atomic_store_explicit(&l->hdr->accepted, 1, memory_order_release);
@@ -837,6 +859,7 @@ static void shm_accept(struct sw_engine *eng, uint64_t now)
 		/* a slot held without a hello would keep honest peers out */
 		s->in[s->nin++] = (struct shm_in){
 			.fd = fd, .pid = pid, .hello_by = now + SHM_HELLO_NS, .gen = ++s->gens};
+		shm_maps_init(&s->in[s->nin - 1].maps);
 		atomic_fetch_add_explicit(&eng->cnt.shm_links, 1, memory_order_relaxed);
 	}
 	if (errno != EAGAIN && errno != EWOULDBLOCK)
@@ -909,6 +932,8 @@ void sw_shm_service(struct sw_engine *eng, uint64_t now)
 	if (now >= s->sweep_at) {
 		s->sweep_at = now + SHM_SWEEP_NS;
 		shm_sweep(s, now);
+		for (uint32_t i = 0; i < s->nin; i++)
+			shm_maps_age(&s->in[i].maps);
 	}
 	shm_release(s, now);
 }

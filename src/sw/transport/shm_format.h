@@ -23,6 +23,10 @@
  * producer with process_vm_readv(2) (single copy, docs/single-copy.md).
  * The same flag on a READ response: it is placed (wire.h), its bytes
  * already written into the consumer's memory by the producer.
+ * A piece's buffer tag names a slot of the producer's table of shared
+ * buffers at `bufs_addr` (`bufs_n` struct sw_buf_slot, sw/mem.h): the
+ * consumer may read the slot, take the memfd it names with
+ * pidfd_getfd(2) and map it read-only (shm_map.c).
  */
 #ifndef SV_SW_TRANSPORT_SHM_FORMAT_H
 #define SV_SW_TRANSPORT_SHM_FORMAT_H
@@ -32,7 +36,8 @@
 
 enum {
 	SHM_MAGIC = 0x53564c4b, /* "SVLK" */
-	SHM_VERSION = 6, /* 2: IPv6 in the hello; 3: hdr.done; 4: pulls; 5: pushes; 6: runs */
+	SHM_VERSION =
+		7, /* 2: IPv6 in the hello; 3: hdr.done; 4: pulls; 5: pushes; 6: runs; 7: maps */
 	SHM_HDR_BYTES = 256, /* the ring's data starts here */
 	SHM_RING_BYTES = 8 << 20, /* as much as the UDP socket buffer */
 	SHM_MAP_BYTES = SHM_HDR_BYTES + SHM_RING_BYTES, /* the memfd: header, then ring */
@@ -79,6 +84,9 @@ struct shm_hdr {
 	 */
 	_Atomic uint64_t expired;
 	_Atomic uint64_t pushing;
+	/* the producer's table of shared buffers (written before the hello) */
+	uint64_t bufs_addr;
+	uint32_t bufs_n;
 };
 
 _Static_assert(sizeof(struct shm_hdr) <= SHM_HDR_BYTES, "ring header too large");

@@ -517,6 +517,16 @@ int sw_shm_recv(struct sw_engine *eng, uint8_t *buf, size_t cap, union sw_sa *sr
 bool sw_shm_push_begin(struct sw_engine *eng, const struct sw_pkt *pkt);
 void sw_shm_push_end(struct sw_engine *eng, const struct sw_pkt *pkt);
 /*
+ * The `len` bytes at `addr` in the sender of packet by reference `pkt`,
+ * in its shared buffer `tag` (a piece's, wire.h), as mapped here
+ * (shm_map.c): valid until the caller releases the receive token, NULL
+ * when they cannot be read that way (no tag, the link is gone, not
+ * mappable, outside the buffer): then pull them. The receive token's
+ * holder only.
+ */
+const uint8_t *sw_shm_map(struct sw_engine *eng, const struct sw_pkt *pkt, uint32_t tag,
+			  uint64_t addr, uint32_t len);
+/*
  * Progress thread, before poll(2): announce the sleep to every producer;
  * false (and nothing announced) if a ring already holds a packet.
  */
