@@ -42,7 +42,7 @@
  *   l-o. A's memory comes from ibv_alloc_buf (mem/buf_share.c): B maps
  *      A's buffer and copies with memcpy (it reports bytes copied from
  *      mapped buffers); l as a, m as d, n as e, o as f but A's child
- *      leaves the buffer alone (it is not mapped in a child);
+ *      checks that the buffer is not mapped in it (always MADV_DONTFORK);
  *   p. as l, but B may not take A's memfd (seccomp on pidfd_getfd(2)):
  *      B pulls with process_vm_readv instead, nothing mapped; same bytes.
  * Cases a, b, c, f, l, o and p also READ 1 MiB and 200 KiB into three SGEs from B
@@ -60,6 +60,7 @@
 #include <linux/seccomp.h>
 #include <signal.h>
 #include <stddef.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -377,6 +378,14 @@ static void a_check_reads(struct t_ep *e)
 	free(want);
 }
 
+/* Is the page at `p` mapped in this process? */
+static bool t_mapped(const void *p)
+{
+	unsigned char v;
+
+	return !mincore((void *)((uintptr_t)p & ~(uintptr_t)4095), 4096, &v) || errno != ENOMEM;
+}
+
 static void a_data(struct t_ep *e, const struct t_addr *peer, bool fork_child)
 {
 	struct ibv_send_wr wr = {0}, *bad;
@@ -389,8 +398,10 @@ static void a_data(struct t_ep *e, const struct t_addr *peer, bool fork_child)
 		if (child == 0) { /* rewrite our copy of the sources, then wait to be told */
 			char c;
 
-			if (!e->ibuf) /* an ibv_alloc_buf buffer is not in the child at all */
+			if (!e->ibuf) /* a shared ibv_alloc_buf buffer is not in the child */
 				memset(e->buf + SRC_OFF, 0x5a, 2 << 20);
+			else if (!CHECK_MSG(!t_mapped(e->buf), "the buffer is in the child"))
+				_exit(1);
 			close(pfd[1]);
 			(void)!read(pfd[0], &c, 1);
 			_exit(0);

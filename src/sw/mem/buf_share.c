@@ -80,6 +80,17 @@ int sw_buf_share_alloc(size_t len, void **addr, int *fd, uint32_t *tag)
 		close(mfd);
 		goto err_slot;
 	}
+	/*
+	 * Never in a child, ibv_fork_init or not: shared, a child's writes
+	 * would change our bytes, where private memory would be copied on
+	 * write (docs/compatibility.md).
+	 */
+	if (madvise(map, len, MADV_DONTFORK)) {
+		ret = -errno;
+		munmap(map, len);
+		close(mfd);
+		goto err_slot;
+	}
 	s = &slots[t & 0xffu];
 	atomic_store_explicit(&s->tag2, t, memory_order_release);
 	s->fd = mfd;
