@@ -284,21 +284,26 @@ int sw_req_build(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t k, uint32_t n
 }
 
 /*
- * A packet at `psn` went out: count it as resent if that PSN went
- * before. Returns true if it never did.
+ * `n` packets at consecutive PSNs from `psn` on (one, or a run's) went
+ * out, `len` bytes in all: count those whose PSN went before as resent.
+ * Returns true if the last of them never went before.
  */
-static bool count_sent(struct sw_qp *qp, uint32_t psn, size_t len)
+static bool count_sent(struct sw_qp *qp, uint32_t psn, uint32_t n, size_t len)
 {
 	struct sw_req *req = qp->req;
+	int32_t before = sw_psn_diff(req->high_psn, psn); /* of them, sent already */
 
-	SW_QP_COUNT(qp, tx_pkts, 1);
+	SW_QP_COUNT(qp, tx_pkts, n);
 	SW_QP_COUNT(qp, tx_bytes, (unsigned long long)len);
-	if (sw_psn_diff(psn, req->high_psn) < 0) {
-		atomic_fetch_add_explicit(&sw_engine_of(qp)->cnt.resent_pkts, 1,
+	if (before > 0) {
+		uint32_t resent = (uint32_t)before < n ? (uint32_t)before : n;
+
+		atomic_fetch_add_explicit(&sw_engine_of(qp)->cnt.resent_pkts, resent,
 					  memory_order_relaxed);
-		return false;
+		if (resent == n)
+			return false;
 	}
-	req->high_psn = sw_psn_add(psn, 1);
+	req->high_psn = sw_psn_add(psn, n);
 	return true;
 }
 
@@ -321,8 +326,7 @@ static bool tx_flush(struct sw_qp *qp, struct sw_tx_batch *tx, const struct sw_a
 		if (tx->ref[i].n)
 			sw_ref_hold_put(&tx->ref[i]);
 	for (uint32_t i = 0; i < sent; i++) /* a run of packets counts as each of them */
-		for (uint32_t j = 0; j < tx->npsn[i]; j++)
-			fresh = count_sent(qp, sw_psn_add(tx->psn[i], j), j ? 0 : tx->len[i]);
+		fresh = count_sent(qp, tx->psn[i], tx->npsn[i], tx->len[i]);
 	if (sent) {
 		sw_req_arm_timer(qp);
 		sw_probe_sent(qp, sw_psn_add(tx->psn[sent - 1], tx->npsn[sent - 1] - 1), fresh);
@@ -553,9 +557,10 @@ static void req_run(struct sw_qp *qp)
 				return;
 			}
 			if (!ret && !ud)
-				sw_probe_sent(qp, req->psn, count_sent(qp, req->psn, (size_t)len));
+				sw_probe_sent(qp, req->psn,
+					      count_sent(qp, req->psn, 1, (size_t)len));
 			else if (!ret)
-				count_sent(qp, req->psn, (size_t)len);
+				count_sent(qp, req->psn, 1, (size_t)len);
 		}
 		if (req->send_off == 0 && w->state == SW_WQE_NEW) {
 			w->state = SW_WQE_STARTED;
@@ -760,7 +765,7 @@ static int resend_una(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t k)
 		return len;
 	if (sw_net_send(sw_engine_of(qp), buf, (size_t)len, &qp->attr.av))
 		return -EAGAIN;
-	count_sent(qp, qp->req->una_psn, (size_t)len);
+	count_sent(qp, qp->req->una_psn, 1, (size_t)len);
 	return 0;
 }
 
