@@ -7,7 +7,9 @@
  * SW_BUDGET_PKTS. The budget keeps what a device can have on its way
  * into the peers' sockets and same-host rings below what they hold
  * (docs/queue-pairs.md, "Budget"), however many QPs it has: a thousand
- * QPs share it instead of each bringing a window of its own.
+ * QPs share it instead of each bringing a window of its own. A packet by
+ * reference puts a few bytes per PSN into a ring, not its payload: it
+ * may take PSNs up to SW_BUDGET_REF_PKTS in flight.
  *
  * A QP that finds the budget spent, or the socket or ring full, joins
  * the line (FIFO) and stops. While anyone is in line, a QP that was not
@@ -70,7 +72,7 @@ void sw_budget_release(struct sw_qp *qp)
 }
 
 /* Contract: see transport_priv.h (qp->lock held). */
-bool sw_budget_take(struct sw_qp *qp, uint32_t npsn, bool force)
+bool sw_budget_take(struct sw_qp *qp, uint32_t npsn, bool force, bool ref)
 {
 	struct sw_engine *eng = sw_engine_of(qp);
 	struct sw_req *req = qp->req;
@@ -83,7 +85,7 @@ bool sw_budget_take(struct sw_qp *qp, uint32_t npsn, bool force)
 	need = have + npsn - req->held;
 	/* an idle device takes any one request, even a READ larger than the budget */
 	used = atomic_load_explicit(&eng->budget.used, memory_order_relaxed);
-	if (used && used + need > SW_BUDGET_PKTS && !force)
+	if (used && used + need > (ref ? SW_BUDGET_REF_PKTS : SW_BUDGET_PKTS) && !force)
 		return false;
 	atomic_fetch_add_explicit(&eng->budget.used, need, memory_order_relaxed);
 	req->held += need;

@@ -511,7 +511,7 @@ static void req_run(struct sw_qp *qp)
 		    req->send_off + 1 < w->npkts)
 			npk = run_len(req, w); /* full packets of a SEND or WRITE in one record */
 		psns = npk > 1 ? npk : pkt_psns(qp, w); /* what this packet puts in flight */
-		if (!ud && !sw_budget_take(qp, psns, pass)) {
+		if (!ud && !sw_budget_take(qp, psns, pass, by_ref)) {
 			sw_budget_wait(qp);
 			break;
 		}

@@ -39,6 +39,7 @@ enum {
 	SW_WINDOW_MAX = 1024,
 	SW_ACK_EVERY = 16, /* request an ACK at least this often */
 	SW_BUDGET_PKTS = 512, /* PSNs a device may have in flight, all QPs (budget.c) */
+	SW_BUDGET_REF_PKTS = 2048, /* the same while a packet by reference is taken (budget.c) */
 	SW_TICK_NS = 1000 * 1000, /* timer granularity when idle: 1 ms */
 	SW_BACKOFF_MAX = 3, /* retransmit timeout back-off: at most 8x */
 	SW_PROBE_MIN_NS = 1000 * 1000, /* tail-loss probe timeout floor (probe.c) */
@@ -623,14 +624,15 @@ static inline bool sw_req_in_flight(const struct sw_req *req)
 /*
  * budget.c, all with qp->lock held. take: may the QP put `npsn` more PSNs
  * in flight? Counts them if so (with `force`, always: req.c's one packet
- * past the line). sync: give back what acknowledgements
+ * past the line; with `ref`, for a packet by reference, against the larger
+ * SW_BUDGET_REF_PKTS). sync: give back what acknowledgements
  * (or a rewind) took out of flight; call after anything that moves
  * una_psn or psn. release: give back all (error, reset, destroy).
  * wait: join the line (once) and have the progress thread serve it.
  * must_wait: the QP is in line, or others are and it is not being
  * served: it sends nothing now.
  */
-bool sw_budget_take(struct sw_qp *qp, uint32_t npsn, bool force);
+bool sw_budget_take(struct sw_qp *qp, uint32_t npsn, bool force, bool ref);
 void sw_budget_sync(struct sw_qp *qp);
 void sw_budget_release(struct sw_qp *qp);
 void sw_budget_wait(struct sw_qp *qp);
