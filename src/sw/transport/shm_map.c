@@ -19,8 +19,9 @@
  * Nothing in the slot is trusted beyond what is checked here; the
  * mapping is read-only and the caller copies out of it only bytes inside
  * it. A sender that frees a buffer still mapped here loses nothing: its
- * tag is never used again, and the mapping, idle, goes at the next
- * agings (so its memory outlives the free by a second at most).
+ * tag comes back only after 2^24 more buffers in its slot, and the
+ * mapping, idle, goes at the next agings (so its memory outlives the
+ * free by a second at most).
  *
  * Per link, on the receive token's holder only (shm.c).
  */
