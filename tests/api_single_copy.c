@@ -378,14 +378,6 @@ static void a_check_reads(struct t_ep *e)
 	free(want);
 }
 
-/* Is the page at `p` mapped in this process? */
-static bool t_mapped(const void *p)
-{
-	unsigned char v;
-
-	return !mincore((void *)((uintptr_t)p & ~(uintptr_t)4095), 4096, &v) || errno != ENOMEM;
-}
-
 static void a_data(struct t_ep *e, const struct t_addr *peer, bool fork_child)
 {
 	struct ibv_send_wr wr = {0}, *bad;
@@ -627,12 +619,6 @@ static void single_line(const char *text, struct single *r)
 			     &r->push_failed, &r->mapped) == 9);
 }
 
-/* Does this kernel (or valgrind) know pidfd_getfd(2)? B's processes are as we are. */
-static bool have_getfd(void)
-{
-	return syscall(SYS_pidfd_getfd, -1, -1, 0) < 0 && errno != ENOSYS;
-}
-
 static void run(const char *name, struct pcfg c, bool want)
 {
 	struct t_proc p[2];
@@ -679,11 +665,11 @@ static void run(const char *name, struct pcfg c, bool want)
 	else
 		CHECK_MSG(a.sent + b.pulled + b.mapped + b.pushed + b.sent == 0,
 			  "packets went by reference");
-	/* B maps A's buffer exactly when it is one and B may take its memfd */
-	if (c.a_buf && !have_getfd())
+	/* B maps A's buffer exactly when it is one and B may take its memfd (B is as we are) */
+	if (c.a_buf && !t_have_pidfd_getfd())
 		printf("# pidfd_getfd(2) is missing here (ENOSYS; valgrind before 3.20): B pulls "
 		       "what it would map\n");
-	if (want && c.a_buf && !c.b_seccomp_fd && have_getfd())
+	if (want && c.a_buf && !c.b_seccomp_fd && t_have_pidfd_getfd())
 		CHECK_MSG(b.mapped > 0, "B copied nothing from A's mapped buffer");
 	else
 		CHECK_MSG(!b.mapped, "B copied from a mapped buffer");

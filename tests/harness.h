@@ -18,10 +18,14 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <infiniband/verbs.h>
@@ -46,6 +50,20 @@ static inline void t_die_with(pid_t parent)
 {
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL) || getppid() != parent)
 		_exit(1);
+}
+
+/* Is the page at `p` mapped in this process? */
+static inline bool t_mapped(const void *p)
+{
+	unsigned char v;
+
+	return !mincore((void *)((uintptr_t)p & ~(uintptr_t)4095), 4096, &v) || errno != ENOMEM;
+}
+
+/* Does this kernel (or valgrind) know pidfd_getfd(2)? (438 on every architecture) */
+static inline bool t_have_pidfd_getfd(void)
+{
+	return syscall(438, -1, -1, 0) < 0 && errno != ENOSYS;
 }
 
 /* Number of open file descriptors, or -1. */

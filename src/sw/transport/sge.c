@@ -238,7 +238,6 @@ static int pull_piece(struct sw_mr *mr, uint8_t *host, uint32_t n, void *arg)
 		struct sw_ref_piece pc;
 		uint32_t take;
 		struct sw_pull_owner own = {.done = pull_done, .a = mr, .b = r->qp};
-
 		const uint8_t *mapped = NULL;
 
 		memcpy(&pc, r->pkt->ref + r->idx * sizeof(pc), sizeof(pc));

@@ -657,15 +657,24 @@ int sw_shm_recv(struct sw_engine *eng, uint8_t *buf, size_t cap, union sw_sa *sr
 }
 
 /*
- * Contract: see transport_priv.h. The receive token's holder only: links
- * close under it (in_close), so pkt->ref_link is a slot of s->in, its gen
- * telling whether it still is the record's link.
+ * The link packet by reference `pkt` came on, if it is still that link
+ * and takes references; else NULL. The receive token's holder only:
+ * links close under it (in_close), so pkt->ref_link is a slot of s->in,
+ * its gen telling whether it still is the record's link.
  */
-bool sw_shm_push_begin(struct sw_engine *eng, const struct sw_pkt *pkt)
+static struct shm_in *ref_link(struct sw_engine *eng, const struct sw_pkt *pkt)
 {
 	struct shm_in *l = pkt->ref_link;
 
-	if (!eng->shm || !l || l->gen != pkt->ref_gen || !l->hdr || !l->pull)
+	return eng->shm && l && l->gen == pkt->ref_gen && l->hdr && l->pull ? l : NULL;
+}
+
+/* Contract: see transport_priv.h. The receive token's holder only (ref_link). */
+bool sw_shm_push_begin(struct sw_engine *eng, const struct sw_pkt *pkt)
+{
+	struct shm_in *l = ref_link(eng, pkt);
+
+	if (!l)
 		return false;
 	atomic_store(&l->hdr->pushing, pkt->ref_pos);
 	if (atomic_load(&l->hdr->expired) >= pkt->ref_pos) {
@@ -690,9 +699,9 @@ void sw_shm_push_end(struct sw_engine *eng, const struct sw_pkt *pkt)
 const uint8_t *sw_shm_map(struct sw_engine *eng, const struct sw_pkt *pkt, uint32_t tag,
 			  uint64_t addr, uint32_t len)
 {
-	struct shm_in *l = pkt->ref_link;
+	struct shm_in *l = tag ? ref_link(eng, pkt) : NULL;
 
-	if (!tag || !eng->shm || !l || l->gen != pkt->ref_gen || !l->hdr || !l->pull)
+	if (!l)
 		return NULL;
 	return shm_maps_find(&l->maps, l->pid, l->bufs_addr, l->bufs_n, tag, addr, len);
 }

@@ -96,7 +96,7 @@ static void map_in(struct shm_maps *ms, struct shm_map *m, pid_t pid, uint64_t t
 	void *map;
 	int fd, seals;
 
-	*m = (struct shm_map){.tag = tag, .bad = true, .last = ms->clock};
+	*m = (struct shm_map){.tag = tag, .bad = true};
 	if (!slot_read(pid, table, nslots, tag, &slot))
 		return;
 	if (ms->pidfd < 0)
