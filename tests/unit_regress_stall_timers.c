@@ -12,18 +12,24 @@
  * were still queued on the socket: spurious timeouts, go-back-N storms
  * and halved windows in ibv_srq_pingpong and the perftest lat tools.
  *
- * The test makes the stall deterministic: the process runs on one CPU
- * under SCHED_FIFO, so the progress thread runs only once the test
- * thread sleeps. QP a posts 64 one-packet WRITEs to QP b (same device)
- * with the shortest retransmit timeout (0.5 ms), then spins for 20 ms:
- * the 64 requests wait on the socket. After the stall everything must
- * complete without a single retransmit timeout. Skipped without the
- * privilege for SCHED_FIFO.
+ * The test makes the stall deterministic without a scheduling policy:
+ * it holds the receive token (eng->rx_token, which the progress thread
+ * releases only to sleep in poll(2)), so the progress thread, woken by
+ * the posts, waits for it exactly as if it had not been scheduled. QP a
+ * posts 64 one-packet WRITEs to QP b (same device) with the shortest
+ * retransmit timeout (0.5 ms) and the test keeps the token for 20 ms: the
+ * 64 requests wait on the socket. After the stall everything must
+ * complete without a single retransmit timeout.
+ *
+ * (It used to pin the process to one CPU under SCHED_FIFO instead. That
+ * starved everything else on the CPU, the kernel's ksoftirqd included,
+ * so the test also relied on loopback datagrams being delivered inline.
+ * It failed once in CI with one timeout, never in 1,500 runs here, under
+ * load or not; the cause was not found. The token needs none of that.)
  */
 #include "harness.h"
 
 #include <pthread.h>
-#include <sched.h>
 
 #include "qp_util.h"
 #include "sw/transport/transport_priv.h"
@@ -38,35 +44,19 @@ enum {
 static struct q_env env;
 static uint8_t src[4096], dst[4096];
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 int main(void)
 {
-	struct sched_param sp = {.sched_priority = 1};
 	struct ibv_mr *smr, *dmr;
 	struct ibv_qp *a, *b;
 	struct ibv_qp_attr at;
 	struct ibv_wc wc[NWR];
 	struct sw_engine *eng;
-	cpu_set_t one;
-	uint64_t t0, timeouts;
-	int cpu, i, got;
+	uint64_t timeouts;
+	int i, got;
 
 	t_start("unit_regress_stall_timers");
-	cpu = sched_getcpu();
-	CPU_ZERO(&one);
-	CPU_SET(cpu < 0 ? 0 : cpu, &one);
-	if (sched_setaffinity(0, sizeof(one), &one))
-		t_skip_all("cannot pin the process to one CPU");
-	if (pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp))
-		t_skip_all("no SCHED_FIFO (needs CAP_SYS_NICE or RLIMIT_RTPRIO)");
-	/* the progress thread, created when the device opens, inherits both */
+	/* only the progress thread receives: no CQ poll takes a pass for it */
+	setenv("SOFTVERBS_APP_PROGRESS", "0", 1);
 	q_env_open(&env, 2 * NWR);
 	smr = ibv_reg_mr(env.pd, src, sizeof(src), IBV_ACCESS_LOCAL_WRITE);
 	dmr = ibv_reg_mr(env.pd, dst, sizeof(dst),
@@ -90,9 +80,14 @@ int main(void)
 		   0))
 		return t_finish();
 	eng = sw_dev_of(env.ctx)->eng;
+	if (eng->busy_poll)
+		t_skip_all(
+			"SOFTVERBS_BUSY_POLL=1: the progress thread never releases the receive token");
 
 	t_case("64 WRITEs queued during a 20 ms stall complete without a retransmit timeout");
 	timeouts = atomic_load(&eng->cnt.timeouts);
+	/* the stall begins: the progress thread, asleep, cannot take the socket back */
+	pthread_mutex_lock(&eng->rx_token);
 	for (i = 0; i < NWR; i++) {
 		struct ibv_sge sge = {(uintptr_t)src, 64, smr->lkey};
 		struct ibv_send_wr wr = {.wr_id = (uint64_t)i,
@@ -106,11 +101,9 @@ int main(void)
 		wr.wr.rdma.rkey = dmr->rkey;
 		CHECK(ibv_post_send(a, &wr, &bad) == 0);
 	}
-	/* the stall: this thread keeps the only CPU; nothing else runs */
-	t0 = now_ms();
-	while (now_ms() - t0 < 20)
-		;
-	/* now the progress thread runs, while this one sleeps in q_poll */
+	/* the posts woke it; it now waits for the token, far past every deadline */
+	usleep(20 * 1000);
+	pthread_mutex_unlock(&eng->rx_token);
 	got = q_poll(env.scq, wc, NWR, NWR);
 	CHECK_EQ_INT(got, NWR);
 	for (i = 0; i < got; i++)
@@ -118,9 +111,16 @@ int main(void)
 	CHECK_MSG(atomic_load(&eng->cnt.timeouts) == timeouts,
 		  "%llu retransmit timeouts, with every ACK on its way",
 		  (unsigned long long)(atomic_load(&eng->cnt.timeouts) - timeouts));
+	printf("#   device: tx_pkts=%llu rx_pkts=%llu timeouts=%llu probes=%llu duplicates=%llu "
+	       "sleeps=%llu app_passes=%llu\n",
+	       (unsigned long long)atomic_load(&eng->cnt.tx_pkts),
+	       (unsigned long long)atomic_load(&eng->cnt.rx_pkts),
+	       (unsigned long long)atomic_load(&eng->cnt.timeouts),
+	       (unsigned long long)atomic_load(&eng->cnt.probes),
+	       (unsigned long long)atomic_load(&eng->cnt.duplicates),
+	       (unsigned long long)atomic_load(&eng->cnt.sleeps),
+	       (unsigned long long)atomic_load(&eng->cnt.app_passes));
 
-	sp.sched_priority = 0;
-	pthread_setschedparam(pthread_self(), SCHED_OTHER, &sp);
 	CHECK_RET(ibv_destroy_qp(a), 0);
 	CHECK_RET(ibv_destroy_qp(b), 0);
 	CHECK_RET(ibv_dereg_mr(smr), 0);
