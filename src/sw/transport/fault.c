@@ -122,3 +122,58 @@ uint32_t sw_fault_batch_room(struct sw_engine *eng, uint32_t n)
 	pthread_mutex_unlock(&s->lock);
 	return n;
 }
+
+/* Contract: see transport_priv.h. */
+uint32_t sw_fault_tx_kept(struct sw_engine *eng, uint32_t n)
+{
+	struct sw_fault_state *s = &eng->fault;
+	uint32_t k = 0;
+
+	pthread_mutex_lock(&s->lock);
+	while (k < n && fault_rand(&s->tx_rng) >= s->cfg.drop_ppm)
+		k++;
+	pthread_mutex_unlock(&s->lock);
+	return k;
+}
+
+/* Contract: see transport_priv.h. */
+void sw_fault_count_drops(struct sw_engine *eng, uint32_t pkts)
+{
+	atomic_fetch_add_explicit(&eng->cnt.fault_drops, pkts, memory_order_relaxed);
+}
+
+/* Contract: see transport_priv.h. */
+uint32_t sw_fault_run_cut(struct sw_qp *qp, uint32_t n, uint8_t *fate)
+{
+	struct sw_engine *eng = sw_engine_of(qp);
+	const struct sw_fault *f = &eng->fault.cfg;
+	struct sw_req *req = qp->req;
+	uint32_t k;
+
+	*fate = SW_FATE_DRAW;
+	if (!f->on_tx || !f->drop_ppm || f->dup_ppm || f->reorder_ppm)
+		return n;
+	*fate = SW_FATE_KEEP;
+	if (req->lose_set) {
+		int32_t d = sw_psn_diff(req->lose_psn, req->psn);
+
+		if (d == 0) {
+			req->lose_set = false;
+			*fate = SW_FATE_LOSE;
+			return 1;
+		}
+		if (d > 0) /* the PSNs before it were drawn with it, and kept */
+			return (uint32_t)d < n ? (uint32_t)d : n;
+		req->lose_set = false; /* gone back past it, or sent on: draw afresh */
+	}
+	k = sw_fault_tx_kept(eng, n);
+	if (!k) {
+		*fate = SW_FATE_LOSE;
+		return 1;
+	}
+	if (k < n) {
+		req->lose_psn = sw_psn_add(req->psn, k);
+		req->lose_set = true;
+	}
+	return k;
+}

@@ -122,13 +122,41 @@ int sw_net_send(struct sw_engine *eng, const uint8_t *pkt, size_t len, const str
 	return sw_net_send_raw(eng, pkt, len, av);
 }
 
+/*
+ * The threads' batches. Each stays on one list, never freed: a thread
+ * that exits marks its own unused (the key's destructor) and the next
+ * thread that needs one takes it. No lock, so a forked child can take
+ * one whatever its parent's threads were doing; and from the list a
+ * child's copies stay reachable (valgrind) after their threads are gone.
+ */
 static pthread_key_t tx_key;
 static pthread_once_t tx_once = PTHREAD_ONCE_INIT;
 static bool tx_key_ok;
+static _Atomic(struct sw_tx_batch *) tx_all;
+
+static void tx_batch_exit(void *p)
+{
+	struct sw_tx_batch *b = p;
+
+	atomic_store_explicit(&b->used, false, memory_order_release);
+}
 
 static void tx_key_init(void)
 {
-	tx_key_ok = pthread_key_create(&tx_key, free) == 0;
+	tx_key_ok = pthread_key_create(&tx_key, tx_batch_exit) == 0;
+}
+
+/* Contract: an unused batch of the list, now the caller's, or NULL. */
+static struct sw_tx_batch *tx_batch_reuse(void)
+{
+	for (struct sw_tx_batch *b = atomic_load_explicit(&tx_all, memory_order_acquire); b;
+	     b = b->next_all) {
+		bool idle = false;
+
+		if (atomic_compare_exchange_strong(&b->used, &idle, true))
+			return b;
+	}
+	return NULL;
 }
 
 /* Contract: see transport_priv.h. */
@@ -140,27 +168,38 @@ struct sw_tx_batch *sw_net_tx_batch(void)
 	if (!tx_key_ok)
 		return NULL;
 	b = pthread_getspecific(tx_key);
+	if (b)
+		return b;
+	b = tx_batch_reuse();
 	if (!b) {
 		b = malloc(sizeof(*b));
-		if (b && pthread_setspecific(tx_key, b)) {
-			free(b);
-			b = NULL;
-		}
+		if (!b)
+			return NULL;
+		atomic_init(&b->used, true);
+		b->next_all = atomic_load_explicit(&tx_all, memory_order_relaxed);
+		while (!atomic_compare_exchange_weak_explicit(
+			&tx_all, &b->next_all, b, memory_order_release, memory_order_relaxed))
+			;
+	}
+	if (pthread_setspecific(tx_key, b)) {
+		tx_batch_exit(b);
+		return NULL;
 	}
 	return b;
 }
 
 /*
- * A batch with packets by reference for a destination that has no link
- * any more: those never go on a wire (they count as sent and are lost:
- * the requester sends them again as copies), the rest go one by one.
+ * Packets [from, end) of a batch, some by reference, for a destination
+ * that has no link any more: those never go on a wire (they count as
+ * sent and are lost: the requester sends them again as copies), the rest
+ * go one by one. Returns the index of the first not sent.
  */
-static uint32_t send_unref(struct sw_engine *eng, const struct sw_tx_batch *b,
-			   const struct sw_av *av)
+static uint32_t send_unref(struct sw_engine *eng, const struct sw_tx_batch *b, uint32_t from,
+			   uint32_t end, const struct sw_av *av)
 {
 	uint32_t i;
 
-	for (i = 0; i < b->n; i++)
+	for (i = from; i < end; i++)
 		if (!sw_ref_on(&b->ref[i]) &&
 		    sw_net_send_raw(eng, b->buf[i], b->len[i], av) == -EAGAIN)
 			break;
@@ -168,17 +207,17 @@ static uint32_t send_unref(struct sw_engine *eng, const struct sw_tx_batch *b,
 }
 
 /*
- * A wire: the ICRCs of packets [0, n) of `b` now (for IPv4 ID 0: GSO
- * changes them for the IDs of its segments). The builders leave them to
- * the socket, and the same-host link carries none.
+ * A wire: the ICRCs of packets [from, end) of `b` now (for IPv4 ID 0:
+ * GSO changes them for the IDs of its segments). The builders leave them
+ * to the socket, and the same-host link carries none.
  */
-static void seal_batch(struct sw_engine *eng, struct sw_tx_batch *b, uint32_t n,
+static void seal_batch(struct sw_engine *eng, struct sw_tx_batch *b, uint32_t from, uint32_t end,
 		       const struct sw_av *av)
 {
 	struct sw_icrc_ctx ic;
 
 	sw_net_icrc_out(eng, av, &ic);
-	for (uint32_t i = 0; i < n; i++)
+	for (uint32_t i = from; i < end; i++)
 		sw_pkt_seal(b->buf[i], b->len[i], &ic);
 }
 
@@ -317,51 +356,37 @@ static bool gso_refused(struct sw_engine *eng, const struct net_msgs *m, int err
 }
 
 /*
- * Contract: see transport_priv.h. Without send-side faults: sendmmsg(2),
- * with runs of equal-size packets as UDP GSO sends while the device has
- * GSO (never to multicast, never with send-side faults).
+ * Packets [from, end) of `b`: over the link if there is one, else in
+ * sendmmsg(2) calls, with runs of equal-size packets as UDP GSO sends if
+ * `gso`. Returns the index of the first packet not sent (`end`: all).
  */
-uint32_t sw_net_send_batch(struct sw_engine *eng, struct sw_tx_batch *b, const struct sw_av *av)
+static uint32_t send_range(struct sw_engine *eng, struct sw_tx_batch *b, uint32_t from,
+			   uint32_t end, const struct sw_av *av, bool gso)
 {
-	const struct sw_fault *f = &eng->fault.cfg;
 	struct net_msgs m;
-	uint32_t sent = 0, n = b->n;
-	bool gso = !f->on_tx && atomic_load_explicit(&eng->gso, memory_order_relaxed);
+	uint32_t sent = from;
 
-	if (f->on_tx && (f->drop_ppm || f->dup_ppm || f->reorder_ppm)) {
-		while (sent < n && sw_net_send(eng, b->buf[sent], b->len[sent], av) != -EAGAIN)
-			sent++;
-		return sent;
-	}
-	if (f->on_tx && f->again_ppm) {
-		/* a full socket part-way through the batch */
-		n = sw_fault_batch_room(eng, n);
-		if (!n) {
-			atomic_fetch_add_explicit(&eng->cnt.tx_again, 1, memory_order_relaxed);
-			return 0;
-		}
-	}
 	if (!sw_sa_is_multicast(&av->dst)) { /* multicast: always UDP (mcast.c) */
 		const uint8_t *pkts[SW_TX_BATCH] = {NULL};
 		int r;
 
-		for (uint32_t i = 0; i < n; i++)
-			pkts[i] = b->buf[i];
-		r = sw_shm_send(eng, pkts, b->len, b->ref, n, &av->dst);
+		for (uint32_t i = from; i < end; i++)
+			pkts[i - from] = b->buf[i];
+		r = sw_shm_send(eng, pkts, b->len + from, b->ref + from, end - from, &av->dst);
 		if (r != -ENOTCONN)
-			return (uint32_t)r;
+			return from + (uint32_t)r;
 	} else {
 		gso = false;
 	}
 	/* the link closed since these were built: lost, sent again as copies */
-	for (uint32_t i = 0; i < n; i++)
+	for (uint32_t i = from; i < end; i++)
 		if (sw_ref_on(&b->ref[i]))
-			return send_unref(eng, b, av);
-	seal_batch(eng, b, n, av);
-	while (sent < n) {
+			return send_unref(eng, b, from, end, av);
+	seal_batch(eng, b, from, end, av);
+	while (sent < end) {
 		int r, err;
 
-		net_msgs_build(&m, b, sent, n, av, gso);
+		net_msgs_build(&m, b, sent, end, av, gso);
 		r = sendmmsg(sw_net_fd(eng, av), m.msg, m.nmsg, 0);
 		err = errno;
 		for (uint32_t i = r > 0 ? (uint32_t)r : 0; i < m.nmsg; i++)
@@ -378,6 +403,64 @@ uint32_t sw_net_send_batch(struct sw_engine *eng, struct sw_tx_batch *b, const s
 		}
 	}
 	return sent;
+}
+
+/*
+ * Send-side loss alone (drop=F): the batch goes as for no faults, in the
+ * stretches between the packets drawn to be lost, so that a lossy stream
+ * keeps the link's references and runs and the socket's GSO. Returns the
+ * index of the first packet not sent; the lost ones before it count.
+ */
+static uint32_t send_lossy(struct sw_engine *eng, struct sw_tx_batch *b, uint32_t n,
+			   const struct sw_av *av, bool gso)
+{
+	uint32_t i = 0;
+
+	while (i < n) {
+		uint32_t j = i, got;
+
+		while (j < n && (b->fate[j] == SW_FATE_KEEP ||
+				 (b->fate[j] == SW_FATE_DRAW &&
+				  sw_fault_tx_kept(eng, b->ref[j].pkts) == b->ref[j].pkts)))
+			j++;
+		got = j > i ? send_range(eng, b, i, j, av, gso) : i;
+		if (got < j)
+			return got; /* socket or ring full: packet j goes another time */
+		if (j < n)
+			sw_fault_count_drops(eng, b->ref[j].pkts);
+		i = j + 1;
+	}
+	return n;
+}
+
+/*
+ * Contract: see transport_priv.h. Without send-side packet faults:
+ * sw_shm_send() or sendmmsg(2), with runs of equal-size packets as UDP
+ * GSO sends while the device has GSO (never to multicast). Drops alone
+ * keep that (send_lossy); duplicates or reordering send one by one.
+ */
+uint32_t sw_net_send_batch(struct sw_engine *eng, struct sw_tx_batch *b, const struct sw_av *av)
+{
+	const struct sw_fault *f = &eng->fault.cfg;
+	uint32_t sent = 0, n = b->n;
+	bool gso = atomic_load_explicit(&eng->gso, memory_order_relaxed);
+
+	if (f->on_tx && (f->dup_ppm || f->reorder_ppm)) {
+		while (sent < n && sw_net_send(eng, b->buf[sent], b->len[sent], av) != -EAGAIN)
+			sent++;
+		return sent;
+	}
+	if (f->on_tx && f->again_ppm) {
+		/* a full socket part-way through the batch */
+		n = sw_fault_batch_room(eng, n);
+		if (!n) {
+			atomic_fetch_add_explicit(&eng->cnt.tx_again, 1, memory_order_relaxed);
+			return 0;
+		}
+	}
+	if (f->on_tx && f->drop_ppm)
+		return send_lossy(eng, b, n, av, gso);
+	return send_range(eng, b, 0, n, av, gso);
 }
 
 /*

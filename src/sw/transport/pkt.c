@@ -324,6 +324,7 @@ int sw_pkt_parse_bth(struct sw_pkt *p, const uint8_t *buf, size_t len,
 	p->payload = buf + SW_BTH_LEN;
 	p->paylen = (uint32_t)(len - SW_BTH_LEN - SW_ICRC_LEN);
 	p->ref = NULL;
+	p->ref_pkts = 1;
 	p->placed = false;
 	p->info = NULL;
 	return 0;

@@ -292,6 +292,8 @@ static void rx_one(struct sw_engine *eng, struct rx_batch *b, const uint8_t *buf
 					  1, memory_order_relaxed);
 		return;
 	}
+	if (pkt.ref_pkts > 1) /* a run counts as the packets it stands for */
+		sw_count_own(&eng->cnt.rx_pkts, pkt.ref_pkts - 1);
 	if (sw_sa_is_multicast(dst)) {
 		rx_mcast(eng, &pkt, len, src, dst);
 		return;
@@ -317,7 +319,7 @@ static void rx_one(struct sw_engine *eng, struct rx_batch *b, const uint8_t *buf
 	if (!from_peer(qp, src)) { /* not this QP's packet: counted as no QP */
 		atomic_fetch_add_explicit(&eng->cnt.drops_no_qp, 1, memory_order_relaxed);
 	} else {
-		SW_QP_COUNT(qp, rx_pkts, 1); /* the QP's: from its peer, of its type */
+		SW_QP_COUNT(qp, rx_pkts, pkt.ref_pkts); /* the QP's: from its peer, of its type */
 		SW_QP_COUNT(qp, rx_bytes, len);
 		if (pkt.ref && pkt.ref_pkts > 1)
 			sw_resp_handle_run(qp, &pkt, src, dst); /* by reference: a request */

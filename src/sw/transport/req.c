@@ -392,30 +392,34 @@ static bool resend_due(struct sw_qp *qp);
 /*
  * Single copy: how many packets of `w`, from the next one on, may go in
  * one record by reference (wire.h): full ones only (never the last),
- * SW_REF_PKTS at most, and no more than the window has room for.
+ * SW_REF_PKTS at most, no more than the window has room for, and cut
+ * by send-side loss (*fate: sw_fault_run_cut).
  */
-static uint32_t run_len(const struct sw_req *req, const struct sw_send_wqe *w)
+static uint32_t run_len(struct sw_qp *qp, const struct sw_send_wqe *w, uint8_t *fate)
 {
+	const struct sw_req *req = qp->req;
 	uint32_t n = w->npkts - 1 - req->send_off;
 	uint32_t room = req->window - (uint32_t)sw_psn_diff(req->psn, req->una_psn);
 
 	if (n > SW_REF_PKTS)
 		n = SW_REF_PKTS;
-	return n < room ? n : room;
+	return sw_fault_run_cut(qp, n < room ? n : room, fate);
 }
 
 /*
  * Single copy: may this RC QP's packets go by reference now? Its device
- * allows it, no send-side fault injection (which may hold, repeat or
- * hand packets to UDP), and the link to the peer is open with pulls
- * accepted (shm.c). Looked up once per run (*cache, -1 until then).
+ * allows it, no send-side duplicates or reordering (fault injection,
+ * which sends those one by one, copied: losses alone keep the batch,
+ * net.c), and the link to the peer is open with pulls accepted (shm.c).
+ * Looked up once per run (*cache, -1 until then).
  */
 static bool link_pulls(struct sw_qp *qp, int *cache)
 {
 	struct sw_engine *eng = sw_engine_of(qp);
+	const struct sw_fault *f = &eng->fault.cfg;
 
 	if (*cache < 0)
-		*cache = eng->pull && !eng->fault.cfg.on_tx &&
+		*cache = eng->pull && !(f->on_tx && (f->dup_ppm || f->reorder_ppm)) &&
 			 qp->ibv.qp_base.qp_type == IBV_QPT_RC &&
 			 sw_shm_pull_ok(eng, &qp->attr.av.dst);
 	return *cache > 0;
@@ -468,6 +472,7 @@ static void req_run(struct sw_qp *qp)
 		const struct sw_av *av = ud ? &w->wr.ud.av : &qp->attr.av;
 		uint8_t *buf = tx ? tx->buf[tx->n] : one;
 		uint32_t npk = 1, psns, gone;
+		uint8_t fate = SW_FATE_DRAW;
 		int len, ret;
 		bool ack, by_ref;
 
@@ -509,7 +514,8 @@ static void req_run(struct sw_qp *qp)
 		by_ref = tx && w->length >= SW_REF_MIN_MSG && link_pulls(qp, &refs);
 		if (by_ref && !pass && w->opcode != IBV_WR_RDMA_READ &&
 		    req->send_off + 1 < w->npkts)
-			npk = run_len(req, w); /* full packets of a SEND or WRITE in one record */
+			npk = run_len(qp, w,
+				      &fate); /* full packets of a SEND or WRITE in one record */
 		psns = npk > 1 ? npk : pkt_psns(qp, w); /* what this packet puts in flight */
 		if (!ud && !sw_budget_take(qp, psns, pass, by_ref)) {
 			sw_budget_wait(qp);
@@ -545,6 +551,7 @@ static void req_run(struct sw_qp *qp)
 			if (!by_ref)
 				sw_ref_none(&tx->ref[tx->n]);
 			gone = tx->npsn[tx->n] = tx->ref[tx->n].pkts;
+			tx->fate[tx->n] = fate;
 			tx->len[tx->n++] = (size_t)len;
 		} else {
 			ret = sw_net_send(sw_engine_of(qp), buf, (size_t)len, av);
@@ -828,12 +835,17 @@ bool sw_req_selective(struct sw_qp *qp, uint32_t psn)
 			req->sel_kept = true; /* the gap filled up to a later loss: it keeps */
 		req->sel_next = 0;
 	}
+	req->on_link = sw_shm_linked(sw_engine_of(qp), &qp->attr.av.dst);
 	if (req->sel_next >= 2) {
-		if (!req->sel_kept)
-			req->sel_never = true; /* a responder that keeps nothing: IBTA's, rxe's */
+		/*
+		 * A responder that keeps nothing: IBTA's, rxe's. Never one on
+		 * the link, which is softverbs: there a third loss in a row,
+		 * or a burst, goes back this once only.
+		 */
+		if (!req->sel_kept && !req->on_link)
+			req->sel_never = true;
 		goto back;
 	}
-	req->on_link = sw_shm_linked(sw_engine_of(qp), &qp->attr.av.dst);
 	if (qp->ibv.qp_base.qp_type != IBV_QPT_RC || psn != req->una_psn || req->sel_never)
 		goto back;
 	w = una_wqe(qp, &k);
@@ -881,8 +893,8 @@ void sw_req_sel_acked(struct sw_qp *qp)
 	}
 	if (sw_psn_diff(req->sel_hi, req->una_psn) <= 0 || !sw_req_in_flight(req))
 		return; /* nothing was out after it */
-	if (!req->sel_kept)
-		req->sel_never = true;
+	if (!req->sel_kept && !sw_shm_linked(sw_engine_of(qp), &qp->attr.av.dst))
+		req->sel_never = true; /* (a link's peer is softverbs: it keeps) */
 	sw_req_cut(qp);
 	sw_req_rewind(qp, req->una_psn);
 }

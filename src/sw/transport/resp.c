@@ -27,6 +27,8 @@
  */
 #include <string.h>
 
+#include <unistd.h>
+
 #include "sw/transport/transport_priv.h"
 
 /*
@@ -89,6 +91,31 @@ static void send_resp(struct sw_qp *qp, struct sw_pkt *p, const uint8_t *payload
 }
 
 /*
+ * Placed READ response `i` of `b`, which the batch could not send: on the
+ * link only, marked as placed (a copy through sw_net_send() would not be),
+ * waiting up to ~20 ms for ring room as send_built() does; otherwise lost,
+ * and asked again.
+ */
+static void send_placed(struct sw_qp *qp, const struct sw_tx_batch *b, uint32_t i)
+{
+	const uint8_t *pkt = b->buf[i];
+
+	for (int tries = 0; tries < 100; tries++) {
+		int r = sw_shm_send(sw_engine_of(qp), &pkt, &b->len[i], &b->ref[i], 1,
+				    &qp->attr.av.dst);
+
+		if (r == 1) {
+			SW_QP_COUNT(qp, tx_pkts, 1);
+			SW_QP_COUNT(qp, tx_bytes, b->len[i]);
+			return;
+		}
+		if (r < 0)
+			return; /* no link any more */
+		usleep(200);
+	}
+}
+
+/*
  * Send the responses built into `b` with as few calls as the link or
  * socket takes (sw_net_send_batch), the rest one by one, waiting for room.
  */
@@ -97,6 +124,10 @@ static void send_resp_batch(struct sw_qp *qp, struct sw_tx_batch *b)
 	uint32_t sent = sw_net_send_batch(sw_engine_of(qp), b, &qp->attr.av);
 
 	for (uint32_t i = 0; i < b->n; i++) {
+		if (i >= sent && b->ref[i].placed) {
+			send_placed(qp, b, i);
+			continue;
+		}
 		if (i >= sent) {
 			send_built(qp, b->buf[i], b->len[i]);
 			continue;
@@ -492,7 +523,9 @@ static void send_read_resp(struct sw_qp *qp, const struct sw_rd_res *res, uint32
 			continue;
 		}
 		sw_ref_none(&b->ref[b->n]);
+		b->fate[b->n] = SW_FATE_DRAW;
 		b->ref[b->n].placed = placed; /* the link only: else lost, and asked again */
+		b->ref[b->n].pkts = placed ? run : 1;
 		b->len[b->n] = placed ? build_placed(qp, &p, run * n, run, b->buf[b->n]) :
 					build_resp(qp, &p, n ? sw_mr_host(mr, res->va + off) : NULL,
 						   n, b->buf[b->n]);

@@ -411,7 +411,7 @@ int sw_shm_send(struct sw_engine *eng, const uint8_t *const *pkt, const size_t *
 {
 	struct shm_out *o;
 	uint64_t bytes = 0;
-	uint32_t i, refs = 0;
+	uint32_t i, refs = 0, pkts = 0;
 	int ret = 0;
 
 	if (!eng->shm)
@@ -433,10 +433,11 @@ int sw_shm_send(struct sw_engine *eng, const uint8_t *const *pkt, const size_t *
 			out_hold(eng->shm, o, &ref[i]);
 		bytes += len[i];
 		refs += ref && sw_ref_on(&ref[i]);
+		pkts += ref && sw_ref_on(&ref[i]) ? ref[i].pkts : 1; /* a run: its packets */
 	}
 	if (i) { /* counted once per call: posting threads share these lines */
 		ring_publish(o);
-		atomic_fetch_add_explicit(&eng->cnt.tx_pkts, i, memory_order_relaxed);
+		atomic_fetch_add_explicit(&eng->cnt.tx_pkts, pkts, memory_order_relaxed);
 		atomic_fetch_add_explicit(&eng->cnt.tx_bytes, bytes, memory_order_relaxed);
 		atomic_fetch_add_explicit(&eng->cnt.shm_tx_pkts, i, memory_order_relaxed);
 		if (refs)

@@ -360,6 +360,32 @@ bool sw_fault_rx_drop(struct sw_engine *eng);
 int sw_fault_send(struct sw_engine *eng, const uint8_t *pkt, size_t len, const struct sw_av *av);
 /* fault.c: how many of a batch of `n` may go before the socket "fills" (again=F). */
 uint32_t sw_fault_batch_room(struct sw_engine *eng, uint32_t n);
+/*
+ * What send-side loss (drop=F without dup or reorder) does to a packet of
+ * a batch (struct sw_tx_batch.fate): drawn when it is sent, one draw per
+ * PSN it stands for; or already drawn by the requester for a run.
+ */
+enum sw_fate {
+	SW_FATE_DRAW = 0,
+	SW_FATE_KEEP,
+	SW_FATE_LOSE,
+};
+/*
+ * fault.c, any thread: draw loss for up to `n` PSNs in a row; returns how
+ * many come before the first one lost (`n`: none lost). Counts nothing:
+ * the sender counts what it skips with sw_fault_count_drops().
+ */
+uint32_t sw_fault_tx_kept(struct sw_engine *eng, uint32_t n);
+void sw_fault_count_drops(struct sw_engine *eng, uint32_t pkts);
+/*
+ * fault.c, requester (qp->lock held): a run of up to `n` PSNs from
+ * req->psn under send-side loss. Each PSN is drawn once: the run ends
+ * before the first one lost, which then goes alone (*fate SW_FATE_LOSE)
+ * when the requester comes to it, so that loss stays per packet and a
+ * run never turns one loss into a burst. Returns the run's length;
+ * without send-side loss `n` and SW_FATE_DRAW.
+ */
+uint32_t sw_fault_run_cut(struct sw_qp *qp, uint32_t n, uint8_t *fate);
 
 /* Configure the device socket (buffers, DF). 0 or -errno. */
 int sw_net_setup(int fd);
@@ -427,12 +453,15 @@ struct sw_tx_batch {
 	size_t len[SW_TX_BATCH];
 	struct sw_ref_hold
 		ref[SW_TX_BATCH]; /* sw_ref_on(): by reference, the same-host link only */
+	uint8_t fate[SW_TX_BATCH]; /* enum sw_fate: send-side loss (fault.c) */
 	uint8_t buf[SW_TX_BATCH][SW_PKT_MAX];
+	struct sw_tx_batch *next_all; /* net.c's list of every batch ever made */
+	atomic_bool used; /* a live thread's (net.c) */
 };
 
 /*
- * The calling thread's batch buffer (allocated on first use, freed when
- * the thread exits), or NULL when out of memory.
+ * The calling thread's batch buffer (taken on first use, given back for
+ * another thread when this one exits), or NULL when out of memory.
  */
 struct sw_tx_batch *sw_net_tx_batch(void);
 
@@ -569,6 +598,8 @@ struct sw_req {
 	uint32_t since_ackreq; /* packets sent since the last AckReq */
 	uint32_t ackreq_psn; /* the newest packet built with AckReq (or one before the
 				rewind point): while it is unacknowledged, an ACK is coming */
+	uint32_t lose_psn; /* fault injection: the PSN a run was cut before (fault.c) */
+	bool lose_set; /* lose_psn is drawn lost and not yet sent */
 
 	uint32_t rd_atomic; /* READs and atomics in flight */
 	uint64_t deadline_ns; /* retransmit timer, 0 when off */
