@@ -18,8 +18,9 @@
  * packets acknowledged grows it by one packet (sw_req_grow). A sequence
  * NAK from a responder that keeps what follows a gap (softverbs',
  * stash.c) is answered with the one packet it names (sw_req_selective),
- * the window halved as well over the network, kept on the same-host
- * link (whose ring pushes back: a loss there is never congestion); from
+ * the window halved as well over the network, once per round trip of
+ * losses (sw_req_cut_at), kept on the same-host link (whose ring pushes
+ * back: a loss there is never congestion); from
  * any other responder, with go-back-N. Each consecutive
  * expiry doubles the timeout (at most 8x) until the peer acknowledges
  * something.
@@ -65,6 +66,8 @@ void sw_req_acked(struct sw_qp *qp)
 	qp->req->retries = qp->attr.retry_cnt;
 	qp->req->rnr_retries = qp->attr.rnr_retry; /* RNR retries count per message too */
 	qp->req->backoff = 0;
+	if (qp->req->recovering && sw_psn_diff(qp->req->una_psn, qp->req->recover_psn) >= 0)
+		qp->req->recovering = false; /* what the last cut answered is through */
 	sw_probe_acked(qp);
 }
 
@@ -664,6 +667,18 @@ void sw_req_cut(struct sw_qp *qp)
 	req->window = req->window / 2 > floor ? req->window / 2 : floor;
 	req->grow_acc = 0;
 	req->acked_since_cut = 0;
+	req->recover_psn = req->psn;
+	req->recovering = true;
+}
+
+/* Contract: see transport_priv.h (qp->lock held). */
+void sw_req_cut_at(struct sw_qp *qp, uint32_t psn)
+{
+	struct sw_req *req = qp->req;
+
+	if (req->recovering && sw_psn_diff(psn, req->recover_psn) < 0)
+		return;
+	sw_req_cut(qp);
 }
 
 /*

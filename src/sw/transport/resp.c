@@ -980,7 +980,13 @@ static void resp_drain_stash(struct sw_qp *qp)
 	bool any = false;
 
 	while ((k = sw_stash_next(qp))) {
-		bool ok = resp_in_order(qp, k);
+		bool ok;
+
+		if (sw_resp_drain_middles(qp)) { /* a run's MIDDLEs, in one step */
+			any = true;
+			continue;
+		}
+		ok = resp_in_order(qp, k);
 
 		sw_place_fence();
 		sw_stash_drop(qp, k);

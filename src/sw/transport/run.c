@@ -29,13 +29,16 @@
 /*
  * The `n` MIDDLE packets of a WRITE run from PSN `sub->psn` on, whose
  * bytes are the `np` pieces `pc`, in one step, if each would be handled
- * alike: an RC QP in a state that takes requests, nothing stashed, the
- * first of them at the expected PSN, a WRITE in progress with room for
+ * alike: an RC QP in a state that takes requests, the first of them at
+ * the expected PSN, a WRITE in progress with room for
  * all of them (a MIDDLE is a full MTU within the bytes left), and the
  * next n MTUs of its target in one MR that grants remote write. Then
  * one pull is queued for all of them, and the expected PSN, the target
  * address and the ACK owed move as n packets would move them. False
- * (nothing done) otherwise: the caller goes packet by packet.
+ * (nothing done) otherwise: the caller goes packet by packet. The caller
+ * makes sure that none of their PSNs is kept in the stash (a kept one
+ * would be left behind, stale): nothing kept at all for a run that
+ * arrives, exactly these taken out of it in a drain.
  */
 static bool write_middles(struct sw_qp *qp, const struct sw_pkt *sub, uint32_t n,
 			  const struct sw_ref_piece *pc, uint32_t np)
@@ -48,7 +51,7 @@ static bool write_middles(struct sw_qp *qp, const struct sw_pkt *sub, uint32_t n
 
 	if (!resp || qp->ibv.qp_base.qp_type != IBV_QPT_RC ||
 	    (st != IBV_QPS_RTR && st != IBV_QPS_RTS && st != IBV_QPS_SQD && st != IBV_QPS_SQE) ||
-	    sw_stash_count(qp) || sub->psn != resp->epsn || !resp->in_write || len > resp->wr_left)
+	    sub->psn != resp->epsn || !resp->in_write || len > resp->wr_left)
 		return false;
 	if (sw_resp_rkey(qp, resp->wr_rkey, resp->wr_va, len, IBV_ACCESS_REMOTE_WRITE, &mr) ||
 	    !mr) {
@@ -127,10 +130,81 @@ void sw_resp_handle_run(struct sw_qp *qp, const struct sw_pkt *pkt, const union 
 			sub.info = sw_opinfo(middle);
 			sub.psn = sw_psn_add(pkt->psn, 1);
 			sub.ack_req = pkt->ack_req;
-			if (np && write_middles(qp, &sub, m - 1, out, np))
+			if (np && !sw_stash_count(qp) && write_middles(qp, &sub, m - 1, out, np))
 				return;
 		}
 	}
+}
+
+/* Piece `b` continues piece `a`: the next bytes of the same memory. */
+static bool pieces_join(const struct sw_ref_piece *a, const struct sw_ref_piece *b)
+{
+	return a->addr + a->len == b->addr && a->buf == b->buf;
+}
+
+/*
+ * Contract: append the `na` pieces `add` to the `*np` of `pc`, a piece
+ * that continues the one before it joined to it; false (nothing
+ * changed) if the result would not fit in SW_REF_PIECES.
+ */
+static bool pieces_append(struct sw_ref_piece *pc, uint32_t *np, const struct sw_ref_piece *add,
+			  uint32_t na)
+{
+	uint32_t n = *np, need = 0;
+
+	for (uint32_t i = 0; i < na; i++)
+		need += !(i ? pieces_join(&add[i - 1], &add[i]) :
+			      n && pieces_join(&pc[n - 1], add));
+	if (n + need > SW_REF_PIECES)
+		return false;
+	for (uint32_t i = 0; i < na; i++) {
+		if (n && pieces_join(&pc[n - 1], &add[i]))
+			pc[n - 1].len += add[i].len;
+		else
+			pc[n++] = add[i];
+	}
+	*np = n;
+	return true;
+}
+
+/*
+ * Contract: see transport_priv.h. A run's MIDDLEs that came after a gap
+ * were kept one by one (stash.c); the drain would otherwise pull each
+ * packet's 4 KiB with a system call of its own (3.7 us each measured:
+ * 410 us for the 112 packets kept behind one loss).
+ */
+uint32_t sw_resp_drain_middles(struct sw_qp *qp)
+{
+	struct sw_ref_piece pc[SW_REF_PIECES], one[SW_REF_PIECES];
+	uint32_t epsn = qp->resp->epsn, n = 0, np = 0;
+	const struct sw_pkt *k, *first = NULL;
+	struct sw_pkt sub;
+	bool ack_req = false;
+
+	while (n < SW_REF_PKTS && (k = sw_stash_peek(qp, sw_psn_add(epsn, n)))) {
+		if (!k->ref || k->ref_pkts != 1 || k->ref_n > SW_REF_PIECES ||
+		    k->paylen != qp->attr.mtu ||
+		    (k->opcode & (uint8_t)~SW_OP_CLASS_MASK) != SW_OP_WRITE_MIDDLE)
+			break;
+		memcpy(one, k->ref,
+		       k->ref_n * sizeof(one[0])); /* kept bytes: no alignment promised */
+		if (!pieces_append(pc, &np, one, k->ref_n))
+			break;
+		if (!n)
+			first = k;
+		ack_req = k->ack_req;
+		n++;
+	}
+	if (n < 2)
+		return 0;
+	sub = *first;
+	sub.ack_req = ack_req;
+	if (!write_middles(qp, &sub, n, pc, np))
+		return 0;
+	sw_place_fence(); /* placed before the kept records go */
+	for (uint32_t i = 0; i < n; i++)
+		sw_stash_drop(qp, sw_stash_peek(qp, sw_psn_add(epsn, i)));
+	return n;
 }
 
 /* Contract: see transport_priv.h (qp->lock held). */

@@ -117,7 +117,18 @@ const struct sw_pkt *sw_stash_next(struct sw_qp *qp)
 	if (!s)
 		return NULL;
 	s->broken = false; /* the gap is filled: what comes next may be kept again */
-	if (!s->n || !(e = *slot_of(s, qp->resp->epsn)))
+	if (!s->n || !(e = *slot_of(s, qp->resp->epsn)) || e->pkt.psn != qp->resp->epsn)
+		return NULL;
+	return &e->pkt;
+}
+
+/* Contract: see transport_priv.h (qp->lock held). */
+const struct sw_pkt *sw_stash_peek(const struct sw_qp *qp, uint32_t psn)
+{
+	struct sw_stash *s = qp->resp ? qp->resp->stash : NULL;
+	struct sw_stash_pkt *e;
+
+	if (!s || !s->n || !(e = *slot_of(s, psn)) || e->pkt.psn != psn)
 		return NULL;
 	return &e->pkt;
 }

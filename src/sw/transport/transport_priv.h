@@ -612,6 +612,8 @@ struct sw_req {
 	uint32_t high_psn; /* past the newest PSN ever sent: below it, a send is a resend */
 	uint32_t grow_acc; /* packets acknowledged towards the next window increase */
 	uint32_t acked_since_cut; /* packets acknowledged since the window was last cut */
+	uint32_t recover_psn; /* the send frontier at the last cut (sw_req_cut_at) */
+	bool recovering; /* recover_psn not yet acknowledged */
 	uint32_t held; /* PSNs counted against the device's budget (budget.c) */
 	bool queued; /* in the budget's line */
 	bool serving; /* being served from the line (the progress thread) */
@@ -678,6 +680,13 @@ void sw_budget_fini(struct sw_engine *eng);
  * at least that many packets were acknowledged since the last cut.
  */
 void sw_req_cut(struct sw_qp *qp);
+/*
+ * req.c: packet `psn` was lost (a sequence NAK answered selectively):
+ * sw_req_cut() once per round trip of losses, as TCP's fast recovery
+ * does: not again for a packet sent before the last cut, which that cut
+ * already answered.
+ */
+void sw_req_cut_at(struct sw_qp *qp, uint32_t psn);
 /*
  * req.c: `n` more packets were acknowledged: the window grows by one
  * packet per window's worth acknowledged (additive increase, once per
@@ -879,6 +888,14 @@ void sw_resp_handle_run(struct sw_qp *qp, const struct sw_pkt *pkt, const union 
 /* run.c: the same for a placed run of READ responses, to sw_comp_handle(). */
 void sw_comp_handle_run(struct sw_qp *qp, const struct sw_pkt *pkt);
 /*
+ * run.c, while the responder drains its stash (resp.c, qp->lock held):
+ * the kept WRITE MIDDLEs by reference from the expected PSN on, two or
+ * more in a row, placed, acknowledged and forgotten in one step when
+ * each would be handled alike (as a run's, write_middles). Returns how
+ * many; 0: none taken, the caller goes packet by packet.
+ */
+uint32_t sw_resp_drain_middles(struct sw_qp *qp);
+/*
  * comp.c: the `n` placed READ response MIDDLEs of a run from PSN `psn`
  * on, in one step, if each would be taken alike: the head WQE is a READ
  * asked by reference and started, a response before them was taken and
@@ -894,13 +911,15 @@ void sw_resp_flush_ack(struct sw_qp *qp);
  * WRITE packet from the link ahead of the expected PSN of an RC QP
  * (true: kept, now or before); else false, and nothing more is kept
  * until the gap is filled. next: the kept packet at the expected PSN,
- * or NULL (and the gap counts as filled). drop: forget one returned by
- * next (after its payload was placed: the caller's sw_place_fence). count:
- * packets kept. clear: forget them all. free: clear, and the QP's stash
- * goes (reset, destroy).
+ * or NULL (and the gap counts as filled). peek: the kept packet at
+ * `psn`, or NULL; nothing changes. drop: forget one returned by next or
+ * peek (after its payload was placed: the caller's sw_place_fence).
+ * count: packets kept. clear: forget them all. free: clear, and the QP's
+ * stash goes (reset, destroy).
  */
 bool sw_stash_put(struct sw_qp *qp, const struct sw_pkt *pkt);
 const struct sw_pkt *sw_stash_next(struct sw_qp *qp);
+const struct sw_pkt *sw_stash_peek(const struct sw_qp *qp, uint32_t psn);
 void sw_stash_drop(struct sw_qp *qp, const struct sw_pkt *pkt);
 uint32_t sw_stash_count(const struct sw_qp *qp);
 void sw_stash_clear(struct sw_qp *qp);
