@@ -968,8 +968,9 @@ static bool resp_in_order(struct sw_qp *qp, const struct sw_pkt *pkt)
 /*
  * The gap is filled: handle the packets kept behind it (stash.c)
  * in PSN order, each as if it had just arrived, and acknowledge them at
- * the end of the batch. Each one's copy goes only after its payload is
- * placed (sw_place_fence: a CPU_ID MR's copies are queued). A packet that
+ * the end of the batch. A kept packet that carries its bytes goes only
+ * after they are placed (sw_place_fence: a CPU_ID MR's copies are
+ * queued); one by reference at once, its pieces taken by the pull. A packet that
  * ends the QP or draws an RNR NAK ends the run, and the rest is
  * forgotten (the requester sends it again). A packet still kept after
  * the run means another gap: its NAK goes now, and stands for the ACK.
@@ -988,7 +989,8 @@ static void resp_drain_stash(struct sw_qp *qp)
 		}
 		ok = resp_in_order(qp, k);
 
-		sw_place_fence();
+		if (!k->ref) /* the copy queued reads the kept bytes; a pull's pieces were taken */
+			sw_place_fence();
 		sw_stash_drop(qp, k);
 		if (!ok) {
 			sw_stash_clear(qp);

@@ -201,7 +201,7 @@ uint32_t sw_resp_drain_middles(struct sw_qp *qp)
 	sub.ack_req = ack_req;
 	if (!write_middles(qp, &sub, n, pc, np))
 		return 0;
-	sw_place_fence(); /* placed before the kept records go */
+	/* the pull took the pieces: the kept records may go before it lands */
 	for (uint32_t i = 0; i < n; i++)
 		sw_stash_drop(qp, sw_stash_peek(qp, sw_psn_add(epsn, i)));
 	return n;
