@@ -19,8 +19,9 @@
  * NAK from a responder that keeps what follows a gap (softverbs',
  * stash.c) is answered with the one packet it names (sw_req_selective),
  * the window halved as well over the network, once per round trip of
- * losses (sw_req_cut_at), kept on the same-host link (whose ring pushes
- * back: a loss there is never congestion); from
+ * losses (sw_req_cut_at); on the same-host link, whose ring pushes back
+ * (a loss there is never congestion), not cut, and opened fully once a
+ * full window went through since the last cut (sw_req_selective); from
  * any other responder, with go-back-N. Each consecutive
  * expiry doubles the timeout (at most 8x) until the peer acknowledges
  * something.
@@ -867,6 +868,13 @@ bool sw_req_selective(struct sw_qp *qp, uint32_t psn)
 	if (!w || sw_wr_is_rd_atomic(w->opcode) || w->opcode == IBV_WR_RDMA_READ)
 		goto back;
 	req->sel_on = true;
+	/*
+	 * On the link a ring that pushes back and the device budget bound
+	 * what is in flight: no window to find. Once a full window went
+	 * through since the last cut, though: a go-back resends all of it.
+	 */
+	if (req->on_link && req->acked_since_cut >= SW_WINDOW_MAX)
+		req->window = SW_WINDOW_MAX;
 	req->sel_due = true; /* req_run sends it, first (resend_due) */
 	req->sel_wait = true;
 	req->sel_psn = psn;

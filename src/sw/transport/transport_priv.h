@@ -690,7 +690,8 @@ void sw_req_cut_at(struct sw_qp *qp, uint32_t psn);
 /*
  * req.c: `n` more packets were acknowledged: the window grows by one
  * packet per window's worth acknowledged (additive increase, once per
- * round trip), up to SW_WINDOW_MAX.
+ * round trip), up to SW_WINDOW_MAX (a selective NAK on the same-host
+ * link may open it at once: sw_req_selective).
  */
 void sw_req_grow(struct sw_qp *qp, uint32_t n);
 
