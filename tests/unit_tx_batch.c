@@ -58,7 +58,7 @@ int main(void)
 	struct sw_tx_batch *mine;
 	uintptr_t gone[2];
 	pthread_t t[2];
-	int st;
+	int st = 0;
 	pid_t pid;
 
 	t_start("unit_tx_batch");
