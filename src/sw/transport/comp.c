@@ -234,9 +234,8 @@ static void on_nak(struct sw_qp *qp, const struct sw_pkt *pkt)
 			sw_req_cut(qp);
 			sw_req_rewind(qp, pkt->psn);
 		} else if (!req->on_link) {
-			sw_req_cut_at(
-				qp,
-				pkt->psn); /* the network may have dropped it for want of room */
+			/* the network may have dropped it for want of room */
+			sw_req_cut_at(qp, pkt->psn);
 		}
 		req->deadline_ns = 0;
 		progress_done(qp);

@@ -151,7 +151,7 @@ uint32_t sw_fault_run_cut(struct sw_qp *qp, uint32_t n, uint8_t *fate)
 	uint32_t k;
 
 	*fate = SW_FATE_DRAW;
-	if (!f->on_tx || !f->drop_ppm || f->dup_ppm || f->reorder_ppm)
+	if (!f->on_tx || !f->drop_ppm || sw_fault_one_by_one(f))
 		return n;
 	*fate = SW_FATE_KEEP;
 	if (req->lose_set) {

@@ -445,7 +445,7 @@ uint32_t sw_net_send_batch(struct sw_engine *eng, struct sw_tx_batch *b, const s
 	uint32_t sent = 0, n = b->n;
 	bool gso = atomic_load_explicit(&eng->gso, memory_order_relaxed);
 
-	if (f->on_tx && (f->dup_ppm || f->reorder_ppm)) {
+	if (sw_fault_one_by_one(f)) {
 		while (sent < n && sw_net_send(eng, b->buf[sent], b->len[sent], av) != -EAGAIN)
 			sent++;
 		return sent;

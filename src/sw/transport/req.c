@@ -423,7 +423,7 @@ static bool link_pulls(struct sw_qp *qp, int *cache)
 	const struct sw_fault *f = &eng->fault.cfg;
 
 	if (*cache < 0)
-		*cache = eng->pull && !(f->on_tx && (f->dup_ppm || f->reorder_ppm)) &&
+		*cache = eng->pull && !sw_fault_one_by_one(f) &&
 			 qp->ibv.qp_base.qp_type == IBV_QPT_RC &&
 			 sw_shm_pull_ok(eng, &qp->attr.av.dst);
 	return *cache > 0;
@@ -518,8 +518,8 @@ static void req_run(struct sw_qp *qp)
 		by_ref = tx && w->length >= SW_REF_MIN_MSG && link_pulls(qp, &refs);
 		if (by_ref && !pass && w->opcode != IBV_WR_RDMA_READ &&
 		    req->send_off + 1 < w->npkts)
-			npk = run_len(qp, w,
-				      &fate); /* full packets of a SEND or WRITE in one record */
+			/* full packets of a SEND or WRITE in one record */
+			npk = run_len(qp, w, &fate);
 		psns = npk > 1 ? npk : pkt_psns(qp, w); /* what this packet puts in flight */
 		if (!ud && !sw_budget_take(qp, psns, pass, by_ref)) {
 			sw_budget_wait(qp);
@@ -916,8 +916,8 @@ void sw_req_sel_acked(struct sw_qp *qp)
 	}
 	if (sw_psn_diff(req->sel_hi, req->una_psn) <= 0 || !sw_req_in_flight(req))
 		return; /* nothing was out after it */
-	if (!req->sel_kept && !sw_shm_linked(sw_engine_of(qp), &qp->attr.av.dst))
-		req->sel_never = true; /* (a link's peer is softverbs: it keeps) */
+	if (!req->sel_kept && !req->on_link) /* (as looked up by sw_req_selective) */
+		req->sel_never = true; /* a link's peer is softverbs: it keeps */
 	sw_req_cut(qp);
 	sw_req_rewind(qp, req->una_psn);
 }

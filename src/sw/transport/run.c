@@ -177,7 +177,7 @@ uint32_t sw_resp_drain_middles(struct sw_qp *qp)
 {
 	struct sw_ref_piece pc[SW_REF_PIECES], one[SW_REF_PIECES];
 	uint32_t epsn = qp->resp->epsn, n = 0, np = 0;
-	const struct sw_pkt *k, *first = NULL;
+	const struct sw_pkt *k, *kept[SW_REF_PKTS];
 	struct sw_pkt sub;
 	bool ack_req = false;
 
@@ -190,20 +190,18 @@ uint32_t sw_resp_drain_middles(struct sw_qp *qp)
 		       k->ref_n * sizeof(one[0])); /* kept bytes: no alignment promised */
 		if (!pieces_append(pc, &np, one, k->ref_n))
 			break;
-		if (!n)
-			first = k;
 		ack_req = k->ack_req;
-		n++;
+		kept[n++] = k;
 	}
 	if (n < 2)
 		return 0;
-	sub = *first;
+	sub = *kept[0];
 	sub.ack_req = ack_req;
 	if (!write_middles(qp, &sub, n, pc, np))
 		return 0;
 	/* the pull took the pieces: the kept records may go before it lands */
 	for (uint32_t i = 0; i < n; i++)
-		sw_stash_drop(qp, sw_stash_peek(qp, sw_psn_add(epsn, i)));
+		sw_stash_drop(qp, kept[i]);
 	return n;
 }
 

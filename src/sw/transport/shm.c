@@ -426,14 +426,16 @@ int sw_shm_send(struct sw_engine *eng, const uint8_t *const *pkt, const size_t *
 	if (o->holds.n) /* the clock only when there is something to let go */
 		out_release(eng->shm, o, sw_now_ns());
 	for (i = 0; i < n; i++) {
-		ret = ring_put(o, pkt[i], len[i], ref && sw_ref_on(&ref[i]) ? SHM_REC_REF : 0);
+		bool by_ref = ref && sw_ref_on(&ref[i]);
+
+		ret = ring_put(o, pkt[i], len[i], by_ref ? SHM_REC_REF : 0);
 		if (ret)
 			break;
 		if (ref && ref[i].n)
 			out_hold(eng->shm, o, &ref[i]);
 		bytes += len[i];
-		refs += ref && sw_ref_on(&ref[i]);
-		pkts += ref && sw_ref_on(&ref[i]) ? ref[i].pkts : 1; /* a run: its packets */
+		refs += by_ref;
+		pkts += by_ref ? ref[i].pkts : 1; /* a run: its packets */
 	}
 	if (i) { /* counted once per call: posting threads share these lines */
 		ring_publish(o);

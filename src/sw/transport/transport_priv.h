@@ -361,6 +361,15 @@ int sw_fault_send(struct sw_engine *eng, const uint8_t *pkt, size_t len, const s
 /* fault.c: how many of a batch of `n` may go before the socket "fills" (again=F). */
 uint32_t sw_fault_batch_room(struct sw_engine *eng, uint32_t n);
 /*
+ * Send-side duplicates or reordering: packets go one at a time, copied,
+ * through sw_fault_send() (no batch, no references, no runs). Loss and
+ * refused sends alone keep the batch.
+ */
+static inline bool sw_fault_one_by_one(const struct sw_fault *f)
+{
+	return f->on_tx && (f->dup_ppm || f->reorder_ppm);
+}
+/*
  * What send-side loss (drop=F without dup or reorder) does to a packet of
  * a batch (struct sw_tx_batch.fate): drawn when it is sent, one draw per
  * PSN it stands for; or already drawn by the requester for a run.
