@@ -43,6 +43,8 @@ struct t_stats {
 	/* resent packets, socket overflows, budget waits, probes, timer deferrals */
 	unsigned long long resent, sock_ovfl, budget_waits, probes, deferrals;
 	unsigned long long sleeps; /* the progress thread's sleeps in poll(2) */
+	unsigned long long leased_sleeps; /* of them, without the links' doorbells */
+	unsigned long long lease_stalls; /* leased wake-ups that found packets waiting */
 	unsigned long long ip_id_rx, ip_id_refused; /* recovered IPv4 IDs taken, refused */
 	/* UDP offloads: GSO sends, their packets, refusals; GRO datagrams, their packets */
 	unsigned long long gso_sends, gso_pkts, gso_refused, gro_recvs, gro_pkts;
@@ -150,9 +152,11 @@ static inline int t_stats_parse(const char *text, struct t_stats *s)
 			s->sleeps += v[0];
 			s->lines |= T_STATS_PROGRESS;
 			if (sscanf(p,
-				   "softverbs:   progress thread: sleeps %*u; application threads: "
-				   "passes %llu packets %llu",
-				   &v[1], &v[2]) == 2) {
+				   "softverbs:   progress thread: sleeps %*u (leased %llu, stalled "
+				   "%llu); application threads: passes %llu packets %llu",
+				   &v[3], &v[4], &v[1], &v[2]) == 4) {
+				s->leased_sleeps += v[3];
+				s->lease_stalls += v[4];
 				s->app_passes += v[1];
 				s->app_pkts += v[2];
 			}

@@ -51,11 +51,12 @@ static inline int t_gid_index(void)
 
 /*
  * Set up an endpoint on `ctx` (NULL: open the first device) with a
- * `len`-byte buffer registered with `access`, a CQ of `depth` entries and
- * a QP of `type` in INIT. 0 or -1 (a failed CHECK says why).
+ * `len`-byte buffer registered with `access`, a CQ of `depth` entries
+ * (its events to `ch`, or none) and a QP of `type` in INIT. 0 or -1 (a
+ * failed CHECK says why).
  */
-static inline int t_ep_init(struct t_ep *e, struct ibv_context *ctx, enum ibv_qp_type type,
-			    size_t len, int access, int depth)
+static inline int t_ep_init_ch(struct t_ep *e, struct ibv_context *ctx, enum ibv_qp_type type,
+			       size_t len, int access, int depth, struct ibv_comp_channel *ch)
 {
 	struct ibv_qp_init_attr ia = {0};
 	struct ibv_qp_attr a = {0};
@@ -67,7 +68,7 @@ static inline int t_ep_init(struct t_ep *e, struct ibv_context *ctx, enum ibv_qp
 	if (!CHECK(e->ctx))
 		return -1;
 	e->pd = ibv_alloc_pd(e->ctx);
-	e->cq = ibv_create_cq(e->ctx, depth * 2, NULL, NULL, 0);
+	e->cq = ibv_create_cq(e->ctx, depth * 2, NULL, ch, 0);
 	e->len = len;
 	e->buf = aligned_alloc(4096, (len + 4095) & ~(size_t)4095);
 	if (!CHECK(e->pd && e->cq && e->buf))
@@ -101,6 +102,13 @@ static inline int t_ep_init(struct t_ep *e, struct ibv_context *ctx, enum ibv_qp
 		mask |= IBV_QP_ACCESS_FLAGS;
 	}
 	return CHECK(ibv_modify_qp(e->qp, &a, mask) == 0) ? 0 : -1;
+}
+
+/* t_ep_init_ch() without a completion channel. */
+static inline int t_ep_init(struct t_ep *e, struct ibv_context *ctx, enum ibv_qp_type type,
+			    size_t len, int access, int depth)
+{
+	return t_ep_init_ch(e, ctx, type, len, access, depth, NULL);
 }
 
 static inline struct t_addr t_addr_of(const struct t_ep *e, uint32_t psn)

@@ -137,6 +137,13 @@ void sw_transport_settle(struct sw_qp *qp);
  */
 bool sw_transport_poll(struct sw_dev *dev);
 
+/*
+ * A CQ of `dev` was armed (req_notify_cq): its application is about to
+ * wait without polling, so the progress thread must not sleep leased
+ * (transport/progress.c) any longer. Any thread, no lock held.
+ */
+void sw_transport_unlease(struct sw_dev *dev);
+
 /* New send WQEs were posted: send what the window allows (qp->lock held). */
 void sw_transport_kick(struct sw_qp *qp);
 

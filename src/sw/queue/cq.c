@@ -243,6 +243,7 @@ int sw_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
 	if (!cq->armed || arm == SW_CQ_ARM_NEXT)
 		cq->armed = arm;
 	pthread_mutex_unlock(&cq->lock);
+	sw_transport_unlease(sw_dev_of(ibcq->context));
 	return 0;
 }
 

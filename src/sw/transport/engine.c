@@ -130,8 +130,8 @@ static void engine_report(struct sw_engine *eng)
 		"softverbs:   retransmits %llu timeouts %llu duplicates %llu tx_again %llu\n"
 		"softverbs:   resent pkts %llu, socket overflows %llu, budget waits %llu, probes %llu, "
 		"timer deferrals %llu, stashed %llu, selective %llu\n"
-		"softverbs:   progress thread: sleeps %llu; application threads: passes %llu "
-		"packets %llu\n"
+		"softverbs:   progress thread: sleeps %llu (leased %llu, stalled %llu); application "
+		"threads: passes %llu packets %llu\n"
 		"softverbs:   naks rx seq %llu rnr %llu err %llu, tx seq %llu rnr %llu err %llu\n"
 		"softverbs:   drops malformed %llu icrc %llu no_qp %llu state %llu qkey %llu "
 		"no_recv %llu out_of_window %llu\n"
@@ -150,6 +150,7 @@ static void engine_report(struct sw_engine *eng)
 		(unsigned long long)c->budget_waits, (unsigned long long)c->probes,
 		(unsigned long long)c->timer_deferrals, (unsigned long long)c->stashed,
 		(unsigned long long)c->selective, (unsigned long long)c->sleeps,
+		(unsigned long long)c->leased_sleeps, (unsigned long long)c->lease_stalls,
 		(unsigned long long)c->app_passes, (unsigned long long)c->app_pkts,
 		(unsigned long long)c->seq_naks_rx, (unsigned long long)c->rnr_naks_rx,
 		(unsigned long long)c->err_naks_rx, (unsigned long long)c->seq_naks_tx,

@@ -38,6 +38,12 @@
 enum {
 	IDLE_SLEEP_NS = 100 * 1000 * 1000,
 	SW_TIMER_BATCHES = 64, /* a full socket buffer of MTU packets, about */
+	LEASE_NS = 200 * 1000, /* a leased sleep, at most */
+	LEASE_FRESH_NS = 20 * 1000, /* a pass this recent: the packets found did not wait */
+	LEASE_STALE_NS = 100 * 1000, /* no pass this long: the packets found may have waited */
+	LEASE_OFF_NS = 10 * 1000 * 1000, /* no lease after one that kept a packet waiting */
+	LEASE_OFF_SHORT_NS = 2 * 1000 * 1000, /* ... after LEASE_CLEAN clean leased sleeps */
+	LEASE_CLEAN = 16,
 	RX_SETS = 8, /* slot sets of SW_RX_BATCH: batches taken before one fence */
 	RX_SLOTS = RX_SETS * SW_RX_BATCH,
 	PFD_SHM = 4, /* poll(2): the same-host links' descriptors start here */
@@ -710,6 +716,68 @@ static bool spin_now(const struct sw_engine *eng, uint64_t now, uint64_t worked_
 	return !eng->app_rx || now - polled_ns >= eng->spin_ns;
 }
 
+/* The progress thread's view of its leases (lease_decide). */
+struct lease_state {
+	uint64_t off_until; /* no lease before */
+	unsigned int clean; /* leased wake-ups in a row that found no packet waiting */
+};
+
+/*
+ * Leased sleeps. While an application thread polls its CQs it takes the
+ * packets itself (sw_transport_poll), and a doorbell that wakes this
+ * thread for a link's packet only makes it find them gone, contend for
+ * the receive token, and go back to sleep, which announces the next
+ * sleep and so asks for the next doorbell: one system call on the
+ * sending side and one wake-up here per batch of packets (a fifth of
+ * the sending thread's time in a WRITE stream whose initiator polls).
+ * So after a wake-up at which an application thread had taken a pass
+ * in the last LEASE_FRESH_NS, the next sleep is leased: it does not
+ * announce itself, so the links' producers do not ring, and it lasts at
+ * most LEASE_NS. A lease goes on while application threads keep taking
+ * passes. An application that stops polling leaves a packet waiting at
+ * most that long (twice at the boundary), and once in a while: a leased
+ * wake-up that finds packets with no pass in the last LEASE_STALE_NS
+ * (so they may have waited) counts a stall and ends leases for
+ * LEASE_OFF_NS. That is the ping-pong whose application polls its CQ
+ * for its own completion, then watches memory for the peer's WRITE:
+ * at most one stall per LEASE_OFF_NS. req_notify_cq ends a lease at
+ * once (sw_transport_unlease): an application arms a CQ to wait
+ * without polling. The UDP socket and the wake-up descriptor wake this
+ * thread as ever; only the links' doorbells are spared.
+ *
+ * `passes` and `notifies` are the counts when the thread went to sleep;
+ * `n` what the first pass after the wake-up took.
+ */
+static void lease_decide(struct sw_engine *eng, int n, uint64_t passes, unsigned int notifies,
+			 uint64_t now, struct lease_state *ls)
+{
+	bool polled = atomic_load_explicit(&eng->cnt.app_passes, memory_order_relaxed) != passes;
+	bool leased = atomic_load_explicit(&eng->leased, memory_order_relaxed);
+	int64_t age = (int64_t)(now - atomic_load_explicit(&eng->pass_ns, memory_order_relaxed));
+
+	if (leased && n > 0 && (!polled || age > LEASE_STALE_NS)) {
+		atomic_fetch_add_explicit(&eng->cnt.lease_stalls, 1, memory_order_relaxed);
+		ls->off_until =
+			now + (ls->clean >= LEASE_CLEAN ? LEASE_OFF_SHORT_NS : LEASE_OFF_NS);
+		ls->clean = 0;
+		atomic_store_explicit(&eng->leased, false, memory_order_relaxed);
+		return;
+	}
+	if (leased)
+		ls->clean++;
+	if (!polled) {
+		atomic_store_explicit(&eng->leased, false, memory_order_relaxed);
+		ls->clean = 0;
+		return;
+	}
+	if (age > LEASE_FRESH_NS || now < ls->off_until || !eng->shm)
+		return;
+	/* store, then load, against sw_transport_unlease's add, then load */
+	atomic_store(&eng->leased, true);
+	if (atomic_load(&eng->notifies) != notifies)
+		atomic_store(&eng->leased, false);
+}
+
 /* Contract: the progress thread's body; returns when eng->stop is set. */
 void *sw_progress_main(void *arg)
 {
@@ -718,6 +786,11 @@ void *sw_progress_main(void *arg)
 	/* when it last had work, and last saw an application poll an empty CQ */
 	uint64_t next_timer = 0, worked_ns = 0, polled_ns = 0;
 	unsigned int busy = 0; /* nonempty batches since the timers last ran */
+	/* leased sleeps: the counts at the last sleep, no lease before `lease_off` */
+	uint64_t slept_passes = 0;
+	struct lease_state ls = {0};
+	unsigned int slept_notifies = 0;
+	bool woke = false; /* the next batch is the first after a sleep */
 
 	sem_post(&eng->started);
 	pthread_mutex_lock(&eng->rx_token); /* released only to sleep */
@@ -733,6 +806,10 @@ void *sw_progress_main(void *arg)
 		now = sw_now_ns();
 		if (n > 0)
 			worked_ns = now;
+		if (woke) {
+			woke = false;
+			lease_decide(eng, n, slept_passes, slept_notifies, now, &ls);
+		}
 
 		/*
 		 * Timers only once the socket is empty: after a stall (this
@@ -784,15 +861,22 @@ void *sw_progress_main(void *arg)
 			{.fd = sw_mcast_pollfd(eng), .events = POLLIN},
 		};
 		uint64_t wait_ns = next_timer > now ? next_timer - now : 0;
-		int ms = (int)((wait_ns + 999999) / 1000000), ready;
+		bool lease = atomic_load_explicit(&eng->leased, memory_order_relaxed);
+		struct timespec ts;
+		int ready;
 		int nshm = sw_shm_pollfds(eng, pfd + PFD_SHM, SW_SHM_POLL_MAX);
 
+		if (lease && wait_ns > LEASE_NS)
+			wait_ns = LEASE_NS;
+		ts.tv_sec = (time_t)(wait_ns / 1000000000);
+		ts.tv_nsec = (long)(wait_ns % 1000000000);
 		/*
-		 * Announce the sleep, then look for a wake-up once more: a
-		 * sw_engine_wake() before the announcement left no eventfd
-		 * count (see there). The same for the links' producers.
+		 * Announce the sleep (but for a leased one), then look for a
+		 * wake-up once more: a sw_engine_wake() before the announcement
+		 * left no eventfd count (see there). The same for the links'
+		 * producers.
 		 */
-		if (!sw_shm_sleep_begin(eng))
+		if (!sw_shm_sleep_begin(eng, !lease))
 			continue;
 		atomic_store(&eng->sleeping, true);
 		if (atomic_exchange(&eng->wake_pending, false)) {
@@ -803,13 +887,18 @@ void *sw_progress_main(void *arg)
 			continue;
 		}
 		atomic_fetch_add_explicit(&eng->cnt.sleeps, 1, memory_order_relaxed);
+		if (lease)
+			atomic_fetch_add_explicit(&eng->cnt.leased_sleeps, 1, memory_order_relaxed);
+		slept_passes = atomic_load_explicit(&eng->cnt.app_passes, memory_order_relaxed);
+		slept_notifies = atomic_load(&eng->notifies);
+		woke = true;
 		/*
 		 * Asleep, the receive side is free for the application threads
 		 * that poll their CQs (sw_transport_poll). A link's descriptor
 		 * that one of them closes meanwhile only ends the poll early.
 		 */
 		pthread_mutex_unlock(&eng->rx_token);
-		ready = poll(pfd, (nfds_t)(PFD_SHM + nshm), ms);
+		ready = ppoll(pfd, (nfds_t)(PFD_SHM + nshm), &ts, NULL);
 		pthread_mutex_lock(&eng->rx_token);
 		atomic_store(&eng->sleeping, false);
 		sw_shm_sleep_end(eng);
@@ -856,6 +945,18 @@ unsigned int sw_fork_gen_now(void)
 	return atomic_load_explicit(&fork_gen, memory_order_relaxed);
 }
 
+/* Contract: see sw/transport.h. Store-then-load against lease_decide(). */
+void sw_transport_unlease(struct sw_dev *dev)
+{
+	struct sw_engine *eng = dev->eng;
+
+	if (!eng)
+		return;
+	atomic_fetch_add(&eng->notifies, 1);
+	if (atomic_load(&eng->leased) && atomic_exchange(&eng->leased, false))
+		sw_engine_wake(eng); /* a leased sleep: sleep again, announced */
+}
+
 /*
  * Contract: see sw/transport.h. Only while the progress thread sleeps:
  * awake, it takes the packets itself, and a second thread at the
@@ -882,6 +983,7 @@ bool sw_transport_poll(struct sw_dev *dev)
 	atomic_fetch_add_explicit(&eng->sweeps, 1, memory_order_release);
 	if (atomic_load_explicit(&eng->budget.nwait, memory_order_relaxed))
 		sw_budget_serve(eng);
+	atomic_store_explicit(&eng->pass_ns, sw_now_ns(), memory_order_relaxed);
 	pthread_mutex_unlock(&eng->rx_token);
 	atomic_fetch_add_explicit(&eng->cnt.app_passes, 1, memory_order_relaxed);
 	if (n > 0)

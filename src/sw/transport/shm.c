@@ -710,14 +710,14 @@ const uint8_t *sw_shm_map(struct sw_engine *eng, const struct sw_pkt *pkt, uint3
 }
 
 /* Contract: see transport_priv.h. The receive token's holder only (progress.c). */
-bool sw_shm_sleep_begin(struct sw_engine *eng)
+bool sw_shm_sleep_begin(struct sw_engine *eng, bool announce)
 {
 	struct sw_shm *s = eng->shm;
 	bool ready = false;
 
 	if (!s)
 		return true; /* no links: nothing to announce */
-	for (uint32_t i = 0; i < s->nin; i++)
+	for (uint32_t i = 0; i < s->nin && announce; i++)
 		if (s->in[i].hdr)
 			atomic_store(&s->in[i].hdr->sleeping, 1); /* see ring_publish() */
 	for (uint32_t i = 0; i < s->nin && !ready; i++)

@@ -77,7 +77,9 @@ struct sw_counters {
 	/* packets kept after a gap (stash.c); NAKs answered by one packet (sw_req_selective) */
 	atomic_ullong stashed, selective;
 	/* times the progress thread went to sleep in poll(2) (progress.c) */
-	atomic_ullong sleeps;
+	/* leased: without the links' doorbells; stalls: leased wake-ups that found packets waiting
+	 */
+	atomic_ullong sleeps, leased_sleeps, lease_stalls;
 	atomic_ullong app_passes, app_pkts; /* receive passes by application threads */
 	/* packets fault injection (SOFTVERBS_FAULT) dropped, sent twice, held back */
 	atomic_ullong fault_drops, fault_dups, fault_reorders;
@@ -186,6 +188,14 @@ struct sw_engine {
 	int wake_fd; /* eventfd: post_send asks for attention */
 	atomic_bool wake_pending; /* sw_engine_wake() since the thread last looked */
 	atomic_bool sleeping; /* the thread is in (or about to enter) poll(2) */
+	/*
+	 * Leased sleeps (progress.c): the thread sleeps without ringing
+	 * producers' doorbells because an application thread polls; `notifies`
+	 * counts req_notify_cq calls, which end a lease (sw_transport_unlease).
+	 */
+	atomic_bool leased;
+	atomic_uint notifies;
+	atomic_ullong pass_ns; /* when an application thread's receive pass last ended */
 	/*
 	 * When the thread next runs the timers (ns, CLOCK_MONOTONIC);
 	 * UINT64_MAX while it scans them. A timer armed for later needs no
@@ -565,10 +575,11 @@ void sw_shm_push_end(struct sw_engine *eng, const struct sw_pkt *pkt);
 const uint8_t *sw_shm_map(struct sw_engine *eng, const struct sw_pkt *pkt, uint32_t tag,
 			  uint64_t addr, uint32_t len);
 /*
- * Progress thread, before poll(2): announce the sleep to every producer;
- * false (and nothing announced) if a ring already holds a packet.
+ * Progress thread, before poll(2): announce the sleep to every producer
+ * (unless !announce: a leased sleep, progress.c); false (and nothing
+ * announced) if a ring already holds a packet.
  */
-bool sw_shm_sleep_begin(struct sw_engine *eng);
+bool sw_shm_sleep_begin(struct sw_engine *eng, bool announce);
 /* After poll(2) returned. */
 void sw_shm_sleep_end(struct sw_engine *eng);
 /* The descriptors the progress thread polls for the links (at most `max`); their count. */
