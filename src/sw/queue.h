@@ -89,6 +89,14 @@ struct sw_cq {
 	struct ibv_cq_ex ibv; /* ibv_cq is its prefix */
 	pthread_mutex_t lock;
 	struct sw_ring ring; /* struct sw_cqe slots, nslots > cqe */
+	/*
+	 * Completions in the ring: written under lock after each change of
+	 * it (sw_cq_avail_set), read without it by ibv_poll_cq, so that a
+	 * poll of an empty CQ takes no lock the receiving thread may hold
+	 * (in a stream of small messages, each collision was two futex
+	 * calls).
+	 */
+	atomic_uint avail;
 	uint64_t wc_flags; /* ibv_create_cq_wc_flags the CQ reports */
 	struct sw_pd *pd; /* parent domain given at creation, or NULL */
 	atomic_int usecnt; /* QPs and SRQs using it */
@@ -107,6 +115,12 @@ struct sw_cq {
 static inline struct sw_cq *sw_cq(struct ibv_cq *cq)
 {
 	return (struct sw_cq *)cq;
+}
+
+/* Publish the ring's fill after a change (cq->lock held). */
+static inline void sw_cq_avail_set(struct sw_cq *cq)
+{
+	atomic_store_explicit(&cq->avail, sw_ring_used(&cq->ring), memory_order_relaxed);
 }
 
 /*

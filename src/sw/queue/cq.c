@@ -179,6 +179,7 @@ int sw_resize_cq(struct ibv_cq *ibcq, int cqe)
 	nr.cons = 0;
 	sw_ring_free(&cq->ring);
 	cq->ring = nr;
+	sw_cq_avail_set(cq);
 	ibcq->cqe = (int)(nr.nslots - 1);
 out:
 	pthread_mutex_unlock(&cq->lock);
@@ -197,6 +198,7 @@ static int take(struct sw_cq *cq, int num_entries, struct ibv_wc *wc)
 		wc[n++] = e->wc;
 		cq->ring.cons++;
 	}
+	sw_cq_avail_set(cq);
 	pthread_mutex_unlock(&cq->lock);
 	return n;
 }
@@ -209,7 +211,8 @@ int sw_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
 
 	if (num_entries < 0)
 		return -EINVAL;
-	n = take(cq, num_entries, wc);
+	/* empty: no lock (sw_cq.avail) */
+	n = atomic_load_explicit(&cq->avail, memory_order_relaxed) ? take(cq, num_entries, wc) : 0;
 	if (!n && num_entries && sw_cq_empty_poll(ibcq->context))
 		n = take(cq, num_entries, wc);
 	return n;
@@ -293,6 +296,7 @@ int sw_cq_push(struct sw_cq *cq, const struct ibv_wc *wc, bool solicited)
 	e->ts_ns = ts;
 	e->wallclock_ns = wall;
 	cq->ring.prod++;
+	sw_cq_avail_set(cq);
 	if ((cq->armed == SW_CQ_ARM_NEXT ||
 	     (cq->armed == SW_CQ_ARM_SOLICITED && (solicited || wc->status != IBV_WC_SUCCESS))) &&
 	    !sw_cq_mod_hold(cq))
@@ -332,5 +336,6 @@ void sw_cq_clean(struct sw_cq *cq, uint32_t qp_num)
 			memcpy(sw_ring_slot(&cq->ring, keep), e, sizeof(*e));
 	}
 	cq->ring.cons = keep;
+	sw_cq_avail_set(cq);
 	pthread_mutex_unlock(&cq->lock);
 }

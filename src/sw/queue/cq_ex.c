@@ -68,6 +68,7 @@ static int sw_next_poll(struct ibv_cq_ex *ibcq)
 
 	if (cq->cur) {
 		cq->ring.cons++;
+		sw_cq_avail_set(cq);
 		cq->cur = NULL;
 	}
 	return set_current(cq);
@@ -80,6 +81,7 @@ static void sw_end_poll(struct ibv_cq_ex *ibcq)
 
 	if (cq->cur) {
 		cq->ring.cons++;
+		sw_cq_avail_set(cq);
 		cq->cur = NULL;
 	}
 	pthread_mutex_unlock(&cq->lock);

@@ -902,11 +902,8 @@ void *sw_progress_main(void *arg)
 		pthread_mutex_lock(&eng->rx_token);
 		atomic_store(&eng->sleeping, false);
 		sw_shm_sleep_end(eng);
-		for (int k = PFD_SHM; ready > 0 && k < PFD_SHM + nshm; k++)
-			if (pfd[k].revents) {
-				sw_shm_service(eng, sw_now_ns());
-				break;
-			}
+		if (ready > 0 && nshm)
+			sw_shm_ready(eng, pfd + PFD_SHM, nshm, sw_now_ns());
 		if (ready > 0 && (pfd[1].revents & POLLIN)) {
 			uint64_t v;
 

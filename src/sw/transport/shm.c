@@ -87,6 +87,7 @@ struct sw_shm {
 	uint32_t nin, rr; /* links in use; next to look at */
 	uint64_t sweep_at;
 	uint64_t accept_at; /* out of descriptors: the listener rests until then */
+	uint64_t io_at; /* sw_shm_service without a ready descriptor: accept and drain from then */
 	uint64_t gens; /* links accepted so far: each one's gen */
 	atomic_uint holding; /* out links with holds (shm_release) */
 };
@@ -920,15 +921,15 @@ static void shm_sweep(struct sw_shm *s, uint64_t now)
 	pthread_mutex_unlock(&s->lock);
 }
 
-/* Contract: see transport_priv.h. The receive token's holder only (progress.c). */
-void sw_shm_service(struct sw_engine *eng, uint64_t now)
+/*
+ * Take the rings of links whose hello came, drain doorbells, close links
+ * that hung up or never said hello. The receive token's holder only
+ * (progress.c), as everything below.
+ */
+static void shm_serve_links(struct sw_engine *eng, uint64_t now)
 {
 	struct sw_shm *s = eng->shm;
 
-	if (!s)
-		return;
-	if (s->lfd >= 0)
-		shm_accept(eng, now);
 	for (uint32_t i = 0; i < s->nin;) {
 		struct shm_in *l = &s->in[i];
 		int r = l->hdr ? 1 : in_hello(l, eng->pull);
@@ -940,6 +941,41 @@ void sw_shm_service(struct sw_engine *eng, uint64_t now)
 		if (r > 0 && !l->hup && !in_drain(l))
 			l->hup = true; /* sw_shm_recv() closes it when it is empty */
 		i++;
+	}
+}
+
+/* Contract: see transport_priv.h. */
+void sw_shm_ready(struct sw_engine *eng, const struct pollfd *p, int n, uint64_t now)
+{
+	struct sw_shm *s = eng->shm;
+	bool links = false;
+
+	for (int k = 0; s && k < n; k++) {
+		if (!p[k].revents)
+			continue;
+		if (p[k].fd == s->lfd)
+			shm_accept(eng, now);
+		else
+			links = true;
+	}
+	if (links)
+		shm_serve_links(eng, now);
+	if (s)
+		shm_release(s, now);
+}
+
+/* Contract: see transport_priv.h. */
+void sw_shm_service(struct sw_engine *eng, uint64_t now)
+{
+	struct sw_shm *s = eng->shm;
+
+	if (!s)
+		return;
+	if (now >= s->io_at) {
+		s->io_at = now + SHM_IO_NS;
+		if (s->lfd >= 0)
+			shm_accept(eng, now);
+		shm_serve_links(eng, now);
 	}
 	if (now >= s->sweep_at) {
 		s->sweep_at = now + SHM_SWEEP_NS;

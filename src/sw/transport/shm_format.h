@@ -53,6 +53,8 @@ enum {
 #define SHM_HELLO_NS (1000ull * 1000 * 1000)
 /* hung-up outgoing links are looked for every 100 ms */
 #define SHM_SWEEP_NS (100ull * 1000 * 1000)
+/* accepts and doorbell drains that no ready descriptor asked for: at most every 1 ms */
+#define SHM_IO_NS (1000ull * 1000)
 
 /* The shared header; the consumer trusts none of it but what it checks. */
 struct shm_hdr {

@@ -588,11 +588,18 @@ enum {
 };
 int sw_shm_pollfds(struct sw_engine *eng, struct pollfd *p, int max);
 /*
- * Progress thread: accept links, take their rings, drain doorbells,
- * close links whose other end hung up. Cheap; call after poll(2) and
- * whenever the timers run.
+ * Progress thread, whenever the timers run: accept links, take their
+ * rings, drain doorbells, close links whose other end hung up (these
+ * system calls at most once per SHM_IO_NS, 1 ms, so that a thread woken
+ * often does not pay them at each wake-up); age mappings, release holds.
  */
 void sw_shm_service(struct sw_engine *eng, uint64_t now);
+/*
+ * After poll(2): the `n` descriptors sw_shm_pollfds() gave, with their
+ * revents. Accepts if the listener was ready, serves the links if one
+ * of theirs was; releases holds.
+ */
+void sw_shm_ready(struct sw_engine *eng, const struct pollfd *p, int n, uint64_t now);
 
 /* ---- gsi.c: the general services endpoint (QP1, sw/gsi.h) ---- */
 
