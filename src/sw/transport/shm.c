@@ -950,7 +950,9 @@ void sw_shm_ready(struct sw_engine *eng, const struct pollfd *p, int n, uint64_t
 	struct sw_shm *s = eng->shm;
 	bool links = false;
 
-	for (int k = 0; s && k < n; k++) {
+	if (!s)
+		return;
+	for (int k = 0; k < n; k++) {
 		if (!p[k].revents)
 			continue;
 		if (p[k].fd == s->lfd)
@@ -960,8 +962,7 @@ void sw_shm_ready(struct sw_engine *eng, const struct pollfd *p, int n, uint64_t
 	}
 	if (links)
 		shm_serve_links(eng, now);
-	if (s)
-		shm_release(s, now);
+	shm_release(s, now);
 }
 
 /* Contract: see transport_priv.h. */

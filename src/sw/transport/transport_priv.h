@@ -76,8 +76,10 @@ struct sw_counters {
 	atomic_ullong timer_deferrals;
 	/* packets kept after a gap (stash.c); NAKs answered by one packet (sw_req_selective) */
 	atomic_ullong stashed, selective;
-	/* times the progress thread went to sleep in poll(2) (progress.c) */
-	/* leased: without the links' doorbells; stalls: leased wake-ups that found packets waiting
+	/*
+	 * times the progress thread went to sleep in poll(2) (progress.c); of
+	 * them leased (without the links' doorbells); leased wake-ups that
+	 * found packets waiting
 	 */
 	atomic_ullong sleeps, leased_sleeps, lease_stalls;
 	atomic_ullong app_passes, app_pkts; /* receive passes by application threads */
