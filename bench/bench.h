@@ -15,7 +15,8 @@
  *   ucx.c         ucx_perftest over posix, cma and tcp
  *   fabric.c      libfabric's fi_pingpong over shm and tcp
  *   vm_copy.c     process_vm_writev baseline
- *   peer_targets.c  the targets against the peers (issue 17)
+ *   peer_targets.c  the targets against the peers (issue 17; peer_targets.h)
+ *   paired.c      each target's two sides measured again, alternately
  *   alloc_reg.c   ibv_alloc_buf + ibv_reg_buf_mr against posix_memalign + ibv_reg_mr
  *   dmah.c        ibv_alloc_dmah rate and registration with a DMA handle
  *   loss.c        WRITE under packet loss; N QPs x M processes (loss.h)
@@ -211,6 +212,15 @@ void rec_set(struct rec *r, const char *key, double v);
 /* The value of `key` of the matching record; NaN if none. */
 double rec_get(const char *fam, const char *op, const char *variant, uint64_t size,
 	       const char *key);
+/*
+ * Records made after rec_mark() are numbered from its value on:
+ * rec_at(i, key) is the value of `key` of record i (NaN if none), and
+ * rec_release(mark) drops every record made since (the paired family
+ * measures points again without adding them to the tables).
+ */
+int rec_mark(void);
+double rec_at(int i, const char *key);
+void rec_release(int mark);
 void print_tables(void);
 /* "met", "MISSED" or "not measured" (NaN) for ratio `r` against a bound. */
 const char *verdict(double r, double bound, bool at_least);
@@ -245,6 +255,18 @@ void bw_point(const char *fam, const char *op, const char *variant, enum test t,
 	      enum mr_kind mr);
 /* The planned time of one two-process point (progress ETA). */
 double bench_point_weight(void);
+/* verbs_lat.c: one WRITE latency point, a "lat" record (variant from the flags). */
+void lat_point(uint64_t size, bool busy, bool pin, bool udp);
+/* memcpy_bw.c: memcpy of `size` bytes for `secs`, a "memcpy" record in GB/s. */
+void memcpy_point(uint64_t size, double secs);
+/* udp.c: the 8-byte UDP ping-pong of `variant` ("busy_poll", ...), a "udp" record. */
+void udp_pingpong_point(const char *variant);
+/*
+ * ucx.c: one ucx_perftest point, `test` ("put_bw", "put_lat") over the
+ * transport of record variant `variant` ("posix", "cma", "tcp_lo"); a
+ * "ucx" record, or only a note when ucx_perftest is missing or fails.
+ */
+void ucx_one(const char *test, const char *variant, uint32_t size);
 
 void run_memcpy(void);
 void run_udp(void);
@@ -256,6 +278,7 @@ void run_dmah(void);
 void run_loss(void);
 void run_fabric(void);
 void run_vm_copy(void);
+void run_paired(void);
 /* Planned weight of each family for the progress ETA. */
 double plan_memcpy(void);
 double plan_udp(void);
@@ -267,5 +290,6 @@ double plan_dmah(void);
 double plan_loss(void);
 double plan_fabric(void);
 double plan_vm_copy(void);
+double plan_paired(void);
 
 #endif

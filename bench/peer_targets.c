@@ -14,28 +14,20 @@
  *   put bandwidth; 8-byte busy-poll latency <= 2x the UDP busy
  *   ping-pong's.
  *
- * A side not measured (a peer missing, a size not in the sweep) gives
- * NaN: "not measured", null in the JSON.
+ * Each target has two ratios: the sweep's (its two figures from the
+ * tables, measured minutes apart) and the paired one (paired.c: both
+ * sides again, back to back, the median of alternating rounds). A
+ * target is judged by the paired ratio when the paired family ran, by
+ * the sweep's otherwise; the JSON's "ratio" is the one judged, next to
+ * "sweep" and "paired". A side not measured (a peer missing, a size not
+ * in the sweep) gives NaN: "not measured", null in the JSON.
  */
-#include "bench.h"
+#include "peer_targets.h"
 
 #include <stdio.h>
 #include <string.h>
 
-/* One figure of the run: a record's value times `scale`. */
-struct fig {
-	const char *fam, *op, *variant;
-	uint64_t size;
-	const char *key;
-	double scale;
-};
-
-static const struct peer_target {
-	const char *json, *text;
-	struct fig num, den; /* den.fam NULL: the figure itself */
-	double goal;
-	bool at_least;
-} targets[] = {
+const struct peer_target peer_targets[] = {
 	{"peer_write64k_vs_ucx_cma",
 	 "same host, WRITE 64 KiB / UCX cma put_bw",
 	 {"bw", "WRITE", "", 64 * KIB, "gbps", 1},
@@ -103,6 +95,7 @@ static const struct peer_target {
 	 2.0,
 	 false},
 };
+const size_t n_peer_targets = N_OF(peer_targets);
 
 /* The value of figure `f`; NaN when not measured. */
 static double fig_get(const struct fig *f)
@@ -110,12 +103,26 @@ static double fig_get(const struct fig *f)
 	return rec_get(f->fam, f->op, f->variant, f->size, f->key) * f->scale;
 }
 
-/* Target `t`'s ratio (or figure); NaN when a side was not measured. */
-static double ratio(const struct peer_target *t)
+/* Target `t`'s ratio (or figure) in the sweep; NaN when a side was not measured. */
+static double sweep_ratio(const struct peer_target *t)
 {
 	double n = fig_get(&t->num);
 
 	return t->den.fam ? n / fig_get(&t->den) : n;
+}
+
+/* The same from the paired family (paired.c); NaN when it did not run. */
+static double paired_ratio(const struct peer_target *t)
+{
+	return rec_get("paired", t->json, "", 0, "ratio");
+}
+
+/* The ratio a target is judged by: the paired one where measured, else the sweep's. */
+static double judged_ratio(const struct peer_target *t)
+{
+	double p = paired_ratio(t);
+
+	return p == p ? p : sweep_ratio(t);
 }
 
 /* Sets `key` of `r` to v / peer unless the peer was not measured. */
@@ -161,25 +168,30 @@ void peer_targets_print(bool heading)
 {
 	if (heading)
 		printf("\ntargets:\n");
-	for (size_t i = 0; i < N_OF(targets); i++) {
-		const struct peer_target *t = &targets[i];
-		double r = ratio(t);
+	for (size_t i = 0; i < n_peer_targets; i++) {
+		const struct peer_target *t = &peer_targets[i];
+		double r = judged_ratio(t);
 
-		printf("  peers: %-50s %s %.2f: %6.3g  %s\n", t->text,
-		       t->at_least ? ">=" : "<=", t->goal, r, verdict(r, t->goal, t->at_least));
+		printf("  peers: %-50s %s %.2f: sweep %6.3g, paired %6.3g  %s\n", t->text,
+		       t->at_least ? ">=" : "<=", t->goal, sweep_ratio(t), paired_ratio(t),
+		       verdict(r, t->goal, t->at_least));
 	}
 }
 
 /* Contract: see bench.h. */
 void peer_targets_json(FILE *f)
 {
-	for (size_t i = 0; i < N_OF(targets); i++) {
-		const struct peer_target *t = &targets[i];
-		double r = ratio(t);
+	for (size_t i = 0; i < n_peer_targets; i++) {
+		const struct peer_target *t = &peer_targets[i];
+		double r = judged_ratio(t);
 		bool met = r == r && (t->at_least ? r >= t->goal : r <= t->goal);
 
 		fprintf(f, ",\n    \"%s\": {\"ratio\": ", t->json);
 		json_num(f, r);
+		fprintf(f, ", \"sweep\": ");
+		json_num(f, sweep_ratio(t));
+		fprintf(f, ", \"paired\": ");
+		json_num(f, paired_ratio(t));
 		fprintf(f, ", \"%s\": %.2f, \"met\": %s}", t->at_least ? "goal_min" : "goal_max",
 			t->goal, met ? "true" : "false");
 	}

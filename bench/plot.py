@@ -35,6 +35,7 @@ REQUIRED = {
     "ucx": ["median_us", "mbps", "msgs"],
     "vm_copy": ["gbps"],
     "fabric": ["one_way_us", "mbps"],
+    "paired": ["ratio", "min", "max", "rounds", "num", "den"],
     "loss": ["drop", "gbps", "vs_lossless", "stalled", "verified", "err_wc", "lost",
              "retx_per_lost", "excess_per_lost", "resent_per_lost"],
     "loss_qps": ["drop", "gbps", "vs_lossless", "stalled", "verified", "err_wc", "lost",

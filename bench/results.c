@@ -56,6 +56,9 @@ static const struct {
 		"(zcopy) (median one-way us, MB/s = 1e6 B/s, msg/s)"},
 	{"fabric", "peer: libfabric fi_pingpong, rdm endpoints, shm and tcp providers (its "
 		   "usec/xfer: one-way average; its MB/sec: 1e6 B/s)"},
+	{"paired", "issue 17's targets, both sides measured again back to back, alternating "
+		   "which goes first (ratio: the median of the rounds' ratios; num, den: the "
+		   "medians of the two sides)"},
 };
 
 /* Contract: see bench.h. A new empty record; dies when the table is full. */
@@ -86,6 +89,30 @@ void rec_set(struct rec *r, const char *key, double v)
 		die("too many values in a record");
 	r->key[r->n] = key;
 	r->val[r->n++] = v;
+}
+
+/* Contract: see bench.h. */
+int rec_mark(void)
+{
+	return nrec;
+}
+
+/* Contract: see bench.h. */
+double rec_at(int i, const char *key)
+{
+	if (i < 0 || i >= nrec)
+		return nan_d();
+	for (int k = 0; k < recs[i].n; k++)
+		if (!strcmp(recs[i].key[k], key))
+			return recs[i].val[k];
+	return nan_d();
+}
+
+/* Contract: see bench.h. */
+void rec_release(int mark)
+{
+	if (mark >= 0 && mark < nrec)
+		nrec = mark;
 }
 
 /* Contract: see bench.h. A NULL op or variant matches any. */

@@ -76,6 +76,7 @@ static const struct family {
 	{"vm_copy", plan_vm_copy, run_vm_copy},
 	{"ucx", plan_ucx, run_ucx},
 	{"fabric", plan_fabric, run_fabric},
+	{"paired", plan_paired, run_paired},
 };
 
 /* True when family `name` runs: named by --only, and not a peer left out by --no-peers. */
@@ -97,8 +98,10 @@ static void usage(int status)
 		"                   8,64,512,4K,16K,64K,256K,1M)\n"
 		"  --max-alloc SIZE largest alloc/reg size (default 1G, quick 16M)\n"
 		"  --only LIST      families: memcpy,udp,bw,lat,alloc_reg,dmah,loss,vm_copy,ucx,\n"
-		"                   fabric (default all); loss, vm_copy, ucx and fabric have\n"
-		"                   fixed sizes; loss, with --quick, fewer points\n"
+		"                   fabric,paired (default all); loss, vm_copy, ucx, fabric and\n"
+		"                   paired have fixed sizes; loss, with --quick, fewer points;\n"
+		"                   paired: each target's two sides again, alternately, 3 rounds\n"
+		"                   (--quick: 1)\n"
 		"  --no-peers       leave out the peers, ucx_perftest and fi_pingpong (--no-ucx:\n"
 		"                   the same)\n"
 		"  --json FILE      write the results as JSON\n"
@@ -184,7 +187,7 @@ int main(int argc, char **argv)
 	ssize_t n;
 	int rc = 0;
 
-	opt.only = "memcpy,udp,bw,lat,alloc_reg,dmah,loss,vm_copy,ucx,fabric";
+	opt.only = "memcpy,udp,bw,lat,alloc_reg,dmah,loss,vm_copy,ucx,fabric,paired";
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 

@@ -204,3 +204,24 @@ void run_ucx(void)
 				ucx_point(exe, &tls[t], tests[k], sizes[i], port);
 			}
 }
+
+/*
+ * Contract: see bench.h. Ports of their own, above run_ucx()'s and below
+ * the ephemeral range (29600-32599: 100 per pid slot, two per point,
+ * reused after 50 points).
+ */
+void ucx_one(const char *test, const char *variant, uint32_t size)
+{
+	static unsigned int k;
+	int port = 29600 + (int)(getpid() % 30) * 100 + (int)(k++ % 50) * 2;
+	char exe[512];
+	size_t t = 0;
+
+	while (t < N_OF(tls) && strcmp(tls[t].variant, variant))
+		t++;
+	if (t == N_OF(tls))
+		die("no UCX transport for variant %s", variant);
+	if (!find_exe("ucx_perftest", exe, sizeof(exe)))
+		return;
+	ucx_point(exe, &tls[t], test, size, port);
+}

@@ -296,6 +296,37 @@ double plan_udp(void)
 	return 5 * (opt.secs * 1.2 + 0.3);
 }
 
+/* The ping-pong's variants, in the order run_udp() measures them. */
+static const struct {
+	const char *variant, *what;
+} pingpongs[] = {
+	{"busy_poll", "spinning"},
+	{"busy_poll_pinned", "spinning, pinned to CPUs 0 and 1"},
+	{"busy_poll_yield", "yielding between looks"},
+	{"handoff", "through a receive thread (the hand-off floor)"},
+};
+
+/* Contract: see bench.h. An unknown variant dies. */
+void udp_pingpong_point(const char *variant)
+{
+	struct rec *r;
+	char res[256];
+	double cpu;
+	size_t v = 0;
+
+	while (v < N_OF(pingpongs) && strcmp(pingpongs[v].variant, variant))
+		v++;
+	if (v == N_OF(pingpongs))
+		die("no UDP ping-pong variant %s", variant);
+	r = rec_add("udp", "pingpong", pingpongs[v].variant, 8);
+	mmode.pin = v == 1;
+	mmode.udp_yield = v == 2;
+	mmode.udp_handoff = v == 3;
+	measure("udp", T_WRITE_LAT, 8, false, MR_PLAIN, res, sizeof(res), &cpu);
+	rec_set(r, "median_us", field(res, "med_us"));
+	rec_set(r, "p99_us", field(res, "p99_us"));
+}
+
 /* Contract: see bench.h. The stream, then the ping-pong. */
 void run_udp(void)
 {
@@ -310,21 +341,9 @@ void run_udp(void)
 	rec_set(r, "gbps", field(res, "bytes") / ns);
 	rec_set(r, "mpps", field(res, "msgs") / ns * 1e3);
 	rec_set(r, "cpu_s_per_gb", cpu / (field(res, "total") / 1e9));
-	for (int v = 0; v < 4; v++) {
-		static const char *const variant[] = {"busy_poll", "busy_poll_pinned",
-						      "busy_poll_yield", "handoff"};
-		static const char *const what[] = {"spinning", "spinning, pinned to CPUs 0 and 1",
-						   "yielding between looks",
-						   "through a receive thread (the hand-off floor)"};
-
+	for (size_t v = 0; v < N_OF(pingpongs); v++) {
 		progress_step(opt.secs * 1.2 + 0.3, "UDP loopback, 8-byte busy ping-pong, %s",
-			      what[v]);
-		r = rec_add("udp", "pingpong", variant[v], 8);
-		mmode.pin = v == 1;
-		mmode.udp_yield = v == 2;
-		mmode.udp_handoff = v == 3;
-		measure("udp", T_WRITE_LAT, 8, false, MR_PLAIN, res, sizeof(res), &cpu);
-		rec_set(r, "median_us", field(res, "med_us"));
-		rec_set(r, "p99_us", field(res, "p99_us"));
+			      pingpongs[v].what);
+		udp_pingpong_point(pingpongs[v].variant);
 	}
 }

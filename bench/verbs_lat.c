@@ -141,7 +141,8 @@ void verbs_lat_server(const struct role_args *ra)
 
 /* ---- orchestrator side ---- */
 
-static void lat_point(uint64_t size, bool busy, bool pin, bool udp)
+/* Contract: see bench.h. */
+void lat_point(uint64_t size, bool busy, bool pin, bool udp)
 {
 	struct rec *r = rec_add("lat", "WRITE",
 				udp  ? "busy_poll_udp" :

@@ -19,7 +19,9 @@
 #     present (a stall is a figure there, not a failure); WRITE 1 MiB
 #     between ibv_alloc_buf buffers and over UDP; the process_vm_writev
 #     baseline (or a note saying why the kernel refused it); the peers'
-#     targets in the JSON and the note that the peers were left out;
+#     targets in the JSON and the note that the peers were left out; the
+#     paired family's records of the targets without a peer, and those
+#     targets judged by their paired ratio;
 #   - with python3-matplotlib installed, that PLOT_PY draws a PNG (else
 #     that point is skipped, saying how to get it).
 # TAP output; exit 0 when every point passed.
@@ -57,7 +59,7 @@ echo "# sv_bench took $((t1 - t0)) s, exit $rc"
 point $rc "sv_bench --quick with tiny limits exits 0"
 grep -q '^RDMA bandwidth' "$dir/table.txt" && grep -q '^targets:' "$dir/table.txt"
 point $? "the plain table and the targets are printed"
-[ "$(grep -cE '^  peers: .+ (>=|<=) [0-9.]+: +[^ ]+  (met|MISSED|not measured)$' "$dir/table.txt")" -eq 11 ]
+[ "$(grep -cE '^  peers: .+ (>=|<=) [0-9.]+: sweep +[^ ]+, paired +[^ ]+  (met|MISSED|not measured)$' "$dir/table.txt")" -eq 11 ]
 point $? "the 11 target lines against the peers are printed"
 [ ! -s "$dir/stderr.txt" ]
 point $? "--quiet: nothing on stderr"
@@ -139,6 +141,17 @@ for t in ("peer_write64k_vs_ucx_cma", "peer_write1m_vs_ucx_cma", "peer_read64k_v
     g = doc["targets"].get(t, {})
     if not isinstance(g.get("goal_min", g.get("goal_max")), (int, float)):
         bad.append("target %s missing or without its bound" % t)
+# the paired family: the targets without a peer measured in pairs, judged by that
+for t in ("peer_write1m_allocbuf_vs_memcpy", "peer_lat8_default_vs_busy", "peer_write8_mmsgs",
+          "peer_udp_lat8_busy_vs_udp"):
+    need("paired", t, "", 0, "ratio")
+    need("paired", t, "", 0, "rounds", 1)
+    g = doc["targets"].get(t, {})
+    if g.get("ratio") != g.get("paired"):
+        bad.append("target %s is not judged by its paired ratio" % t)
+for r in res.get("paired", []):
+    if "ucx" in r["op"]:
+        bad.append("paired %s measured despite --no-peers" % r["op"])
 for b in bad:
     print("# " + b)
 sys.exit(1 if bad else 0)
