@@ -5,9 +5,11 @@
  *   a. copies that continue each other merge into one call, and land
  *      exact at the fence, each owner told once with 0;
  *   b. a later copy over bytes a queued one covers wins, also at the
- *      earlier one's last byte (stored aside until the call returned):
- *      the later copy waits for the queue (api_load_qps_1024_link_deep
- *      found it wrong: one byte of an earlier WRITE over a later one's);
+ *      earlier one's last byte (stored aside until the call returned,
+ *      and then not stored: api_load_qps_1024_link_deep found one byte
+ *      of an earlier WRITE over a later one's when it was), in the same
+ *      call; also a stream of copies into one buffer, and a later copy
+ *      whose last byte an earlier one covers;
  *   c. any other placement lands the queue first (sw_place);
  *   d. a copy from an address that is not mapped fails: its owner gets
  *      -EFAULT, the copies before it in the call still land;
@@ -76,6 +78,8 @@ static void case_overlap(void)
 	fill(src, sizeof(src), 2);
 	fill(src2, sizeof(src2), 3);
 	memset(dst, 0, sizeof(dst));
+	size_t calls = atomic_load(&sw_place_stats.pull_calls);
+
 	pull(dst, src, 8192, &s); /* [0, 8192): last byte 8191 */
 	pull(dst + 4096, src2, 8192, &s); /* [4096, 12288) covers 8191 */
 	sw_place_fence();
@@ -83,6 +87,33 @@ static void case_overlap(void)
 	CHECK_MSG(!memcmp(dst + 4096, src2, 8192), "byte 8191: %u, want %u", dst[8191],
 		  src2[8191 - 4096]);
 	CHECK_EQ_INT(s.calls, 2);
+	CHECK_EQ_INT((int)(atomic_load(&sw_place_stats.pull_calls) - calls), 1);
+}
+
+static void case_overlap_stream(void)
+{
+	struct seen s = {0};
+	size_t calls = atomic_load(&sw_place_stats.pull_calls);
+
+	t_case("b2. WRITEs into one buffer share a call; the last one's bytes stay, each last byte too");
+	fill(src, sizeof(src), 5);
+	fill(src2, sizeof(src2), 6);
+	memset(dst, 0, sizeof(dst));
+	for (int i = 0; i < 8; i++) /* the same 16 KiB, from alternating sources */
+		pull(dst, i % 2 ? src2 : src, 16384, &s);
+	sw_place_fence();
+	CHECK_MSG(!memcmp(dst, src2, 16384), "byte 16383: %u, want %u", dst[16383], src2[16383]);
+	CHECK_EQ_INT(s.calls, 8);
+	CHECK_EQ_INT((int)(atomic_load(&sw_place_stats.pull_calls) - calls), 1);
+
+	t_case("b3. a later copy whose last byte an earlier one covers: each wins where it is last");
+	memset(dst, 0, sizeof(dst));
+	pull(dst + 4096, src, 8192, &s); /* [4096, 12288): last byte 12287 */
+	pull(dst, src2, 8192, &s); /* [0, 8192): its last byte 8191 inside the first */
+	sw_place_fence();
+	CHECK(!memcmp(dst, src2, 8192));
+	CHECK_MSG(!memcmp(dst + 8192, src + 4096, 4096), "byte 12287: %u, want %u", dst[12287],
+		  src[8191]);
 }
 
 static void case_order(void)
@@ -142,6 +173,7 @@ int main(void)
 	t_start("unit_place_pull");
 	case_merge();
 	case_overlap();
+	case_overlap_stream();
 	case_order();
 	case_fault();
 	case_hint();

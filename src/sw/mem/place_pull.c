@@ -24,9 +24,14 @@
  * last byte of each segment is read into a side buffer and stored after
  * the call returned, with release order: a reader polling the last byte
  * of a WRITE sees the rest first, as sw_place() promises. A copy into
- * bytes a queued one also covers lands only after the queue did (later
- * WRITEs to the same place win, and a side-stored byte must not land
- * over a later copy's).
+ * bytes a queued one also covers joins the same call: the kernel fills
+ * the local iovecs in array order, so the later copy's bytes land after
+ * the earlier one's and win, as later WRITEs to the same place must; and
+ * a side-stored last byte that a later segment of the call covers is
+ * not stored, since it would land over that segment's byte. (A stream
+ * of WRITEs into one buffer, the usual benchmark and a common pattern,
+ * was one system call per message while such a copy flushed the queue
+ * first.)
  *
  * Each queued copy has an owner callback, run once when it has landed or
  * failed (-errno: the sender's memory could not be read, e.g. it was
@@ -65,6 +70,7 @@ struct pull_seg {
 static _Thread_local struct {
 	pid_t pid;
 	unsigned int n;
+	bool overlap; /* some queued segments overlap: check the side-stored bytes */
 	struct pull_seg seg[PULL_MAX];
 	uint8_t tail[PULL_MAX];
 } pq;
@@ -81,6 +87,17 @@ static void owner_done(const struct sw_pull_owner *o, int err)
 		o->done(o->a, o->b, err);
 }
 
+/* Does a segment after `i` that landed (the first `landed` did) cover i's last byte? */
+static bool tail_covered_later(unsigned int i, unsigned int landed)
+{
+	const uint8_t *p = pq.seg[i].dst + pq.seg[i].len - 1;
+
+	for (unsigned int j = i + 1; j < landed; j++)
+		if (pq.seg[j].dst <= p && p < pq.seg[j].dst + pq.seg[j].len)
+			return true;
+	return false;
+}
+
 /* Contract: see place.h. */
 void sw_place_pull_flush(void)
 {
@@ -89,10 +106,13 @@ void sw_place_pull_flush(void)
 	size_t total = 0, left;
 	ssize_t got;
 	int err = 0;
+	bool overlap = pq.overlap;
+	unsigned int landed;
 
 	if (!n)
 		return;
 	pq.n = 0;
+	pq.overlap = false;
 	for (i = 0; i < n; i++) {
 		struct pull_seg *s = &pq.seg[i];
 
@@ -112,15 +132,20 @@ void sw_place_pull_flush(void)
 	atomic_fetch_add_explicit(&sw_place_stats.pull_calls, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&sw_place_stats.pull_bytes, (size_t)got, memory_order_relaxed);
 	left = (size_t)got;
+	for (landed = 0; landed < n && left >= pq.seg[landed].len; landed++)
+		left -= pq.seg[landed].len;
+	left = (size_t)got;
 	for (i = 0; i < n; i++) {
 		struct pull_seg *s = &pq.seg[i];
 
 		if (left >= s->len) {
 			left -= s->len;
 			/* the last byte after the rest: see the header */
-			SW_DMA_BEGIN();
-			__atomic_store_n(s->dst + s->len - 1, pq.tail[i], __ATOMIC_RELEASE);
-			SW_DMA_END();
+			if (!overlap || !tail_covered_later(i, landed)) {
+				SW_DMA_BEGIN();
+				__atomic_store_n(s->dst + s->len - 1, pq.tail[i], __ATOMIC_RELEASE);
+				SW_DMA_END();
+			}
 			owner_done(&s->own, 0);
 		} else {
 			left = 0;
@@ -212,11 +237,7 @@ static int pull_bounced(const struct sw_place_hint *hint, uint8_t *dst, pid_t pi
 	return 0;
 }
 
-/*
- * Does [dst, dst + len) overlap a queued segment? Then it must wait for
- * them to land: within one call, the side-stored last bytes would land
- * after a later segment's body and undo its bytes there.
- */
+/* Does [dst, dst + len) overlap a queued segment? (See the header.) */
 static bool overlaps_queued(const uint8_t *dst, size_t len)
 {
 	for (unsigned int i = 0; i < pq.n; i++)
@@ -245,7 +266,7 @@ int sw_place_pull(const struct sw_place_hint *hint, void *dst, pid_t pid, uint64
 		return 0;
 	}
 	if (overlaps_queued(dst, len)) {
-		sw_place_pull_flush();
+		pq.overlap = true; /* the same call; the flush sorts out the side-stored bytes */
 		last = NULL;
 	}
 	if (last && pq.pid == pid && last->dst + last->len == (uint8_t *)dst &&
