@@ -249,9 +249,10 @@ static void test_crc32(void)
 }
 
 /*
- * The carry-less multiplication CRC (when this CPU has PCLMULQDQ) against
- * the table one: random lengths across the folding thresholds (16, 64,
- * 128 bytes and every remainder), random alignments and register values,
+ * The carry-less multiplication CRC (when this CPU has PCLMULQDQ, and the
+ * 512-bit one when it has AVX-512 VPCLMULQDQ) against the table one:
+ * random lengths across the folding thresholds (16, 64, 128, 256 and
+ * 512 bytes and every remainder), random alignments and register values,
  * and data of all ones and all zeros.
  */
 static void test_crc32_clmul(void)
@@ -263,9 +264,13 @@ static void test_crc32_clmul(void)
 	t_case("crc32: carry-less multiplication equals the tables");
 	if (!sw_crc32_have_clmul())
 		printf("# no PCLMULQDQ on this CPU: both are the tables\n");
+	else if (!sw_crc32_have_clmul512())
+		printf("# no AVX-512 VPCLMULQDQ here: only the 128-bit folding is compared\n");
+	else
+		printf("# AVX-512 VPCLMULQDQ: 512-bit folding from 256 bytes, 128-bit below\n");
 	for (i = 0; i < sizeof(buf); i++)
 		buf[i] = (uint8_t)rnd();
-	for (len = 0; len <= 512; len++)
+	for (len = 0; len <= 1100; len++)
 		for (off = 0; off < 16; off += 5)
 			if (!CHECK_MSG(sw_crc32(0, buf + off, len) ==
 					       sw_crc32_table(0, buf + off, len),

@@ -300,6 +300,8 @@ uint32_t sw_crc32(uint32_t crc, const void *buf, size_t len);
 uint32_t sw_crc32_table(uint32_t crc, const void *buf, size_t len);
 /* True when sw_crc32() and sw_icrc() use carry-less multiplication. */
 bool sw_crc32_have_clmul(void);
+/* True when they also use 512-bit registers (AVX-512 VPCLMULQDQ) for 256 bytes and more. */
+bool sw_crc32_have_clmul512(void);
 
 /*
  * ICRC of a RoCE v2 packet: CRC-32 over a masked LRH (eight 0xff bytes),
