@@ -53,15 +53,15 @@ static void lat_send(struct lat_state *s, uint32_t size, uint8_t v)
 /* Spin until the last byte of the receive area is `v`; false if told to stop. */
 static bool lat_wait(struct lat_state *s, uint32_t size, uint8_t v, int ctl)
 {
-	volatile uint8_t *last = s->e.buf + size - 1;
+	const uint8_t *last = s->e.buf + size - 1;
 	uint32_t spins = 0;
 
-	while (*last != v) {
+	/* acquire: the rest of the WRITE is seen once its last byte is (no fence: TSan) */
+	while (__atomic_load_n(last, __ATOMIC_ACQUIRE) != v) {
 		sched_yield();
 		if (ctl >= 0 && ++spins % 8192 == 0 && ctl_ready(ctl))
 			return false;
 	}
-	__atomic_thread_fence(__ATOMIC_ACQUIRE);
 	return true;
 }
 
