@@ -253,12 +253,14 @@ void progress_end(void);
 /* verbs_bw.c: one bandwidth point into a record of family `fam`. */
 void bw_point(const char *fam, const char *op, const char *variant, enum test t, uint64_t size,
 	      enum mr_kind mr);
+/* verbs_bw.c: the bandwidth test of operation `op` ("WRITE", "READ", "SEND"); dies if none. */
+enum test bw_op_test(const char *op);
 /* The planned time of one two-process point (progress ETA). */
 double bench_point_weight(void);
 /* verbs_lat.c: one WRITE latency point, a "lat" record (variant from the flags). */
 void lat_point(uint64_t size, bool busy, bool pin, bool udp);
-/* memcpy_bw.c: memcpy of `size` bytes for `secs`, a "memcpy" record in GB/s. */
-void memcpy_point(uint64_t size, double secs);
+/* memcpy_bw.c: memcpy of `size` bytes again and again, a "memcpy" record in GB/s. */
+void memcpy_point(uint64_t size);
 /* udp.c: the 8-byte UDP ping-pong of `variant` ("busy_poll", ...), a "udp" record. */
 void udp_pingpong_point(const char *variant);
 /*

@@ -13,13 +13,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Seconds per memcpy point: a quarter of a point, at least 20 ms. */
+static double memcpy_secs(void)
+{
+	return opt.secs / 4 < 0.02 ? 0.02 : opt.secs / 4;
+}
+
 /* Contract: see bench.h. */
-void memcpy_point(uint64_t size, double secs)
+void memcpy_point(uint64_t size)
 {
 	struct rec *r = rec_add("memcpy", "memcpy", "", size);
 	uint8_t *src = aligned_alloc(4096, (size + 4095) & ~(uint64_t)4095);
 	uint8_t *dst = aligned_alloc(4096, (size + 4095) & ~(uint64_t)4095);
 	uint64_t t0, t, bytes = 0, batch = size >= MIB ? 1 : (MIB / size);
+	double secs = memcpy_secs();
 
 	if (!src || !dst)
 		die("memcpy baseline: out of memory for %llu bytes", (unsigned long long)size);
@@ -37,12 +44,6 @@ void memcpy_point(uint64_t size, double secs)
 	rec_set(r, "gbps", (double)bytes / (double)(t - t0));
 	free(src);
 	free(dst);
-}
-
-/* Seconds per memcpy point: a quarter of a point, at least 20 ms. */
-static double memcpy_secs(void)
-{
-	return opt.secs / 4 < 0.02 ? 0.02 : opt.secs / 4;
 }
 
 /* True when the sweep has 1 MiB. */
@@ -65,8 +66,8 @@ void run_memcpy(void)
 {
 	progress_step(plan_memcpy(), "memcpy baseline, %d size(s), 1 MiB and 64 MiB", opt.nsizes);
 	for (int i = 0; i < opt.nsizes; i++)
-		memcpy_point(opt.sizes[i], memcpy_secs());
+		memcpy_point(opt.sizes[i]);
 	if (!sweep_has_mib())
-		memcpy_point(MIB, memcpy_secs());
-	memcpy_point(64 * MIB, memcpy_secs());
+		memcpy_point(MIB);
+	memcpy_point(64 * MIB);
 }

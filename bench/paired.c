@@ -47,16 +47,6 @@ static bool fig_possible(const struct fig *f)
 	return !opt.no_peers && find_exe("ucx_perftest", exe, sizeof(exe));
 }
 
-/* The bandwidth test of a "bw" figure's operation. */
-static enum test bw_test(const char *op)
-{
-	if (!strcmp(op, "READ"))
-		return T_READ_BW;
-	if (!strcmp(op, "SEND"))
-		return T_SEND_BW;
-	return T_WRITE_BW;
-}
-
 /* Measure figure `f` once more; its value (NaN on failure), no record kept. */
 static double measure_fig(const struct fig *f)
 {
@@ -65,7 +55,7 @@ static double measure_fig(const struct fig *f)
 
 	if (!strcmp(f->fam, "bw")) {
 		mmode.no_shm = !strcmp(f->variant, "udp");
-		bw_point("bw", f->op, f->variant, bw_test(f->op), f->size,
+		bw_point("bw", f->op, f->variant, bw_op_test(f->op), f->size,
 			 strcmp(f->variant, "alloc_buf") ? MR_PLAIN : MR_ALLOC_BUF);
 	} else if (!strcmp(f->fam, "lat")) {
 		lat_point(f->size, strcmp(f->variant, "sleeping") != 0,
@@ -74,7 +64,7 @@ static double measure_fig(const struct fig *f)
 	} else if (!strcmp(f->fam, "ucx")) {
 		ucx_one(f->op, f->variant, (uint32_t)f->size);
 	} else if (!strcmp(f->fam, "memcpy")) {
-		memcpy_point(f->size, opt.secs / 4 < 0.02 ? 0.02 : opt.secs / 4);
+		memcpy_point(f->size);
 	} else if (!strcmp(f->fam, "udp")) {
 		udp_pingpong_point(f->variant);
 	} else {

@@ -153,6 +153,15 @@ static const struct {
 	{T_CSWAP_BW, "CMP_SWAP"},
 };
 
+/* Contract: see bench.h. */
+enum test bw_op_test(const char *op)
+{
+	for (size_t o = 0; o < N_OF(bw_ops); o++)
+		if (!strcmp(bw_ops[o].op, op))
+			return bw_ops[o].t;
+	die("no bandwidth test for %s", op);
+}
+
 /*
  * Contract: one bandwidth point, the server's MR registered as `mr`; a
  * record of family `fam` with GB/s, Mmsg/s and

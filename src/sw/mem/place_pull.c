@@ -102,12 +102,11 @@ static bool tail_covered_later(unsigned int i, unsigned int landed)
 void sw_place_pull_flush(void)
 {
 	struct iovec loc[2 * PULL_MAX], rem[PULL_MAX];
-	unsigned int n = pq.n, i, nl = 0;
+	unsigned int n = pq.n, i, nl = 0, landed;
 	size_t total = 0, left;
 	ssize_t got;
 	int err = 0;
 	bool overlap = pq.overlap;
-	unsigned int landed;
 
 	if (!n)
 		return;
@@ -131,26 +130,24 @@ void sw_place_pull_flush(void)
 	}
 	atomic_fetch_add_explicit(&sw_place_stats.pull_calls, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&sw_place_stats.pull_bytes, (size_t)got, memory_order_relaxed);
+	/* the call fills the segments in order: the first `landed` of them landed whole */
 	left = (size_t)got;
 	for (landed = 0; landed < n && left >= pq.seg[landed].len; landed++)
 		left -= pq.seg[landed].len;
-	left = (size_t)got;
 	for (i = 0; i < n; i++) {
 		struct pull_seg *s = &pq.seg[i];
 
-		if (left >= s->len) {
-			left -= s->len;
-			/* the last byte after the rest: see the header */
-			if (!overlap || !tail_covered_later(i, landed)) {
-				SW_DMA_BEGIN();
-				__atomic_store_n(s->dst + s->len - 1, pq.tail[i], __ATOMIC_RELEASE);
-				SW_DMA_END();
-			}
-			owner_done(&s->own, 0);
-		} else {
-			left = 0;
+		if (i >= landed) {
 			owner_done(&s->own, err ? err : -EFAULT);
+			continue;
 		}
+		/* the last byte after the rest: see the header */
+		if (!overlap || !tail_covered_later(i, landed)) {
+			SW_DMA_BEGIN();
+			__atomic_store_n(s->dst + s->len - 1, pq.tail[i], __ATOMIC_RELEASE);
+			SW_DMA_END();
+		}
+		owner_done(&s->own, 0);
 	}
 	if (got != (ssize_t)total)
 		atomic_fetch_add_explicit(&sw_place_stats.pull_errors, 1, memory_order_relaxed);

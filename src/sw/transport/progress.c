@@ -786,8 +786,7 @@ void *sw_progress_main(void *arg)
 	/* when it last had work, and last saw an application poll an empty CQ */
 	uint64_t next_timer = 0, worked_ns = 0, polled_ns = 0;
 	unsigned int busy = 0; /* nonempty batches since the timers last ran */
-	/* leased sleeps: application passes and notifies when it last slept; lease_decide's state
-	 */
+	/* leased sleeps: passes and notifies at the last sleep; lease_decide()'s state */
 	uint64_t slept_passes = 0;
 	unsigned int slept_notifies = 0;
 	struct lease_state ls = {0};
