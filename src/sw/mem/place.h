@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 #include <infiniband/verbs.h>
 
@@ -146,6 +147,15 @@ bool sw_place_pull_pending(void);
  * it was written (whatever was, stays). Counted in sw_place_stats.
  */
 int sw_place_push(pid_t pid, const void *src, size_t len, const uint8_t *pieces, uint32_t n);
+
+/*
+ * The same for several writes at once: the `nloc` local ranges, in
+ * order, into the `nrem` ranges of process `pid` (as process_vm_writev(2)
+ * fills them: in order, stopping at the first that fails). Returns the
+ * bytes written, or -errno when none were. Counted in sw_place_stats.
+ */
+ssize_t sw_place_pushv(pid_t pid, const struct iovec *loc, uint32_t nloc, const struct iovec *rem,
+		       uint32_t nrem);
 
 /*
  * Start the worker on the placements this thread deferred since the last

@@ -26,6 +26,29 @@
 #include "sw/wire.h"
 
 /* Contract: see place.h. */
+ssize_t sw_place_pushv(pid_t pid, const struct iovec *loc, uint32_t nloc, const struct iovec *rem,
+		       uint32_t nrem)
+{
+	size_t len = 0;
+	ssize_t put;
+
+	for (uint32_t i = 0; i < nloc; i++)
+		len += loc[i].iov_len;
+	SW_DMA_BEGIN();
+	put = process_vm_writev(pid, loc, nloc, rem, nrem, 0);
+	SW_DMA_END();
+	if (put < 0)
+		put = -errno;
+	atomic_fetch_add_explicit(&sw_place_stats.push_calls, 1, memory_order_relaxed);
+	if (put != (ssize_t)len)
+		atomic_fetch_add_explicit(&sw_place_stats.push_errors, 1, memory_order_relaxed);
+	if (put > 0)
+		atomic_fetch_add_explicit(&sw_place_stats.push_bytes, (size_t)put,
+					  memory_order_relaxed);
+	return put;
+}
+
+/* Contract: see place.h. */
 int sw_place_push(pid_t pid, const void *src, size_t len, const uint8_t *pieces, uint32_t n)
 {
 	struct iovec l = {.iov_base = (void *)(uintptr_t)src, .iov_len = len};
@@ -44,14 +67,8 @@ int sw_place_push(pid_t pid, const void *src, size_t len, const uint8_t *pieces,
 	}
 	if (total != len)
 		return -EINVAL;
-	SW_DMA_BEGIN();
-	put = process_vm_writev(pid, &l, 1, r, n, 0);
-	SW_DMA_END();
-	atomic_fetch_add_explicit(&sw_place_stats.push_calls, 1, memory_order_relaxed);
-	if (put != (ssize_t)len) {
-		atomic_fetch_add_explicit(&sw_place_stats.push_errors, 1, memory_order_relaxed);
-		return put < 0 ? -errno : -EFAULT;
-	}
-	atomic_fetch_add_explicit(&sw_place_stats.push_bytes, len, memory_order_relaxed);
+	put = sw_place_pushv(pid, &l, 1, r, n);
+	if (put != (ssize_t)len)
+		return put < 0 ? (int)put : -EFAULT;
 	return 0;
 }

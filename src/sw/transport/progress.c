@@ -300,6 +300,7 @@ static void rx_one(struct sw_engine *eng, struct rx_batch *b, const uint8_t *buf
 	}
 	if (pkt.ref_pkts > 1) /* a run counts as the packets it stands for */
 		sw_count_own(&eng->cnt.rx_pkts, pkt.ref_pkts - 1);
+	sw_resp_held_before(&pkt); /* held READs are answered before it (resp_hold.c) */
 	if (sw_sa_is_multicast(dst)) {
 		rx_mcast(eng, &pkt, len, src, dst);
 		return;
@@ -550,6 +551,7 @@ static int rx_batch(struct sw_engine *eng, struct rx_batch *b, bool defer)
 		if (!sw_fault_rx_drop(eng))
 			rx_one(eng, b, s->buf, &s->src, (size_t)len, &port->local, &ref);
 	}
+	sw_resp_held_flush(); /* nothing is held across batches (resp_hold.c) */
 	n -= first;
 	more = n == SW_RX_BATCH || gro_full; /* the sockets may hold more */
 	n += gro;
@@ -593,6 +595,7 @@ int sw_rx_inject(struct sw_engine *eng, const uint8_t *buf, size_t len, const un
 	b->slot[0].src = *src;
 	b->ntouched = 0;
 	rx_one(eng, b, b->slot[0].buf, &b->slot[0].src, len, dst, NULL);
+	sw_resp_held_flush();
 	rx_flush_acks(b); /* fences first, as rx_batch() */
 	free(b);
 	return 0;

@@ -147,6 +147,10 @@ static int build_ref(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t off, uint
  * from byte `off` on, the MRs held in `ref` as sinks. Its length, or
  * < 0 (nothing held) when it goes as usual: the responses then carry the
  * bytes, and a bad SGE fails when they come, as without single copy.
+ * Only the first request of a READ goes so: one asked again (a probe, a
+ * NAK, a gap in the responses) may be answered after the first answer
+ * completed the READ, and then its bytes must be ones the completer can
+ * refuse, not ones written into memory the application owns again.
  */
 static int build_sink(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t off, struct sw_pkt *p,
 		      uint8_t *buf, struct sw_ref_hold *ref)
@@ -251,8 +255,10 @@ int sw_req_build(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t k, uint32_t n
 	}
 	if (ref)
 		sw_ref_none(ref);
-	if (ref && w->opcode == IBV_WR_RDMA_READ && w->num_sge && p.dma_len >= SW_REF_MIN_MSG &&
-	    qpt == IBV_QPT_RC && (ret = build_sink(qp, w, off, &p, buf, ref)) > 0)
+	/* once: asked again, the answer carries bytes (build_sink) */
+	if (ref && w->opcode == IBV_WR_RDMA_READ && !w->pushed && w->num_sge &&
+	    p.dma_len >= SW_REF_MIN_MSG && qpt == IBV_QPT_RC &&
+	    (ret = build_sink(qp, w, off, &p, buf, ref)) > 0)
 		return ret;
 	if (ref && len && w->num_sge && w->length >= SW_REF_MIN_MSG && qpt == IBV_QPT_RC &&
 	    w->opcode != IBV_WR_ATOMIC_WRITE) {

@@ -86,6 +86,7 @@ static void send_resp(struct sw_qp *qp, struct sw_pkt *p, const uint8_t *payload
 {
 	uint8_t buf[SW_PKT_MAX];
 
+	sw_resp_held_first(qp); /* the QP's held READs are answered first (resp_hold.c) */
 	sw_place_fence(); /* nothing acknowledged or read back before it landed */
 	send_built(qp, buf, build_resp(qp, p, payload, len, buf));
 }
@@ -479,20 +480,20 @@ static bool push_read(struct sw_qp *qp, const struct sw_pkt *pkt, const struct s
 }
 
 /*
- * Send READ responses for packets [from, res->npkts) of `res`, read from
- * `mr` (NULL only for a zero-length READ: one empty response), or placed
- * ones (`placed`: push_read wrote the bytes). Each carries the current
- * MSN and an ACK syndrome without credits; they go SW_TX_BATCH at a time
- * through sw_net_send_batch(). A response never carries a reference: the
- * bytes are the MR's as it is now, before any later request of the QP
- * changes them.
+ * Contract: see transport_priv.h. Each response carries an ACK syndrome
+ * without credits; they go SW_TX_BATCH at a time through
+ * sw_net_send_batch(), after the QP's held READs' (resp_hold.c). A
+ * response never carries a reference: the bytes are the MR's as it is
+ * now, before any later request of the QP changes them.
  */
-static void send_read_resp(struct sw_qp *qp, const struct sw_rd_res *res, uint32_t from,
-			   const struct sw_mr *mr, bool placed)
+void sw_resp_send_read(struct sw_qp *qp, const struct sw_rd_res *res, uint32_t from,
+		       const struct sw_mr *mr, bool placed, uint32_t msn)
 {
-	struct sw_tx_batch *b = placed || res->npkts - from > 1 ? sw_net_tx_batch() : NULL;
+	struct sw_tx_batch *b;
 	uint32_t mtu = qp->attr.mtu;
 
+	sw_resp_held_first(qp); /* before the batch below is taken */
+	b = placed || res->npkts - from > 1 ? sw_net_tx_batch() : NULL;
 	if (b) {
 		b->n = 0;
 		sw_place_fence(); /* as send_resp(), once for all of them */
@@ -517,7 +518,7 @@ static void send_read_resp(struct sw_qp *qp, const struct sw_rd_res *res, uint32
 			p.opcode = SW_OP_READ_RESP_MIDDLE;
 		p.psn = sw_psn_add(res->psn, k);
 		p.syndrome = SW_AETH_ACK_NO_CREDIT;
-		p.msn = qp->resp->msn;
+		p.msn = msn;
 		if (!b) {
 			send_resp(qp, &p, n ? sw_mr_host(mr, res->va + off) : NULL, n);
 			continue;
@@ -549,7 +550,8 @@ static void resend_read_resp(struct sw_qp *qp, const struct sw_rd_res *res, uint
 
 	if (res->len && sw_resp_rkey(qp, res->rkey, res->va, res->len, IBV_ACCESS_REMOTE_READ, &mr))
 		return;
-	send_read_resp(qp, res, from, mr, push_read(qp, pkt, res, from, mr));
+	sw_resp_held_first(qp); /* its push below would pass theirs */
+	sw_resp_send_read(qp, res, from, mr, push_read(qp, pkt, res, from, mr), qp->resp->msn);
 	sw_resp_put_mr(mr);
 }
 
@@ -601,7 +603,10 @@ static enum resp_outcome handle_read(struct sw_qp *qp, const struct sw_pkt *pkt)
 	res->rkey = pkt->rkey;
 	res->len = pkt->dma_len;
 	resp->msn = sw_psn_add(resp->msn, 1);
-	send_read_resp(qp, res, 0, mr, push_read(qp, pkt, res, 0, mr));
+	if (!sw_resp_read_hold(qp, pkt, res, mr, resp->msn)) { /* with the QP's next ones */
+		sw_resp_held_first(qp);
+		sw_resp_send_read(qp, res, 0, mr, push_read(qp, pkt, res, 0, mr), resp->msn);
+	}
 	sw_resp_put_mr(mr);
 	resp->epsn = sw_psn_add(pkt->psn, res->npkts);
 	return RESP_EPSN_SET;
@@ -766,7 +771,7 @@ static enum resp_outcome handle_flush(struct sw_qp *qp, const struct sw_pkt *pkt
 	res->npkts = 1;
 	resp->msn = sw_psn_add(resp->msn, 1);
 	{
-		/* what send_read_resp() sends for 0 bytes */
+		/* what sw_resp_send_read() sends for 0 bytes */
 		struct sw_pkt p = {.opcode = SW_OP_READ_RESP_ONLY, .psn = pkt->psn};
 
 		p.syndrome = SW_AETH_ACK_NO_CREDIT;

@@ -992,6 +992,31 @@ void sw_resp_complete_recv(struct sw_qp *qp, enum ibv_wc_status status, enum ibv
  * on the last packet, which ends the RETH length.
  */
 bool sw_resp_write_size_ok(const struct sw_qp *qp, const struct sw_pkt *pkt, uint32_t flags);
+/*
+ * resp.c: send READ `res`'s responses from packet `from` on, read from
+ * `mr` (NULL only for a zero-length READ), or placed ones (`placed`: the
+ * bytes were written into the requester), each with `msn`. qp->lock held.
+ */
+void sw_resp_send_read(struct sw_qp *qp, const struct sw_rd_res *res, uint32_t from,
+		       const struct sw_mr *mr, bool placed, uint32_t msn);
+/*
+ * resp_hold.c: READs by reference of one QP, written with one system
+ * call. read_hold: hold READ `pkt` (by reference), executed as `res` on
+ * `mr` (a reference of its own is taken) and leaving the MSN `msn`, to
+ * be written and answered with the QP's other held READs; false if it
+ * cannot be (the caller answers it now). held_first: if this QP's READs
+ * are held, write and answer them now (qp->lock held, as for
+ * read_hold; every response of the QP calls it first). held_before: the
+ * receive loop, for each packet before it is handled (no QP lock held):
+ * write and answer what is held unless `pkt` may be held with it.
+ * held_flush: the same unconditionally (no QP lock held), at the end of
+ * a receive batch.
+ */
+bool sw_resp_read_hold(struct sw_qp *qp, const struct sw_pkt *pkt, const struct sw_rd_res *res,
+		       struct sw_mr *mr, uint32_t msn);
+void sw_resp_held_first(struct sw_qp *qp);
+void sw_resp_held_before(const struct sw_pkt *pkt);
+void sw_resp_held_flush(void);
 /* resp_uc.c: a request packet for this UC QP in RTR or later (sw_resp_handle passes it on). */
 void sw_resp_uc(struct sw_qp *qp, const struct sw_pkt *pkt);
 /* resp_ud.c: a request packet for this UD QP (sw_resp_handle passes it on). */
