@@ -318,6 +318,7 @@ static void on_read_resp(struct sw_qp *qp, const struct sw_pkt *pkt)
 	req->resp_asked = false;
 	req->una_psn = sw_psn_add(pkt->psn, 1);
 	sw_req_acked(qp);
+	sw_req_grow(qp, 1); /* a response acknowledges its PSN as an ACK would */
 	req->deadline_ns = 0;
 	if (req->read_rx_pkts == w->npkts)
 		sw_comp_retire(qp, IBV_WC_SUCCESS);
@@ -344,6 +345,7 @@ bool sw_comp_placed_middles(struct sw_qp *qp, uint32_t psn, uint32_t n)
 	req->resp_asked = false;
 	req->una_psn = sw_psn_add(psn, n);
 	sw_req_acked(qp);
+	sw_req_grow(qp, n);
 	req->deadline_ns = 0;
 	progress_done(qp);
 	return true;
@@ -370,6 +372,7 @@ static void on_atomic_ack(struct sw_qp *qp, const struct sw_pkt *pkt)
 	}
 	qp->req->una_psn = sw_psn_add(pkt->psn, 1);
 	sw_req_acked(qp);
+	sw_req_grow(qp, 1);
 	qp->req->deadline_ns = 0;
 	sw_comp_retire(qp, IBV_WC_SUCCESS);
 	progress_done(qp);

@@ -15,7 +15,8 @@
  * is unacknowledged; on expiry the requester goes back to the PSN the
  * peer is missing (go-back-N) and halves its window, never below one
  * message after an isolated loss (sw_req_cut); each window's worth of
- * packets acknowledged grows it by one packet (sw_req_grow). A sequence
+ * packets acknowledged, by ACKs or by READ and atomic responses, grows
+ * it by one packet (sw_req_grow). A sequence
  * NAK from a responder that keeps what follows a gap (softverbs',
  * stash.c) is answered with the one packet it names (sw_req_selective),
  * the window halved as well over the network, once per round trip of

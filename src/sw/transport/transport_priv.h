@@ -717,7 +717,8 @@ void sw_req_cut(struct sw_qp *qp);
  */
 void sw_req_cut_at(struct sw_qp *qp, uint32_t psn);
 /*
- * req.c: `n` more packets were acknowledged: the window grows by one
+ * req.c: `n` more packets were acknowledged (by an ACK, or by READ or
+ * atomic responses, comp.c): the window grows by one
  * packet per window's worth acknowledged (additive increase, once per
  * round trip), up to SW_WINDOW_MAX (a selective NAK on the same-host
  * link may open it at once: sw_req_selective).

@@ -1,0 +1,131 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * unit_regress_read_window: READ responses grow the requester's window
+ * as ACKs do, white-box.
+ *
+ * Regression: the congestion window (src/sw/transport/req.c) grew by one
+ * packet per window's worth acknowledged, but only ACKs counted. A
+ * stream of READs, answered by responses alone, kept SW_WINDOW_INIT (128
+ * packets) for good: with 1 MiB READs (256 PSNs each, at MTU 4096) one
+ * READ was in flight at a time, and the responder idled while the
+ * requester turned around (sv_bench READ 1 MiB 9-14 GB/s, with the
+ * window growing as for WRITEs 12-18 in the same minutes).
+ *
+ * As unit_regress_late_ack, the QP sends to a QP in INIT, which drops
+ * everything, and the test hands the completer the answers itself.
+ */
+#include "harness.h"
+
+#include "comp_util.h"
+
+enum {
+	MTU = 1024,
+	NPKT = 8
+};
+
+static struct q_env env;
+static struct ibv_mr *mr;
+static uint8_t buf[NPKT * MTU], src[NPKT * MTU];
+
+/* Hand the completer READ response `k` of NPKT at `psn`, with src's bytes (q->lock held). */
+static void read_resp(struct sw_qp *q, uint32_t psn, uint32_t k)
+{
+	struct sw_pkt p = {.psn = psn, .syndrome = SW_AETH_ACK_NO_CREDIT};
+	struct sw_icrc_ctx ic = {0};
+	uint8_t pkt[SW_PKT_MAX];
+	size_t hl;
+
+	p.opcode = k == 0	 ? SW_OP_READ_RESP_FIRST :
+		   k == NPKT - 1 ? SW_OP_READ_RESP_LAST :
+				   SW_OP_READ_RESP_MIDDLE;
+	p.paylen = MTU;
+	hl = sw_pkt_write_hdrs(pkt, &p);
+	memcpy(pkt + hl, src + (size_t)k * MTU, MTU);
+	if (!CHECK(sw_pkt_parse(&p, pkt, sw_pkt_finish(pkt, hl + MTU, &ic), &ic) == 0))
+		return;
+	sw_comp_handle(q, &p);
+}
+
+static int post(struct ibv_qp *qp, enum ibv_wr_opcode op, uint64_t id)
+{
+	struct ibv_sge sge = {(uintptr_t)buf, sizeof(buf), mr->lkey};
+	struct ibv_send_wr wr = {.wr_id = id,
+				 .sg_list = &sge,
+				 .num_sge = 1,
+				 .opcode = op,
+				 .send_flags = IBV_SEND_SIGNALED},
+			   *bad;
+
+	wr.wr.rdma.remote_addr = 0x10000;
+	wr.wr.rdma.rkey = 0x1234;
+	return ibv_post_send(qp, &wr, &bad);
+}
+
+int main(void)
+{
+	struct ibv_qp *a, *sink;
+	struct sw_qp *q;
+	struct ibv_wc wc[4];
+	uint32_t first;
+
+	t_start("unit_regress_read_window");
+	q_env_open(&env, 64);
+	for (size_t i = 0; i < sizeof(src); i++)
+		src[i] = (uint8_t)(i * 7 + 5);
+	mr = ibv_reg_mr(env.pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
+	a = q_create(&env, IBV_QPT_RC);
+	sink = q_create(&env, IBV_QPT_RC);
+	if (!CHECK(mr && a && sink) || !CHECK(q_bring_up(&env, sink, IBV_QPS_INIT, 0) == 0) ||
+	    !CHECK(cu_connect_slow(&env, a, sink->qp_num) == 0))
+		return t_finish();
+	q = sw_qp(a);
+
+	t_case("an ACK of a window's worth of WRITE packets: the window grows by one");
+	pthread_mutex_lock(&q->lock);
+	q->req->window = NPKT;
+	q->req->grow_acc = 0;
+	pthread_mutex_unlock(&q->lock);
+	CHECK_RET(post(a, IBV_WR_RDMA_WRITE, 1), 0);
+	pthread_mutex_lock(&q->lock);
+	first = ((struct sw_send_wqe *)sw_ring_slot(&q->sq, 0))->first_psn;
+	CHECK_EQ_INT(q->req->psn, sw_psn_add(first, NPKT));
+	cu_aeth(q, sw_psn_add(first, NPKT - 1), SW_AETH_ACK_NO_CREDIT);
+	CHECK_EQ_INT(q->req->window, NPKT + 1);
+	pthread_mutex_unlock(&q->lock);
+	if (CHECK_EQ_INT(q_poll(env.scq, wc, 4, 1), 1))
+		CHECK(wc[0].wr_id == 1 && wc[0].status == IBV_WC_SUCCESS);
+
+	t_case("a window's worth of READ responses: the window grows by one, as for the ACK");
+	pthread_mutex_lock(&q->lock);
+	q->req->window = NPKT;
+	q->req->grow_acc = 0;
+	pthread_mutex_unlock(&q->lock);
+	CHECK_RET(post(a, IBV_WR_RDMA_READ, 2), 0);
+	CHECK_RET(post(a, IBV_WR_RDMA_READ, 3), 0);
+	pthread_mutex_lock(&q->lock);
+	first = ((struct sw_send_wqe *)sw_ring_slot(&q->sq, 1))->first_psn;
+	/* the first READ fills the window: the second waits */
+	CHECK_EQ_INT(q->req->psn, sw_psn_add(first, NPKT));
+	CHECK_EQ_INT(q->req->send_idx, 2);
+	for (uint32_t k = 0; k < NPKT; k++)
+		read_resp(q, sw_psn_add(first, k), k);
+	CHECK_EQ_INT(q->sq.cons, 2);
+	CHECK_EQ_INT(q->req->window, NPKT + 1);
+	/* and the second went out */
+	CHECK_EQ_INT(q->req->psn, sw_psn_add(first, 2 * NPKT));
+	for (uint32_t k = 0; k < NPKT; k++)
+		read_resp(q, sw_psn_add(first, NPKT + k), k);
+	CHECK_EQ_INT(q->sq.cons, 3);
+	pthread_mutex_unlock(&q->lock);
+	if (CHECK_EQ_INT(q_poll(env.scq, wc, 4, 2), 2)) {
+		CHECK(wc[0].wr_id == 2 && wc[0].status == IBV_WC_SUCCESS);
+		CHECK(wc[1].wr_id == 3 && wc[1].status == IBV_WC_SUCCESS);
+	}
+	CHECK_MSG(!memcmp(buf, src, sizeof(buf)), "the READs' bytes differ");
+
+	CHECK_RET(ibv_destroy_qp(a), 0);
+	CHECK_RET(ibv_destroy_qp(sink), 0);
+	CHECK_RET(ibv_dereg_mr(mr), 0);
+	q_env_close(&env);
+	return t_finish();
+}
