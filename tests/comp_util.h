@@ -25,21 +25,31 @@ static inline int cu_connect_slow(struct q_env *env, struct ibv_qp *qp, uint32_t
 			     IBV_QP_STATE | q_required(IBV_QPT_RC, IBV_QPS_RTR, IBV_QPS_RTS));
 }
 
-/* A signaled WRITE of `len` bytes from `buf` (registered as `mr`); ibv_post_send's result. */
-static inline int cu_post_write(struct ibv_qp *qp, struct ibv_mr *mr, void *buf, uint64_t id,
-				uint32_t len)
+/*
+ * A signaled `op` (WRITE or READ) of `len` bytes from or into `buf`
+ * (registered as `mr`); ibv_post_send's result.
+ */
+static inline int cu_post_op(struct ibv_qp *qp, struct ibv_mr *mr, void *buf, uint64_t id,
+			     uint32_t len, enum ibv_wr_opcode op)
 {
 	struct ibv_sge sge = {(uintptr_t)buf, len, mr->lkey};
 	struct ibv_send_wr wr = {.wr_id = id,
 				 .sg_list = &sge,
 				 .num_sge = 1,
-				 .opcode = IBV_WR_RDMA_WRITE,
+				 .opcode = op,
 				 .send_flags = IBV_SEND_SIGNALED},
 			   *bad;
 
 	wr.wr.rdma.remote_addr = 0x10000;
 	wr.wr.rdma.rkey = 0x1234;
 	return ibv_post_send(qp, &wr, &bad);
+}
+
+/* A signaled WRITE of `len` bytes from `buf` (registered as `mr`); ibv_post_send's result. */
+static inline int cu_post_write(struct ibv_qp *qp, struct ibv_mr *mr, void *buf, uint64_t id,
+				uint32_t len)
+{
+	return cu_post_op(qp, mr, buf, id, len, IBV_WR_RDMA_WRITE);
 }
 
 /* Hand the completer an ACK or NAK of `psn`, as the progress thread would (q->lock held). */

@@ -46,19 +46,11 @@ static void read_resp(struct sw_qp *q, uint32_t psn, uint32_t k)
 	sw_comp_handle(q, &p);
 }
 
-static int post(struct ibv_qp *qp, enum ibv_wr_opcode op, uint64_t id)
+/* Start from a window of NPKT packets, nothing counted towards growing it (q->lock held). */
+static void small_window(struct sw_qp *q)
 {
-	struct ibv_sge sge = {(uintptr_t)buf, sizeof(buf), mr->lkey};
-	struct ibv_send_wr wr = {.wr_id = id,
-				 .sg_list = &sge,
-				 .num_sge = 1,
-				 .opcode = op,
-				 .send_flags = IBV_SEND_SIGNALED},
-			   *bad;
-
-	wr.wr.rdma.remote_addr = 0x10000;
-	wr.wr.rdma.rkey = 0x1234;
-	return ibv_post_send(qp, &wr, &bad);
+	q->req->window = NPKT;
+	q->req->grow_acc = 0;
 }
 
 int main(void)
@@ -82,10 +74,9 @@ int main(void)
 
 	t_case("an ACK of a window's worth of WRITE packets: the window grows by one");
 	pthread_mutex_lock(&q->lock);
-	q->req->window = NPKT;
-	q->req->grow_acc = 0;
+	small_window(q);
 	pthread_mutex_unlock(&q->lock);
-	CHECK_RET(post(a, IBV_WR_RDMA_WRITE, 1), 0);
+	CHECK_RET(cu_post_write(a, mr, buf, 1, sizeof(buf)), 0);
 	pthread_mutex_lock(&q->lock);
 	first = ((struct sw_send_wqe *)sw_ring_slot(&q->sq, 0))->first_psn;
 	CHECK_EQ_INT(q->req->psn, sw_psn_add(first, NPKT));
@@ -97,11 +88,10 @@ int main(void)
 
 	t_case("a window's worth of READ responses: the window grows by one, as for the ACK");
 	pthread_mutex_lock(&q->lock);
-	q->req->window = NPKT;
-	q->req->grow_acc = 0;
+	small_window(q);
 	pthread_mutex_unlock(&q->lock);
-	CHECK_RET(post(a, IBV_WR_RDMA_READ, 2), 0);
-	CHECK_RET(post(a, IBV_WR_RDMA_READ, 3), 0);
+	CHECK_RET(cu_post_op(a, mr, buf, 2, sizeof(buf), IBV_WR_RDMA_READ), 0);
+	CHECK_RET(cu_post_op(a, mr, buf, 3, sizeof(buf), IBV_WR_RDMA_READ), 0);
 	pthread_mutex_lock(&q->lock);
 	first = ((struct sw_send_wqe *)sw_ring_slot(&q->sq, 1))->first_psn;
 	/* the first READ fills the window: the second waits */
