@@ -187,7 +187,14 @@ int main(void)
 	CHECK_EQ_INT(pthread_join(th, &why), 0);
 	CHECK_MSG(!why, "reader: %s after %lu bytes", why ? (const char *)why : "",
 		  atomic_load(&consumed));
-	CHECK_MSG(atomic_load(&delayed) >= 8, "only %d full-entry writes were delayed",
+	/*
+	 * The defect hangs at the first full-entry write delayed; where rsend
+	 * cuts its writes depends on timing (6 of the 16 were full-entry in
+	 * one CI run under ASan, 8 or more usually), so 2 are enough.
+	 */
+	printf("# %d of the DATA writes filled their entry and were delayed\n",
+	       atomic_load(&delayed));
+	CHECK_MSG(atomic_load(&delayed) >= 2, "only %d full-entry writes were delayed",
 		  atomic_load(&delayed));
 	rclose(s);
 	devs[0]->ops.post_send = orig_post_send;
