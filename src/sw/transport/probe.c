@@ -37,13 +37,6 @@
  * alike; a gap in the responses is asked for by the completer at once
  * (comp.c).
  *
- * To a peer on the same-host link the wait is SW_PROBE_LINK_NS, and a
- * probe also waits, from the first one on, while the link shows the peer
- * behind (link_handled): a ring loses nothing, so a peer that has not
- * yet handled what was sent is slow, not lossy, and asking again only
- * doubles its work (a responder stopped for 100 ms drew a probe that
- * asked every READ and WRITE in flight again).
- *
  * No probe: before the first RTT sample, when the PTO is not below half
  * the retransmit timeout, while other QPs wait in the device budget's line
  * (a queueing delay, not a loss: the ACKs are behind other QPs' packets),
@@ -172,16 +165,13 @@ uint64_t sw_probe_due_ns(const struct sw_qp *qp)
 }
 
 /*
- * A peer on the same-host link has handled every packet this QP sent
- * (and its answers are on their way back) once the consumer's `done`
- * passes the ring's head as it was when the probe first came due:
- * nothing sent since then is this QP's. Until then nothing is lost, only
- * queued (a deep ring, a slow or descheduled consumer): the probe waits
- * another SW_PROBE_LINK_NS. False while it waits; true when the link has
- * handled everything, or is gone (then the probe goes as over the
- * network). (Waiting also while our link from the peer holds answers
- * not yet read made the link's loss points slower: 0.21-0.30 of
- * lossless at 2% against 0.29-0.37, in five alternating runs.)
+ * A peer on the same-host link has handled every packet this QP sent (and
+ * its answers are on their way back) once the consumer's `done` passes
+ * the ring's head as it was when the probe first came due: nothing sent
+ * since then is this QP's. Until then nothing is lost, only queued (a
+ * deep ring, a slow or descheduled consumer): the probe waits another
+ * SW_PROBE_LINK_NS. False while it waits; true when the link has handled
+ * everything, or is gone (then the probe goes as over the network).
  */
 static bool link_handled(struct sw_qp *qp, uint64_t now)
 {
@@ -215,8 +205,5 @@ bool sw_probe_should_fire(struct sw_qp *qp, uint64_t now)
 	if (atomic_load_explicit(&sw_engine_of(qp)->budget.nwait, memory_order_relaxed) >
 	    (qp->req->queued ? 1u : 0u))
 		return false;
-	/* the first probe too waits for a link peer that is behind (link_handled) */
-	if (!qp->req->on_link)
-		qp->req->on_link = sw_shm_linked(sw_engine_of(qp), &qp->attr.av.dst);
 	return !qp->req->on_link || link_handled(qp, now);
 }
