@@ -45,12 +45,14 @@
  *      checks that the buffer is not mapped in it (always MADV_DONTFORK);
  *   p. as l, but B may not take A's memfd (seccomp on pidfd_getfd(2)):
  *      B pulls with process_vm_readv instead, nothing mapped; same bytes.
- *   q. B, stopped, gets a burst in its ring: 8 READs of 64 KiB by
- *      reference, a WRITE into what the first one read, a READ of it
- *      again, a small READ (with bytes). B writes the 8 with one system
- *      call and the next one with another (transport/resp_hold.c); the
- *      first READ still has B's bytes from before the WRITE, the later
- *      one the WRITE's, every READ succeeds in order.
+ *   q. B, stopped, gets a burst in its ring: a READ of 64 KiB by
+ *      reference, a WRITE over what it reads, the same READ again, 7
+ *      more, a small READ (with bytes); A's first tail-loss probe asks
+ *      them all again meanwhile (with bytes: a READ is asked by
+ *      reference only once). B writes the READs by reference with fewer
+ *      system calls than READs (transport/resp_hold.c); the first READ
+ *      still has B's bytes from before the WRITE, the second the
+ *      WRITE's, every READ succeeds in order.
  * Cases a, b, c, f, l, o and p also READ 1 MiB and 200 KiB into three SGEs from B
  * and check every byte at A. Where single copy is used, A asks its READs
  * by reference and B writes the bytes into A itself (B pushed bytes, its
@@ -610,7 +612,7 @@ static int side_a(void *arg, int out)
 
 	write_env(c, false);
 	if (c->mode == M_READ_BURST)
-		t_timeout = 18; /* 1 s: no READ asked again while B is stopped */
+		t_timeout = 18; /* 1 s: no retransmit timeout while B is stopped */
 	if (t_ep_init(&e, NULL, IBV_QPT_RC, BUF, ACC, 256) || (c->a_buf && t_ep_use_buf(&e, ACC)))
 		return 1;
 	t_fill(e.buf + SRC_OFF, 2 << 20, 11);
