@@ -25,6 +25,41 @@ static inline int cu_connect_slow(struct q_env *env, struct ibv_qp *qp, uint32_t
 			     IBV_QP_STATE | q_required(IBV_QPT_RC, IBV_QPS_RTR, IBV_QPS_RTS));
 }
 
+/* What cu_setup() opens: the device, an MR over the test's buffer, the QP and its sink. */
+struct cu_pair {
+	struct ibv_mr *mr;
+	struct ibv_qp *a, *sink;
+	struct sw_qp *q; /* a's device QP */
+};
+
+/*
+ * Open `env` (CQs of 64), register `len` bytes at `buf` for local write,
+ * create two RC QPs, leave the sink in INIT and connect `a` to it with
+ * cu_connect_slow(). 0, or -1 after a failed check.
+ */
+static inline int cu_setup(struct q_env *env, struct cu_pair *p, void *buf, size_t len)
+{
+	q_env_open(env, 64);
+	p->mr = ibv_reg_mr(env->pd, buf, len, IBV_ACCESS_LOCAL_WRITE);
+	p->a = q_create(env, IBV_QPT_RC);
+	p->sink = q_create(env, IBV_QPT_RC);
+	if (!CHECK(p->mr && p->a && p->sink) ||
+	    !CHECK(q_bring_up(env, p->sink, IBV_QPS_INIT, 0) == 0) ||
+	    !CHECK(cu_connect_slow(env, p->a, p->sink->qp_num) == 0))
+		return -1;
+	p->q = sw_qp(p->a);
+	return 0;
+}
+
+/* Destroy what cu_setup() made and close `env`, checking each step. */
+static inline void cu_teardown(struct q_env *env, struct cu_pair *p)
+{
+	CHECK_RET(ibv_destroy_qp(p->a), 0);
+	CHECK_RET(ibv_destroy_qp(p->sink), 0);
+	CHECK_RET(ibv_dereg_mr(p->mr), 0);
+	q_env_close(env);
+}
+
 /*
  * A signaled `op` (WRITE or READ) of `len` bytes from or into `buf`
  * (registered as `mr`); ibv_post_send's result.

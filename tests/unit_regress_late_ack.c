@@ -31,7 +31,7 @@
 #include "comp_util.h"
 
 static struct q_env env;
-static struct ibv_mr *mr;
+static struct cu_pair cp;
 static uint8_t buf[16384];
 
 static void ack(struct sw_qp *q, uint32_t psn)
@@ -46,24 +46,20 @@ static struct sw_send_wqe *wqe(struct sw_qp *q, uint32_t idx)
 
 int main(void)
 {
-	struct ibv_qp *a, *sink;
+	struct ibv_qp *a;
 	struct sw_qp *q;
 	struct ibv_wc wc[4];
 	uint32_t first;
 
 	t_start("unit_regress_late_ack");
-	q_env_open(&env, 64);
-	mr = ibv_reg_mr(env.pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
-	a = q_create(&env, IBV_QPT_RC);
-	sink = q_create(&env, IBV_QPT_RC);
-	if (!CHECK(mr && a && sink) || !CHECK(q_bring_up(&env, sink, IBV_QPS_INIT, 0) == 0) ||
-	    !CHECK(cu_connect_slow(&env, a, sink->qp_num) == 0))
+	if (cu_setup(&env, &cp, buf, sizeof(buf)))
 		return t_finish();
-	q = sw_qp(a);
+	a = cp.a;
+	q = cp.q;
 
 	t_case("a late ACK of a whole message: the next message gets the next PSN");
-	CHECK(cu_post_write(a, mr, buf, 1, 8192) == 0); /* 8 packets at MTU 1024 */
-	CHECK(cu_post_write(a, mr, buf, 2, 1024) == 0); /* 1 packet */
+	CHECK(cu_post_write(a, cp.mr, buf, 1, 8192) == 0); /* 8 packets at MTU 1024 */
+	CHECK(cu_post_write(a, cp.mr, buf, 2, 1024) == 0); /* 1 packet */
 	pthread_mutex_lock(&q->lock);
 	first = wqe(q, 0)->first_psn;
 	CHECK_EQ_INT(q->req->psn, sw_psn_add(first, 9)); /* all sent */
@@ -89,7 +85,7 @@ int main(void)
 	}
 
 	t_case("a late ACK in the middle of a message: resending skips what it covers");
-	CHECK(cu_post_write(a, mr, buf, 3, 8192) == 0);
+	CHECK(cu_post_write(a, cp.mr, buf, 3, 8192) == 0);
 	pthread_mutex_lock(&q->lock);
 	first = wqe(q, 2)->first_psn;
 	q->req->window = 2;
@@ -112,7 +108,7 @@ int main(void)
 	pthread_mutex_lock(&q->lock);
 	q->req->window = 64;
 	pthread_mutex_unlock(&q->lock);
-	CHECK(cu_post_write(a, mr, buf, 4, 8192) == 0);
+	CHECK(cu_post_write(a, cp.mr, buf, 4, 8192) == 0);
 	pthread_mutex_lock(&q->lock);
 	first = wqe(q, 3)->first_psn;
 	CHECK_EQ_INT(q->req->psn, sw_psn_add(first, 8));
@@ -132,9 +128,6 @@ int main(void)
 	if (CHECK_EQ_INT(q_poll(env.scq, wc, 4, 1), 1))
 		CHECK(wc[0].wr_id == 4 && wc[0].status == IBV_WC_SUCCESS);
 
-	CHECK_RET(ibv_destroy_qp(a), 0);
-	CHECK_RET(ibv_destroy_qp(sink), 0);
-	CHECK_RET(ibv_dereg_mr(mr), 0);
-	q_env_close(&env);
+	cu_teardown(&env, &cp);
 	return t_finish();
 }

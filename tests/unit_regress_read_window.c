@@ -24,7 +24,7 @@ enum {
 };
 
 static struct q_env env;
-static struct ibv_mr *mr;
+static struct cu_pair cp;
 static uint8_t buf[NPKT * MTU], src[NPKT * MTU];
 
 /* Hand the completer READ response `k` of NPKT at `psn`, with src's bytes (q->lock held). */
@@ -55,28 +55,24 @@ static void small_window(struct sw_qp *q)
 
 int main(void)
 {
-	struct ibv_qp *a, *sink;
+	struct ibv_qp *a;
 	struct sw_qp *q;
 	struct ibv_wc wc[4];
 	uint32_t first;
 
 	t_start("unit_regress_read_window");
-	q_env_open(&env, 64);
 	for (size_t i = 0; i < sizeof(src); i++)
 		src[i] = (uint8_t)(i * 7 + 5);
-	mr = ibv_reg_mr(env.pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
-	a = q_create(&env, IBV_QPT_RC);
-	sink = q_create(&env, IBV_QPT_RC);
-	if (!CHECK(mr && a && sink) || !CHECK(q_bring_up(&env, sink, IBV_QPS_INIT, 0) == 0) ||
-	    !CHECK(cu_connect_slow(&env, a, sink->qp_num) == 0))
+	if (cu_setup(&env, &cp, buf, sizeof(buf)))
 		return t_finish();
-	q = sw_qp(a);
+	a = cp.a;
+	q = cp.q;
 
 	t_case("an ACK of a window's worth of WRITE packets: the window grows by one");
 	pthread_mutex_lock(&q->lock);
 	small_window(q);
 	pthread_mutex_unlock(&q->lock);
-	CHECK_RET(cu_post_write(a, mr, buf, 1, sizeof(buf)), 0);
+	CHECK_RET(cu_post_write(a, cp.mr, buf, 1, sizeof(buf)), 0);
 	pthread_mutex_lock(&q->lock);
 	first = ((struct sw_send_wqe *)sw_ring_slot(&q->sq, 0))->first_psn;
 	CHECK_EQ_INT(q->req->psn, sw_psn_add(first, NPKT));
@@ -90,8 +86,8 @@ int main(void)
 	pthread_mutex_lock(&q->lock);
 	small_window(q);
 	pthread_mutex_unlock(&q->lock);
-	CHECK_RET(cu_post_op(a, mr, buf, 2, sizeof(buf), IBV_WR_RDMA_READ), 0);
-	CHECK_RET(cu_post_op(a, mr, buf, 3, sizeof(buf), IBV_WR_RDMA_READ), 0);
+	CHECK_RET(cu_post_op(a, cp.mr, buf, 2, sizeof(buf), IBV_WR_RDMA_READ), 0);
+	CHECK_RET(cu_post_op(a, cp.mr, buf, 3, sizeof(buf), IBV_WR_RDMA_READ), 0);
 	pthread_mutex_lock(&q->lock);
 	first = ((struct sw_send_wqe *)sw_ring_slot(&q->sq, 1))->first_psn;
 	/* the first READ fills the window: the second waits */
@@ -113,9 +109,6 @@ int main(void)
 	}
 	CHECK_MSG(!memcmp(buf, src, sizeof(buf)), "the READs' bytes differ");
 
-	CHECK_RET(ibv_destroy_qp(a), 0);
-	CHECK_RET(ibv_destroy_qp(sink), 0);
-	CHECK_RET(ibv_dereg_mr(mr), 0);
-	q_env_close(&env);
+	cu_teardown(&env, &cp);
 	return t_finish();
 }

@@ -21,7 +21,7 @@
 #include "comp_util.h"
 
 static struct q_env env;
-static struct ibv_mr *mr;
+static struct cu_pair cp;
 static uint8_t buf[4096];
 
 static int move(struct ibv_qp *qp, enum ibv_qp_state st)
@@ -58,13 +58,13 @@ static void drain_after(struct ibv_qp *a, const char *name, bool by_nak)
 
 	t_case(name);
 	for (uint64_t i = 0; i < 3; i++)
-		CHECK(cu_post_write(a, mr, buf, i, 1024) == 0);
+		CHECK(cu_post_write(a, cp.mr, buf, i, 1024) == 0);
 	pthread_mutex_lock(&q->lock);
 	first = ((struct sw_send_wqe *)sw_ring_slot(&q->sq, base))->first_psn;
 	CHECK_EQ_INT(q->req->psn, sw_psn_add(first, 3)); /* all sent */
 	pthread_mutex_unlock(&q->lock);
 	CHECK_RET(move(a, IBV_QPS_SQD), 0);
-	CHECK(cu_post_write(a, mr, buf, 3, 1024) == 0); /* late: waits for RTS */
+	CHECK(cu_post_write(a, cp.mr, buf, 3, 1024) == 0); /* late: waits for RTS */
 	pthread_mutex_lock(&q->lock);
 	if (by_nak) {
 		cu_aeth(q, sw_psn_add(first, 1), SW_AETH_NAK_PSN_SEQ); /* the first arrived */
@@ -94,21 +94,11 @@ static void drain_after(struct ibv_qp *a, const char *name, bool by_nak)
 
 int main(void)
 {
-	struct ibv_qp *a, *sink;
-
 	t_start("unit_regress_sqd_rewind");
-	q_env_open(&env, 64);
-	mr = ibv_reg_mr(env.pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
-	a = q_create(&env, IBV_QPT_RC);
-	sink = q_create(&env, IBV_QPT_RC);
-	if (!CHECK(mr && a && sink) || !CHECK(q_bring_up(&env, sink, IBV_QPS_INIT, 0) == 0) ||
-	    !CHECK(cu_connect_slow(&env, a, sink->qp_num) == 0))
+	if (cu_setup(&env, &cp, buf, sizeof(buf)))
 		return t_finish();
-	drain_after(a, "SQD, then a sequence NAK: the rest is resent, then drained", true);
-	drain_after(a, "SQD, then a retransmit timeout: resent, then drained", false);
-	CHECK_RET(ibv_destroy_qp(a), 0);
-	CHECK_RET(ibv_destroy_qp(sink), 0);
-	CHECK_RET(ibv_dereg_mr(mr), 0);
-	q_env_close(&env);
+	drain_after(cp.a, "SQD, then a sequence NAK: the rest is resent, then drained", true);
+	drain_after(cp.a, "SQD, then a retransmit timeout: resent, then drained", false);
+	cu_teardown(&env, &cp);
 	return t_finish();
 }
