@@ -63,7 +63,6 @@ int main(void)
 	req->on_link = true;
 	cu_aeth(q, first, SW_AETH_NAK_PSN_SEQ);
 	CHECK(sw_req_in_flight(req)); /* nothing acknowledged: resent */
-	req->on_link = true; /* the NAK looked the link up: none with SOFTVERBS_SHM=0 */
 	CHECK_EQ_INT(sw_probe_pto_ns(q), SW_PROBE_LINK_NS);
 	req->on_link = false;
 	pthread_mutex_unlock(&q->lock);
