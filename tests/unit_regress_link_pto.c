@@ -7,9 +7,9 @@
  * us (SW_PROBE_LINK_NS) after its last send or acknowledgement, always.
  * A ring loses nothing, so on a link without fault injection every such
  * probe was held (the peer was merely behind) and woke the progress
- * thread again 50 us later: a READ 64 KiB stream woke it about 8,000
- * times a second (6,500 with the rule below), and ran at 8.7-12.3 GB/s
- * against 10.3-14.7 with the rule below, in the same minutes.
+ * thread again 50 us later: a READ 64 KiB stream, whose responses come
+ * in bursts, woke it about 10,000 times a second, and ran at 8.7-12.3
+ * GB/s against 10.3-14.7 with the rule below, in the same minutes.
  * Now the short wait applies for SW_LINK_LOSSY_NS after a loss showed (a
  * sequence NAK, a READ response gap, a probe that filled a gap or that
  * the link let go, a timeout); otherwise the probe comes due after
