@@ -30,23 +30,27 @@ enum {
 };
 
 static struct q_env env;
-static struct cu_pair cp;
+static struct ibv_mr *mr;
 static uint8_t buf[NPKT * MTU];
 
 int main(void)
 {
-	struct ibv_qp *a;
+	struct ibv_qp *a, *sink;
 	struct sw_qp *q;
 	struct sw_req *req;
 	uint32_t first;
 
 	t_start("unit_regress_link_pto");
-	if (cu_setup(&env, &cp, buf, sizeof(buf)))
+	q_env_open(&env, 64);
+	mr = ibv_reg_mr(env.pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
+	a = q_create(&env, IBV_QPT_RC);
+	sink = q_create(&env, IBV_QPT_RC);
+	if (!CHECK(mr && a && sink) || !CHECK(q_bring_up(&env, sink, IBV_QPS_INIT, 0) == 0) ||
+	    !CHECK(cu_connect_slow(&env, a, sink->qp_num) == 0))
 		return t_finish();
-	a = cp.a;
-	q = cp.q;
+	q = sw_qp(a);
 	req = q->req;
-	CHECK_RET(cu_post_write(a, cp.mr, buf, 1, sizeof(buf)), 0);
+	CHECK_RET(cu_post_write(a, mr, buf, 1, sizeof(buf)), 0);
 
 	t_case("a WRITE in flight to a link peer, no loss seen: the probe waits 1 ms");
 	pthread_mutex_lock(&q->lock);
@@ -87,6 +91,9 @@ int main(void)
 			CHECK(wc[0].wr_id == 1 && wc[0].status == IBV_WC_SUCCESS);
 	}
 
-	cu_teardown(&env, &cp);
+	CHECK_RET(ibv_destroy_qp(a), 0);
+	CHECK_RET(ibv_destroy_qp(sink), 0);
+	CHECK_RET(ibv_dereg_mr(mr), 0);
+	q_env_close(&env);
 	return t_finish();
 }
