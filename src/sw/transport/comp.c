@@ -154,6 +154,7 @@ static void progress_done(struct sw_qp *qp)
 		req->probe_back = false;
 		if (sw_req_in_flight(req) && outstanding(qp) &&
 		    !sw_wr_is_rd_atomic(head(qp)->opcode)) {
+			sw_probe_loss(qp, sw_now_ns()); /* the probe filled a gap */
 			sw_req_cut(qp);
 			sw_req_rewind(qp, req->una_psn);
 		}
@@ -178,6 +179,7 @@ static void lost_response(struct sw_qp *qp)
 	if (qp->req->resp_asked)
 		return;
 	qp->req->resp_asked = true;
+	sw_probe_loss(qp, sw_now_ns());
 	sw_req_rewind(qp, sw_psn_add(w->first_psn, qp->req->read_rx_pkts));
 }
 
@@ -230,6 +232,7 @@ static void on_nak(struct sw_qp *qp, const struct sw_pkt *pkt)
 	}
 	if (syn == SW_AETH_NAK_PSN_SEQ) {
 		SW_COUNT(eng, qp, seq_naks_rx);
+		sw_probe_loss(qp, sw_now_ns());
 		if (!sw_req_selective(qp, pkt->psn)) {
 			sw_req_cut(qp);
 			sw_req_rewind(qp, pkt->psn);

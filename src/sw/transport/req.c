@@ -809,6 +809,8 @@ static void send_probe(struct sw_qp *qp, uint64_t now)
 	w = una_wqe(qp, &k);
 	if (!w)
 		return;
+	if (req->on_link)
+		sw_probe_loss(qp, now); /* the link handled everything, and nothing answered */
 	req->on_link = sw_shm_linked(eng, &qp->attr.av.dst); /* the next probe's rule (probe.c) */
 	if (w->opcode == IBV_WR_RDMA_READ) {
 		probe_read(qp, now);
@@ -1012,6 +1014,7 @@ void sw_req_timer(struct sw_qp *qp, uint64_t now)
 			goto more;
 		}
 		SW_COUNT(eng, qp, timeouts);
+		sw_probe_loss(qp, now);
 		if (!req->retries) {
 			sw_comp_retire(qp, IBV_WC_RETRY_EXC_ERR);
 			return;

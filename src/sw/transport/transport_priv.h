@@ -44,6 +44,7 @@ enum {
 	SW_BACKOFF_MAX = 3, /* retransmit timeout back-off: at most 8x */
 	SW_PROBE_MIN_NS = 1000 * 1000, /* tail-loss probe timeout floor (probe.c) */
 	SW_PROBE_LINK_NS = 50 * 1000, /* the probe's wait on the same-host link (probe.c) */
+	SW_LINK_LOSSY_NS = 100 * 1000 * 1000, /* ... while a loss showed this recently */
 	SW_LINK_STALLS = 4, /* timer deferrals in a row without the link's peer moving (req.c) */
 	SW_STASH_SLOTS = 1024, /* PSNs ahead of a gap an RC responder keeps, per QP (stash.c) */
 	SW_STASH_DEV_MAX = 4096, /* packets kept that way, all QPs of a device */
@@ -667,6 +668,7 @@ struct sw_req {
 	bool link_marked; /* link_mark is set for the current last_act_ns (mark_act) */
 	uint64_t link_mark, mark_act; /* the ring's head when the probe was first due (probe.c) */
 	uint64_t probe_hold_ns; /* no probe before this: the link's consumer is behind */
+	uint64_t lossy_until_ns; /* a loss showed: the link's short PTO until then (probe.c) */
 	uint32_t sel_psn; /* the packet sw_req_selective sent again last */
 	uint64_t link_done; /* how far the link's consumer had handled, at the last deferral */
 	uint8_t link_stalls; /* deferrals in a row without the consumer handling more */
@@ -822,13 +824,17 @@ void sw_req_acked(struct sw_qp *qp);
  * for this QP now). sent: packets up to `psn` went out (`fresh`: never
  * before, so it may be timed). acked: una_psn moved (an RTT sample,
  * the probe answered). rewound: the requester went back (no sample from
- * resent packets, no probe outstanding). due: when the probe would fire
- * (0: none). should_fire: it is due at `now` and allowed.
+ * resent packets, no probe outstanding). loss: a loss showed at `now`
+ * (a sequence NAK, a gap in READ responses, a probe that filled a gap or
+ * that the link let go, a timeout): on the same-host link the short PTO
+ * applies for SW_LINK_LOSSY_NS. due: when the probe would fire (0:
+ * none). should_fire: it is due at `now` and allowed.
  */
 uint64_t sw_probe_pto_ns(const struct sw_qp *qp);
 void sw_probe_sent(struct sw_qp *qp, uint32_t psn, bool fresh);
 void sw_probe_acked(struct sw_qp *qp);
 void sw_probe_rewound(struct sw_qp *qp);
+void sw_probe_loss(struct sw_qp *qp, uint64_t now);
 uint64_t sw_probe_due_ns(const struct sw_qp *qp);
 bool sw_probe_should_fire(struct sw_qp *qp, uint64_t now);
 
