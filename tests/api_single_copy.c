@@ -47,12 +47,12 @@
  *      B pulls with process_vm_readv instead, nothing mapped; same bytes.
  *   q. B, stopped, gets a burst in its ring: a READ of 64 KiB by
  *      reference, a WRITE over what it reads, the same READ again, 7
- *      more, a small READ (with bytes); A's first tail-loss probe asks
- *      them all again meanwhile (with bytes: a READ is asked by
- *      reference only once). B writes the READs by reference with fewer
- *      system calls than READs (transport/resp_hold.c); the first READ
- *      still has B's bytes from before the WRITE, the second the
- *      WRITE's, every READ succeeds in order.
+ *      more, a small READ (with bytes). B writes the READs by reference
+ *      with fewer system calls than READs (transport/resp_hold.c); the
+ *      first READ still has B's bytes from before the WRITE, the second
+ *      the WRITE's, every READ succeeds in order, and A asked nothing
+ *      again while B was stopped (its tail-loss probe waits for a link
+ *      peer that is behind, from the first probe on).
  * Cases a, b, c, f, l, o and p also READ 1 MiB and 200 KiB into three SGEs from B
  * and check every byte at A. Where single copy is used, A asks its READs
  * by reference and B writes the bytes into A itself (B pushed bytes, its
@@ -736,11 +736,12 @@ static void run(const char *name, struct pcfg c, bool want)
 		const char *d = p[1].err ? strstr(p[1].err, " duplicates ") : NULL;
 		unsigned long long dups = d ? strtoull(d + 12, NULL, 10) : 0;
 
-		/* A's tail-loss probe may ask READs again while B is stopped: with bytes */
 		printf("# B: %llu push calls, %llu requests asked again\n", b.push_calls, dups);
 		CHECK_MSG(b.push_calls < 9 && b.pushed == 9u << 16,
 			  "B wrote %llu bytes of 9 READs of 64 KiB in %llu calls", b.pushed,
 			  b.push_calls);
+		/* A's tail-loss probe waits while the link shows B behind (probe.c) */
+		CHECK_MSG(d && !dups, "B, stopped, was asked %llu requests again", dups);
 	}
 	/* A never pulls: B writes the bytes of A's READs when it answers them */
 	CHECK_MSG(a.pulled + a.pushed + a.mapped == 0, "A pulled, pushed or copied bytes");

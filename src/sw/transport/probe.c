@@ -37,14 +37,19 @@
  * alike; a gap in the responses is asked for by the completer at once
  * (comp.c).
  *
- * To a peer on the same-host link (once a QP has seen a NAK or sent a
- * probe there) the PTO is SW_PROBE_LINK_NS while a loss showed in the
+ * To a peer on the same-host link (looked up when a probe first comes
+ * due, or a NAK arrives) the PTO is SW_PROBE_LINK_NS while a loss showed in the
  * last SW_LINK_LOSSY_NS (sw_probe_loss), SW_PROBE_MIN_NS otherwise, and
  * the probe goes only once the link shows that the peer handled what
  * the QP sent (link_handled). A ring loses nothing (only fault injection
  * does, or a peer that died), so without losses the short wait only woke
  * the progress thread every 50 us to find the peer behind (in a WRITE 1
- * MiB stream, about half of its 6,800 wake-ups a second).
+ * MiB stream, about half of its 6,800 wake-ups a second). The first
+ * probe waits for the link too: a peer that has not handled what was
+ * sent is slow, not lossy, and asking again only doubles its work (when
+ * the link was known only once a probe had gone, a responder stopped
+ * for 100 ms drew a first probe that asked all 23 READs and WRITEs in
+ * flight again: api_single_copy case q).
  *
  * No probe: before the first RTT sample, when the PTO is not below half
  * the retransmit timeout, while other QPs wait in the device budget's line
@@ -221,5 +226,8 @@ bool sw_probe_should_fire(struct sw_qp *qp, uint64_t now)
 	if (atomic_load_explicit(&sw_engine_of(qp)->budget.nwait, memory_order_relaxed) >
 	    (qp->req->queued ? 1u : 0u))
 		return false;
+	/* the first probe too waits for a link peer that is behind (link_handled) */
+	if (!qp->req->on_link)
+		qp->req->on_link = sw_shm_linked(sw_engine_of(qp), &qp->attr.av.dst);
 	return !qp->req->on_link || link_handled(qp, now);
 }
