@@ -13,6 +13,7 @@
 #   start_server OUT CMD...  sv CMD in the background, stdout+stderr in OUT;
 #                        its pid in $spid (stopped by the cleanup on exit)
 #   loader_clean FILE    no dynamic-loader complaint in FILE
+#   wait_lines FILE ERE N  until N lines of FILE match ERE (10 s): 0, else 1
 # A scratch directory is in $tmp. Every SOFTVERBS_* variable of the caller
 # is unset (clean_env.sh); SOFTVERBS_STATS=1 so that failures show counters.
 set -u
@@ -154,6 +155,14 @@ stop_server() {
 	src=$?
 	spid=''
 	return $src
+}
+wait_lines() {
+	i=0
+	while [ "$(grep -Ec "$2" "$1" 2>/dev/null)" -lt "$3" ] && [ $i -lt 100 ]; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+	[ "$(grep -Ec "$2" "$1" 2>/dev/null)" -ge "$3" ]
 }
 # kill_server: end a server that never exits by itself (io_demo, qperf)
 kill_server() {

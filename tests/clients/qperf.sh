@@ -27,6 +27,10 @@ if ! start_listening "$tmp/server.out" qperf -lp @PORT@; then
 fi
 sv qperf 127.0.0.1 -lp "$port" -t 1 -v rc_bw rc_lat rc_rdma_write_bw ud_lat >"$tmp/client.out" 2>&1
 crc=$?
+# qperf's server opens the device once per test and its report comes when
+# the test's context closes, which can be a moment after the client exits:
+# wait for the fourth (a server killed first had no ud_lat counters)
+wait_lines "$tmp/server.out" '^softverbs: softverbs0 [^ ]*: tx ' 4
 kill_server
 if [ $crc -ne 0 ] || ! loader_clean "$tmp/client.out"; then
 	not_ok "qperf client exit $crc (124: timed out)"
