@@ -134,8 +134,10 @@ void sw_transport_settle(struct sw_qp *qp);
  * the progress thread sleeps, take one receive pass here instead of
  * waiting for it to wake (transport/progress.c): true when packets were
  * handled, so that polling the CQ again may find what they completed.
+ * `links_only` (a CQ that had fewer completions than asked for): the
+ * same-host links only, no system call; the sockets wake the thread.
  */
-bool sw_transport_poll(struct sw_dev *dev);
+bool sw_transport_poll(struct sw_dev *dev, bool links_only);
 
 /*
  * A CQ of `dev` was armed (req_notify_cq): its application is about to

@@ -215,6 +215,13 @@ int sw_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
 	n = atomic_load_explicit(&cq->avail, memory_order_relaxed) ? take(cq, num_entries, wc) : 0;
 	if (!n && num_entries && sw_cq_empty_poll(ibcq->context))
 		n = take(cq, num_entries, wc);
+	/*
+	 * Fewer than asked: what the links hold may complete more (a stream's
+	 * ACKs), and this thread takes them while the progress thread sleeps
+	 * rather than leave them to a wake-up (sw_transport_poll).
+	 */
+	else if (n && n < num_entries && sw_transport_poll(sw_dev_of(ibcq->context), true))
+		n += take(cq, num_entries - n, wc + n);
 	return n;
 }
 
@@ -226,7 +233,7 @@ bool sw_cq_empty_poll(struct ibv_context *ctx)
 	/* without writing the shared line when it is set already */
 	if (!atomic_load_explicit(&dev->app_polls, memory_order_relaxed))
 		atomic_store_explicit(&dev->app_polls, true, memory_order_relaxed);
-	if (sw_transport_poll(dev))
+	if (sw_transport_poll(dev, false))
 		return true;
 	sched_yield();
 	return false;

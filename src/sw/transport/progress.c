@@ -40,7 +40,6 @@ enum {
 	SW_TIMER_BATCHES = 64, /* a full socket buffer of MTU packets, about */
 	LEASE_NS = 200 * 1000, /* a leased sleep, at most */
 	LEASE_FRESH_NS = 20 * 1000, /* a pass this recent: the packets found did not wait */
-	LEASE_STALE_NS = 100 * 1000, /* no pass this long: the packets found may have waited */
 	LEASE_OFF_NS = 10 * 1000 * 1000, /* no lease after one that kept a packet waiting */
 	LEASE_OFF_SHORT_NS = 2 * 1000 * 1000, /* ... after LEASE_CLEAN clean leased sleeps */
 	LEASE_CLEAN = 16,
@@ -97,6 +96,7 @@ struct rx_batch {
 	struct sw_qp *touched[RX_TOUCHED];
 	unsigned int ntouched;
 	unsigned int set; /* the set the next batch fills */
+	unsigned int nreq; /* of this batch's packets, requests (lease_decide) */
 };
 
 uint64_t sw_now_ns(void)
@@ -302,10 +302,12 @@ static void rx_one(struct sw_engine *eng, struct rx_batch *b, const uint8_t *buf
 		sw_count_own(&eng->cnt.rx_pkts, pkt.ref_pkts - 1);
 	sw_resp_held_before(&pkt); /* held READs are answered before it (resp_hold.c) */
 	if (sw_sa_is_multicast(dst)) {
+		b->nreq++;
 		rx_mcast(eng, &pkt, len, src, dst);
 		return;
 	}
 	if (pkt.dqpn == SV_GSI_QPN) { /* the general services QP: librdmacm's, if open */
+		b->nreq++;
 		sw_gsi_rx(eng, &pkt, src, dst);
 		return;
 	}
@@ -326,13 +328,16 @@ static void rx_one(struct sw_engine *eng, struct rx_batch *b, const uint8_t *buf
 	if (!from_peer(qp, src)) { /* not this QP's packet: counted as no QP */
 		atomic_fetch_add_explicit(&eng->cnt.drops_no_qp, 1, memory_order_relaxed);
 	} else {
+		bool req = !pkt.info || (pkt.info->flags & SW_F_REQ);
+
 		SW_QP_COUNT(qp, rx_pkts, pkt.ref_pkts); /* the QP's: from its peer, of its type */
 		SW_QP_COUNT(qp, rx_bytes, len);
+		b->nreq += req;
 		if (pkt.ref && pkt.ref_pkts > 1)
 			sw_resp_handle_run(qp, &pkt, src, dst); /* by reference: a request */
 		else if (pkt.placed && pkt.ref_pkts > 1)
 			sw_comp_handle_run(qp, &pkt); /* placed READ responses */
-		else if (!pkt.info || (pkt.info->flags & SW_F_REQ))
+		else if (req)
 			sw_resp_handle(qp, &pkt, src, dst);
 		else
 			sw_comp_handle(qp, &pkt);
@@ -522,23 +527,29 @@ static int rx_group(void *arg, int fd, const union sw_sa *bound, uint32_t *ovfl)
  * most RX_SETS batches, so one fence per RX_SLOTS packets of a stream
  * into a CPU_ID MR). The queued copies are this thread's: only the
  * progress thread defers, and it keeps the token until a batch that did not.
+ * With `links_only` the sockets are left alone (no system call): what
+ * they hold wakes the progress thread, which polls them in its sleep.
  */
-static int rx_batch(struct sw_engine *eng, struct rx_batch *b, bool defer)
+static int rx_batch(struct sw_engine *eng, struct rx_batch *b, bool defer, bool links_only)
 {
 	const struct sw_port *port = &eng->dev->port;
-	int first = (int)b->set * SW_RX_BATCH, end = first + SW_RX_BATCH, n, gro = 0;
+	int first = (int)b->set * SW_RX_BATCH, end = first + SW_RX_BATCH, n = first, gro = 0;
 	bool gro_full = false, more;
 
-	if (b->gro_mem)
-		n = first, gro = rx_gro(eng, b, b->set, !defer, &gro_full);
-	else
-		n = first + rx_socket(eng, b, first, end, port->fd, &port->local, &eng->rx_ovfl[0]);
-	if (port->ll_fd >= 0 && n < end)
-		n += rx_socket(eng, b, n, end, port->ll_fd, &port->ll, &eng->rx_ovfl[1]);
-	if (n < end) {
-		struct rx_groups g = {eng, b, n, end};
+	b->nreq = 0;
+	if (!links_only) {
+		if (b->gro_mem)
+			gro = rx_gro(eng, b, b->set, !defer, &gro_full);
+		else
+			n += rx_socket(eng, b, first, end, port->fd, &port->local,
+				       &eng->rx_ovfl[0]);
+		if (port->ll_fd >= 0 && n < end)
+			n += rx_socket(eng, b, n, end, port->ll_fd, &port->ll, &eng->rx_ovfl[1]);
+		if (n < end) {
+			struct rx_groups g = {eng, b, n, end};
 
-		n += sw_mcast_rx(eng, rx_group, &g);
+			n += sw_mcast_rx(eng, rx_group, &g);
+		}
 	}
 	/* then the same-host links, into the slots left */
 	for (; n < end; n++) {
@@ -594,6 +605,7 @@ int sw_rx_inject(struct sw_engine *eng, const uint8_t *buf, size_t len, const un
 	memcpy(b->slot[0].buf, buf, len);
 	b->slot[0].src = *src;
 	b->ntouched = 0;
+	b->nreq = 0;
 	rx_one(eng, b, b->slot[0].buf, &b->slot[0].src, len, dst, NULL);
 	sw_resp_held_flush();
 	rx_flush_acks(b); /* fences first, as rx_batch() */
@@ -739,26 +751,27 @@ struct lease_state {
  * most LEASE_NS. A lease goes on while application threads keep taking
  * passes. An application that stops polling leaves a packet waiting at
  * most that long (twice at the boundary), and once in a while: a leased
- * wake-up that finds packets with no pass in the last LEASE_STALE_NS
- * (so they may have waited) counts a stall and ends leases for
- * LEASE_OFF_NS. That is the ping-pong whose application polls its CQ
- * for its own completion, then watches memory for the peer's WRITE:
- * at most one stall per LEASE_OFF_NS. req_notify_cq ends a lease at
- * once (sw_transport_unlease): an application arms a CQ to wait
- * without polling. The UDP socket and the wake-up descriptor wake this
- * thread as ever; only the links' doorbells are spared.
+ * wake-up that finds packets no pass took (sw_lease_stalled: none since
+ * the sleep began, or requests and none in the last SW_LEASE_STALE_NS)
+ * counts a stall and ends leases for LEASE_OFF_NS. That is the ping-pong
+ * whose application polls its CQ for its own completion, then watches
+ * memory for the peer's WRITE: at most one stall per LEASE_OFF_NS.
+ * req_notify_cq ends a lease at once (sw_transport_unlease): an
+ * application arms a CQ to wait without polling. The UDP socket and the wake-up descriptor wake
+ * this thread as ever; only the links' doorbells are spared.
  *
  * `passes` and `notifies` are the counts when the thread went to sleep;
- * `n` what the first pass after the wake-up took.
+ * `n` what the first pass after the wake-up took, `reqs` how many of
+ * them were requests.
  */
-static void lease_decide(struct sw_engine *eng, int n, uint64_t passes, unsigned int notifies,
-			 uint64_t now, struct lease_state *ls)
+static void lease_decide(struct sw_engine *eng, int n, unsigned int reqs, uint64_t passes,
+			 unsigned int notifies, uint64_t now, struct lease_state *ls)
 {
 	bool polled = atomic_load_explicit(&eng->cnt.app_passes, memory_order_relaxed) != passes;
 	bool leased = atomic_load_explicit(&eng->leased, memory_order_relaxed);
 	int64_t age = (int64_t)(now - atomic_load_explicit(&eng->pass_ns, memory_order_relaxed));
 
-	if (leased && n > 0 && (!polled || age > LEASE_STALE_NS)) {
+	if (leased && sw_lease_stalled(n, reqs, polled, age)) {
 		atomic_fetch_add_explicit(&eng->cnt.lease_stalls, 1, memory_order_relaxed);
 		ls->off_until =
 			now + (ls->clean >= LEASE_CLEAN ? LEASE_OFF_SHORT_NS : LEASE_OFF_NS);
@@ -798,7 +811,7 @@ void *sw_progress_main(void *arg)
 	sem_post(&eng->started);
 	pthread_mutex_lock(&eng->rx_token); /* released only to sleep */
 	while (!atomic_load(&eng->stop)) {
-		int n = rx_batch(eng, b, true);
+		int n = rx_batch(eng, b, true, false);
 		uint64_t now;
 
 		atomic_fetch_add_explicit(&eng->sweeps, 1, memory_order_release);
@@ -811,7 +824,7 @@ void *sw_progress_main(void *arg)
 			worked_ns = now;
 		if (woke) {
 			woke = false;
-			lease_decide(eng, n, slept_passes, slept_notifies, now, &ls);
+			lease_decide(eng, n, b->nreq, slept_passes, slept_notifies, now, &ls);
 		}
 
 		/*
@@ -964,13 +977,14 @@ void sw_transport_unlease(struct sw_dev *dev)
  * ACKs before it returns the token (no deferral: the copies it queues
  * are this thread's); the timers stay the progress thread's.
  */
-bool sw_transport_poll(struct sw_dev *dev)
+bool sw_transport_poll(struct sw_dev *dev, bool links_only)
 {
 	struct sw_engine *eng = dev->eng;
 	int n;
 
 	/* sleeping, read before the trylock too: no write to the token's line while it is awake */
-	if (!eng || !eng->app_rx || !atomic_load_explicit(&eng->sleeping, memory_order_relaxed) ||
+	if (!eng || !eng->app_rx || (links_only && !eng->shm) ||
+	    !atomic_load_explicit(&eng->sleeping, memory_order_relaxed) ||
 	    !atomic_load_explicit(&fork_tracked, memory_order_relaxed) ||
 	    eng->fork_gen != atomic_load_explicit(&fork_gen, memory_order_relaxed) ||
 	    pthread_mutex_trylock(&eng->rx_token))
@@ -979,7 +993,7 @@ bool sw_transport_poll(struct sw_dev *dev)
 		pthread_mutex_unlock(&eng->rx_token); /* not in poll(2): starting or ending */
 		return false;
 	}
-	n = rx_batch(eng, eng->rx, false);
+	n = rx_batch(eng, eng->rx, false, links_only);
 	atomic_fetch_add_explicit(&eng->sweeps, 1, memory_order_release);
 	if (atomic_load_explicit(&eng->budget.nwait, memory_order_relaxed))
 		sw_budget_serve(eng);

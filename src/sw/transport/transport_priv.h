@@ -252,6 +252,26 @@ struct sw_engine {
 	atomic_uint stash_pkts; /* packets the responders keep (stash.c) */
 };
 
+/*
+ * progress.c's leased sleeps: did the first pass after a leased wake-up
+ * find packets that an application's pass should have taken (a stall,
+ * which ends leases for a while)? `n` packets found, `reqs` of them
+ * requests; `polled`: an application thread took a pass since the sleep
+ * began, the last one ending `age_ns` ago. Packets with no pass at all
+ * are a stall; after an older pass only requests are, which an
+ * application may be waiting for on memory. ACKs and responses complete
+ * work of an application that polls its CQs, and one that posts a batch
+ * between its polls leaves them longer than that.
+ */
+enum {
+	SW_LEASE_STALE_NS = 100 * 1000
+};
+
+static inline bool sw_lease_stalled(int n, unsigned int reqs, bool polled, int64_t age_ns)
+{
+	return n > 0 && (!polled || (reqs && age_ns > SW_LEASE_STALE_NS));
+}
+
 static inline struct sw_engine *sw_engine_of(struct sw_qp *qp)
 {
 	return sw_dev_of(qp->ibv.qp_base.context)->eng;
