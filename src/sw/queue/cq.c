@@ -213,13 +213,14 @@ int sw_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
 		return -EINVAL;
 	/* empty: no lock (sw_cq.avail) */
 	n = atomic_load_explicit(&cq->avail, memory_order_relaxed) ? take(cq, num_entries, wc) : 0;
+	/*
+	 * Empty: a receive pass (sw_cq_empty_poll). Fewer than asked: what the
+	 * links hold may complete more (a stream's ACKs), and this thread takes
+	 * them while the progress thread sleeps rather than leave them to a
+	 * wake-up (sw_transport_poll).
+	 */
 	if (!n && num_entries && sw_cq_empty_poll(ibcq->context))
 		n = take(cq, num_entries, wc);
-	/*
-	 * Fewer than asked: what the links hold may complete more (a stream's
-	 * ACKs), and this thread takes them while the progress thread sleeps
-	 * rather than leave them to a wake-up (sw_transport_poll).
-	 */
 	else if (n && n < num_entries && sw_transport_poll(sw_dev_of(ibcq->context), true))
 		n += take(cq, num_entries - n, wc + n);
 	return n;

@@ -38,10 +38,10 @@
  * (comp.c).
  *
  * To a peer on the same-host link (looked up when a probe first comes
- * due, or a NAK arrives) the PTO is SW_PROBE_LINK_NS while a loss showed in the
- * last SW_LINK_LOSSY_NS (sw_probe_loss), SW_PROBE_MIN_NS otherwise, and
- * the probe goes only once the link shows that the peer handled what
- * the QP sent (link_handled). A ring loses nothing (only fault injection
+ * due, or a NAK arrives) the PTO is SW_PROBE_LINK_NS while a loss showed
+ * in the last SW_LINK_LOSSY_NS (sw_probe_loss), SW_PROBE_MIN_NS
+ * otherwise, and the probe goes only once the link shows that the peer
+ * handled what the QP sent (link_handled). A ring loses nothing (only fault injection
  * does, or a peer that died), so without losses the short wait only woke
  * the progress thread every 50 us to find the peer behind (in a WRITE 1
  * MiB stream, about half of its 6,800 wake-ups a second). The first

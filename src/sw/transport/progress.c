@@ -757,8 +757,9 @@ struct lease_state {
  * whose application polls its CQ for its own completion, then watches
  * memory for the peer's WRITE: at most one stall per LEASE_OFF_NS.
  * req_notify_cq ends a lease at once (sw_transport_unlease): an
- * application arms a CQ to wait without polling. The UDP socket and the wake-up descriptor wake
- * this thread as ever; only the links' doorbells are spared.
+ * application arms a CQ to wait without polling. The UDP socket and the
+ * wake-up descriptor wake this thread as ever; only the links' doorbells
+ * are spared.
  *
  * `passes` and `notifies` are the counts when the thread went to sleep;
  * `n` what the first pass after the wake-up took, `reqs` how many of
