@@ -6,16 +6,15 @@
  *
  * Two RC QPs of one device ping-pong 64-byte RDMA WRITEs, unsignaled:
  * the application watches the last byte of each target buffer (no CQ
- * poll: the passive side of a WRITE, which only the progress thread can
- * serve) and pauses GAP_US (busy, without a system call) between round
- * trips, as an application computes between messages; then the process
- * stays idle for IDLE_MS. The device's counters (SOFTVERBS_STATS=1, read
- * at the close) say how often its progress thread went to sleep in
- * poll(2) ("progress thread: sleeps"); /proc/self/task/TID of that
- * thread ("sv-progress", the process's only one) says how much CPU it
- * used while idle, and whether it blocked (voluntary context switches; a
- * sched_yield is not one). Cases, each on a device opened afresh with the
- * setting:
+ * poll: the passive side of a WRITE, whose packet only the progress
+ * thread serves; the bytes the posting thread writes itself, through
+ * the link's push directory, docs/single-copy.md) and pauses GAP_US (busy, without a system call)
+ * between round trips, as an application computes between messages; then the process stays idle for
+ * IDLE_MS. The device's counters (SOFTVERBS_STATS=1, read at the close) say how often its progress
+ * thread went to sleep in poll(2) ("progress thread: sleeps"); /proc/self/task/TID of that thread
+ * ("sv-progress", the process's only one) says how much CPU it used while idle, and whether it
+ * blocked (voluntary context switches; a sched_yield is not one). Cases, each on a device opened
+ * afresh with the setting:
  *
  *   1. SOFTVERBS_SPIN_US=0 (sleep at once): at least ROUNDS / 8 sleeps
  *      (one per pause or per few: the polling thread receives while it
@@ -182,8 +181,9 @@ static int measure(unsigned long long *sleeps, struct thread_use *idle)
 	memset(&b, 0, sizeof(b));
 	if (!CHECK(ctx))
 		return -1;
-	if (t_ep_init(&a, ctx, IBV_QPT_RC, 4096, RACCESS, 16) ||
-	    t_ep_init(&b, ctx, IBV_QPT_RC, 4096, RACCESS, 16) || t_connect(&a, &b, IBV_MTU_1024))
+	/* 128: room for the 64 unsignaled WRITEs between two signaled ones */
+	if (t_ep_init(&a, ctx, IBV_QPT_RC, 4096, RACCESS, 128) ||
+	    t_ep_init(&b, ctx, IBV_QPT_RC, 4096, RACCESS, 128) || t_connect(&a, &b, IBV_MTU_1024))
 		goto out;
 	tid = progress_tid();
 	if (!CHECK_MSG(tid > 0, "no thread named sv-progress in this process"))

@@ -682,21 +682,9 @@ static void run(const char *name, struct pcfg c, bool want)
 	struct single a, b;
 	bool reads = c.mode == M_DATA || c.mode == M_FORK || c.mode == M_DEREG_READ ||
 		     c.mode == M_DEREG_SINK || c.mode == M_READ_BURST;
-	int sv[2];
 
 	t_case(name);
-	if (!CHECK(!socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)))
-		return;
-	c.sock = sv[1];
-	CHECK(!t_proc_spawn(&p[1], side_b, &c, NULL, 0, sv[0]));
-	c.sock = sv[0];
-	CHECK(!t_proc_spawn(&p[0], side_a, &c, NULL, 0, sv[1]));
-	close(sv[0]);
-	close(sv[1]);
-	if (!CHECK_EQ_INT(t_proc_reap(p, 2, 60000), 2)) /* say why */
-		for (int i = 0; i < 2; i++)
-			printf("# %c exited %s; its stderr:\n%s\n", "AB"[i],
-			       p[i].exited_ok ? "0" : "with a failure", p[i].err ? p[i].err : "");
+	t_pair_run(p, side_a, side_b, &c, &c.sock, 60000);
 	if (c.mode == M_EXIT) { /* A printed no report: it never closed its device */
 		const char *f = p[1].err ? strstr(p[1].err, " calls, ") : NULL;
 

@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -438,6 +439,36 @@ static inline void t_proc_free(struct t_proc *p)
 	free(p->err);
 	p->err = NULL;
 	p->errlen = p->errcap = 0;
+}
+
+/*
+ * Two workers, A and B, joined by a socketpair: `*sock` (a field of
+ * `cfg`) is set to B's end before B is spawned with fn_b(cfg), then to
+ * A's before A is spawned with fn_a(cfg); both are reaped (`idle_ms`)
+ * into p[0] (A) and p[1] (B), and if either failed, both stderrs are
+ * printed. True if both exited 0. The caller frees p[0] and p[1].
+ */
+static inline bool t_pair_run(struct t_proc p[2], int (*fn_a)(void *, int),
+			      int (*fn_b)(void *, int), void *cfg, int *sock, int idle_ms)
+{
+	int sv[2];
+	bool ok;
+
+	memset(p, 0, 2 * sizeof(*p));
+	if (!CHECK(!socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)))
+		return false;
+	*sock = sv[1];
+	CHECK(!t_proc_spawn(&p[1], fn_b, cfg, NULL, 0, sv[0]));
+	*sock = sv[0];
+	CHECK(!t_proc_spawn(&p[0], fn_a, cfg, NULL, 0, sv[1]));
+	close(sv[0]);
+	close(sv[1]);
+	ok = CHECK_EQ_INT(t_proc_reap(p, 2, idle_ms), 2);
+	if (!ok) /* say why */
+		for (int i = 0; i < 2; i++)
+			printf("# %c exited %s; its stderr:\n%s\n", "AB"[i],
+			       p[i].exited_ok ? "0" : "with a failure", p[i].err ? p[i].err : "");
+	return ok;
 }
 
 #endif /* SV_TESTS_STATS_H */

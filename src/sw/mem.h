@@ -204,6 +204,20 @@ static inline uint8_t *sw_mr_host(const struct sw_mr *mr, uint64_t va)
 	return mr->host + (va - mr->iova);
 }
 
+/*
+ * Spread a key (or QPN) over the bits of a table index (murmur3's
+ * finaliser): the MR table's slots, the push directory's entries.
+ */
+static inline uint32_t sw_key_hash(uint32_t k)
+{
+	k ^= k >> 16;
+	k *= 0x85ebca6bU;
+	k ^= k >> 13;
+	k *= 0xc2b2ae35U;
+	k ^= k >> 16;
+	return k;
+}
+
 /* mem/keys.c: unpredictable nonzero 32-bit key candidates */
 uint32_t sw_key_random(void);
 

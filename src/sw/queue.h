@@ -326,7 +326,8 @@ struct sw_send_wqe {
 	uint32_t npkts; /* packets (PSNs) the message takes */
 	uint16_t state; /* transport-private; 0 when posted */
 	uint8_t fail_status; /* transport-private: an enum ibv_wc_status */
-	uint8_t pushed; /* transport-private: a READ asked by reference (single copy) */
+	uint8_t pushed; /* transport-private: a READ asked by reference, or a WRITE
+			   written into the target (single copy) */
 	uint32_t xrc_srqn; /* XRC INI: the remote XRC SRQ (also keeps data[] 8-byte aligned) */
 	uint8_t data[]; /* struct ibv_sge[num_sge], or inline bytes */
 };

@@ -104,6 +104,17 @@ void sw_transport_qp_fini(struct sw_qp *qp);
 void sw_transport_qp_state(struct sw_qp *qp, enum ibv_qp_state old_state);
 
 /*
+ * The same-host link's push directory (transport/shm_dir.c): publish
+ * what peers may write into directly. sw_transport_qp_dir after every
+ * successful modify_qp (qp->lock held: its state and access flags);
+ * sw_transport_mr_dir once an MR is registered or changed (`live`), and
+ * with `live` false before it is deregistered or changed: that call
+ * returns once no peer can still write through the old entry.
+ */
+void sw_transport_qp_dir(struct sw_qp *qp);
+void sw_transport_mr_dir(struct sw_dev *dev, const struct sw_mr *mr, bool live);
+
+/*
  * The QP is about to enter ERR (qp->lock held; the state is still the
  * old one): the transport stops its timers, gives back its share of the
  * device's send budget and completes, with IBV_WC_WR_FLUSH_ERR, the

@@ -213,7 +213,8 @@ struct sw_pkt {
 	uint64_t ref_gen, ref_pos;
 	/*
 	 * A READ response whose bytes the responder wrote into the
-	 * requester's memory itself (same-host link only): payload NULL,
+	 * requester's memory itself, or a WRITE whose bytes the requester
+	 * wrote into the responder's (same-host link only): payload NULL,
 	 * paylen the bytes it stands for.
 	 */
 	bool placed;
@@ -375,11 +376,15 @@ struct sw_ref_src {
  * RC READ response: exactly SW_PLACED_LEN bytes, a packet count of 1 to
  * SW_REF_PKTS (more than 1: a FIRST or MIDDLE) and a byte count of at
  * most SW_REF_MAX_BYTES times it; `p` becomes placed (from any link),
- * ref_pkts the packet count. 0 or -EPROTO.
+ * ref_pkts the packet count. A placed RC WRITE ONLY request (no
+ * immediate data; written by the requester, transport/req_push.c): the
+ * same body, a packet count of 1 and a byte count equal to the RETH's
+ * length, not 0; from a link that allowed references. 0 or -EPROTO.
  */
 int sw_pkt_take_ref(struct sw_pkt *p, const struct sw_ref_src *src);
 
-/* Write placed READ response `p` for `len` bytes in `npkts` packets into `buf` (see above). */
+/* Write placed READ response (or WRITE) `p` for `len` bytes in `npkts` packets into `buf` (see
+ * above). */
 size_t sw_pkt_write_placed(uint8_t *buf, struct sw_pkt *p, uint32_t len, uint32_t npkts);
 
 /*

@@ -34,6 +34,7 @@
 
 #include "sw/ctrl.h"
 #include "sw/mem.h"
+#include "sw/transport.h"
 
 #define MASK_IOVA IBV_REG_MR_MASK_IOVA
 #define MASK_ADDR IBV_REG_MR_MASK_ADDR
@@ -274,6 +275,7 @@ int sw_reg_mr(struct ibv_pd *pd, const struct ibv_mr_init_attr *attr, bool legac
 		goto err;
 	mr->ibv.handle = mr->key;
 	atomic_fetch_add(&mr->pd->usecnt, 1);
+	sw_transport_mr_dir(dev, mr, true); /* peers on this host may write into it */
 	*out = &mr->ibv;
 	return 0;
 err:
@@ -346,6 +348,7 @@ int sw_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd, void *addr, s
 		return -EINVAL; /* windows bound to it keep its translation */
 	}
 	sw_mr_table_block(&dev->mrs, mr);
+	sw_transport_mr_dir(dev, mr, false); /* no peer writes through the old fields */
 	if (new_pd != mr->pd) {
 		atomic_fetch_add(&new_pd->usecnt, 1);
 		atomic_fetch_sub(&mr->pd->usecnt, 1);
@@ -360,6 +363,7 @@ int sw_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd, void *addr, s
 	if (flags & IBV_REREG_MR_CHANGE_ACCESS)
 		mr->access = (int)((unsigned int)access & ~(unsigned int)IBV_ACCESS_OPTIONAL_RANGE);
 	sw_mr_table_unblock(&dev->mrs, mr);
+	sw_transport_mr_dir(dev, mr, true);
 	pthread_mutex_unlock(&dev->mw_lock);
 	return 0;
 }
@@ -372,6 +376,7 @@ int sw_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd, void *addr, s
  */
 static void mr_release(struct sw_mr *mr)
 {
+	sw_transport_mr_dir(sw_dev_of(mr->pd->ibv.context), mr, false);
 	sw_mr_wait_idle(mr);
 	atomic_fetch_sub(&mr->pd->usecnt, 1);
 	if (mr->dmah)

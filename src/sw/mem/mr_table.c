@@ -27,22 +27,11 @@ enum {
 static struct sw_mr tombstone;
 #define TOMB (&tombstone)
 
-/* Spread a key over the slot index bits (murmur3 finaliser). */
-static uint32_t key_hash(uint32_t k)
-{
-	k ^= k >> 16;
-	k *= 0x85ebca6bU;
-	k ^= k >> 13;
-	k *= 0xc2b2ae35U;
-	k ^= k >> 16;
-	return k;
-}
-
 /* Slot index holding `key`, or -1. Caller holds the lock. */
 static long find_key(const struct sw_mr_table *t, uint32_t key)
 {
 	uint32_t mask = t->nslots - 1;
-	uint32_t i = key_hash(key) & mask;
+	uint32_t i = sw_key_hash(key) & mask;
 
 	for (;;) {
 		const struct sw_mr *s = t->slots[i];
@@ -59,7 +48,7 @@ static long find_key(const struct sw_mr_table *t, uint32_t key)
 static struct sw_mr *place(struct sw_mr **slots, uint32_t nslots, struct sw_mr *mr)
 {
 	uint32_t mask = nslots - 1;
-	uint32_t i = key_hash(mr->key) & mask;
+	uint32_t i = sw_key_hash(mr->key) & mask;
 	struct sw_mr *old;
 
 	while (slots[i] && slots[i] != TOMB)

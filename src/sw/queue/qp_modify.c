@@ -422,6 +422,7 @@ int sw_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 	if (!ret) {
 		apply_values(qp, attr, mask, &r);
 		change_state(qp, attr, mask, &r);
+		sw_transport_qp_dir(qp); /* what peers on this host may write into */
 	}
 	pthread_mutex_unlock(&qp->lock);
 	return ret;

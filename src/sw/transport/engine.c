@@ -176,6 +176,8 @@ static void engine_report(struct sw_engine *eng)
 		atomic_load(&sw_place_stats.pull_errors), atomic_load(&sw_place_stats.push_bytes),
 		atomic_load(&sw_place_stats.push_calls), atomic_load(&sw_place_stats.push_errors),
 		atomic_load(&sw_place_stats.map_bytes));
+	fprintf(stderr, "softverbs:   push directory: wrote %llu WRITEs into peers, %llu refused\n",
+		(unsigned long long)c->dir_pushes, (unsigned long long)c->dir_refused);
 }
 
 /* Contract: end the progress thread and wait for it, once. */
@@ -381,8 +383,10 @@ void sw_transport_qp_fini(struct sw_qp *qp)
 {
 	struct sw_engine *eng = sw_engine_of(qp);
 
-	if (eng)
+	if (eng) {
+		sw_shm_dir_qp(eng, qp, false);
 		engine_deactivate(eng, qp);
+	}
 	if (eng && qp->req)
 		sw_budget_release(qp);
 	/*
@@ -459,6 +463,7 @@ void sw_transport_qp_error(struct sw_qp *qp)
 {
 	if (!qp->req || qp->ibv.qp_base.state == IBV_QPS_ERR)
 		return;
+	sw_shm_dir_qp(sw_engine_of(qp), qp, false); /* peers write into it no more */
 	/*
 	 * An ACK owed for requests already executed goes out before the QP
 	 * stops answering, as at destroy (sw_transport_qp_fini): the

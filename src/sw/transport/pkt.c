@@ -253,6 +253,14 @@ int sw_pkt_take_ref(struct sw_pkt *p, const struct sw_ref_src *src)
 		return -EPROTO;
 	if (!(flags & SW_F_REQ) && read)
 		return take_placed(p);
+	if ((flags & SW_F_REQ) && (flags & SW_F_WRITE) && p->paylen == SW_PLACED_LEN) {
+		/* a placed WRITE: one packet, no immediate data, its bytes already there */
+		if ((flags & (SW_F_FIRST | SW_F_LAST)) != (SW_F_FIRST | SW_F_LAST) ||
+		    (flags & (SW_F_IMMDT | SW_F_ATOMIC_WRITE)) || src->pid <= 0 || take_placed(p) ||
+		    p->ref_pkts != 1 || p->paylen != p->dma_len || !p->paylen)
+			return -EPROTO;
+		return 0;
+	}
 	if (!(flags & SW_F_REQ) || !(flags & (SW_F_SEND | SW_F_WRITE | SW_F_READ)) ||
 	    (flags & SW_F_ATOMIC_WRITE) || p->padcnt || src->pid <= 0 || p->paylen < SW_REF_HDR_LEN)
 		return -EPROTO;

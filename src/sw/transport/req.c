@@ -485,7 +485,7 @@ static void req_run(struct sw_qp *qp)
 		uint32_t npk = 1, psns, gone;
 		uint8_t fate = SW_FATE_DRAW;
 		int len, ret;
-		bool ack, by_ref;
+		bool ack, by_ref, pushed, start, calm;
 
 		if (w->state == SW_WQE_FAILED) {
 			/* completes in order: once everything before it is retired */
@@ -540,8 +540,16 @@ static void req_run(struct sw_qp *qp)
 		      (stop || !tx || tx->n == SW_TX_BATCH - 1 ||
 		       (!ack_coming(qp) &&
 			(uint32_t)sw_psn_diff(req->psn, req->una_psn) + psns >= req->window));
-		len = sw_req_build(qp, w, req->send_off, npk, buf, ack,
-				   by_ref ? &tx->ref[tx->n] : NULL);
+		start = req->send_off == 0;
+		calm = (uint32_t)sw_psn_diff(req->psn, req->una_psn) < SW_PUSH_AHEAD;
+		pushed = tx && !by_ref && sw_req_may_push(qp, w) && link_pulls(qp, &refs);
+		if (pushed) { /* written into the peer here, if its directory allows (req_push.c) */
+			len = sw_req_push(qp, w, buf, ack, &tx->ref[tx->n]);
+			pushed = by_ref = len > 0 && tx->ref[tx->n].placed;
+		} else {
+			len = sw_req_build(qp, w, req->send_off, npk, buf, ack,
+					   by_ref ? &tx->ref[tx->n] : NULL);
+		}
 		if (len < 0) {
 			/*
 			 * A bad local SGE fails the WQE. It completes in order:
@@ -602,6 +610,10 @@ static void req_run(struct sw_qp *qp)
 			req->psn = sw_psn_add(req->psn, gone);
 			req->send_off += gone;
 		}
+		req->push_chain = pushed; /* everything before req->psn is placed */
+		req->push_psn = req->psn;
+		if (start)
+			req->calm = calm; /* a stream's messages start with more in flight */
 		if (req->send_off >= w->npkts) {
 			req->send_idx++;
 			req->send_off = 0;
@@ -719,6 +731,7 @@ void sw_req_rewind(struct sw_qp *qp, uint32_t psn)
 	req->psn = psn;
 	req->ackreq_psn = sw_psn_add(psn, SW_PSN_MASK); /* what asked after it is resent */
 	req->sel_due = false; /* go-back-N sends it anyway */
+	req->push_chain = false; /* what is sent again may still be ahead of a push */
 	sw_probe_rewound(qp);
 	for (uint32_t j = idx; j != qp->sq.prod; j++) {
 		struct sw_send_wqe *w = wqe_at(qp, j);

@@ -399,6 +399,17 @@ static enum resp_outcome handle_write(struct sw_qp *qp, const struct sw_pkt *pkt
 	enum resp_outcome out;
 	int ret = 0;
 
+	if (pkt->placed) {
+		/*
+		 * The requester wrote the bytes itself, after checking our QP
+		 * and MR in the push directory (req_push.c): only the message
+		 * is counted. Not while another SEND or WRITE is in progress.
+		 */
+		if (resp->in_send || resp->in_write || pkt->paylen > qp->attr.mtu)
+			return fatal_nak(qp, SW_AETH_NAK_INV_REQ, pkt->psn);
+		resp->msn = sw_psn_add(resp->msn, 1);
+		return RESP_DONE;
+	}
 	if (flags & SW_F_FIRST) {
 		out = write_first(qp, pkt, &mr);
 		if (out != RESP_DONE)

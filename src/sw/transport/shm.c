@@ -45,6 +45,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "sw/transport/shm_dir.h"
 #include "sw/transport/shm_format.h"
 #include "sw/transport/shm_hold.h"
 #include "sw/transport/shm_map.h"
@@ -60,6 +61,11 @@ struct shm_out { /* a destination we send to */
 	uint64_t tail_seen; /* hdr->tail when we last looked: room is read again only when short */
 	uint64_t retry_at; /* no link: look again from then on */
 	struct shm_holds holds; /* MRs named by records not yet read (shm_hold.c) */
+	pid_t pid; /* the receiver's process (SO_PEERCRED) */
+	int dir_state; /* its push directory: 0 not looked at yet, 1 mapped, -1 none */
+	struct shm_dir *dir; /* mapped (shm_dir.c) */
+	uint32_t dir_slot;
+	uint64_t dir_tag;
 };
 
 struct shm_in { /* a link into this device */
@@ -76,6 +82,7 @@ struct shm_in { /* a link into this device */
 	uint64_t bufs_addr; /* the sender's table of shared buffers (hello) */
 	uint32_t bufs_n;
 	struct shm_maps maps; /* what we mapped of them (shm_map.c) */
+	int dir_slot; /* the sender's pusher slot in our directory, -1: none */
 };
 
 struct sw_shm {
@@ -90,6 +97,8 @@ struct sw_shm {
 	uint64_t io_at; /* sw_shm_service without a ready descriptor: accept and drain from then */
 	uint64_t gens; /* links accepted so far: each one's gen */
 	atomic_uint holding; /* out links with holds (shm_release) */
+	struct shm_dir_own dir; /* our push directory (shm_dir.c) */
+	bool forked; /* a fork child closes its copy: the shared words stay the parent's */
 };
 
 /* The ring's data, after its header. */
@@ -144,8 +153,11 @@ int sw_shm_start(struct sw_engine *eng)
 		pthread_mutex_init(&s->out[i].lock, NULL);
 		s->out[i].fd = -1;
 	}
-	for (int i = 0; i < SHM_MAX_IN; i++)
+	for (int i = 0; i < SHM_MAX_IN; i++) {
 		s->in[i].fd = -1;
+		s->in[i].dir_slot = -1;
+	}
+	shm_dir_create(&s->dir);
 	len = shm_name(&sun, s->uid, &eng->dev->port.local);
 	s->lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	/* a name already taken (by anyone) only means nobody links to us */
@@ -166,6 +178,9 @@ static void out_close(struct sw_shm *s, struct shm_out *o, uint64_t retry_at)
 		munmap(o->hdr, SHM_MAP_BYTES);
 	if (o->fd >= 0)
 		close(o->fd);
+	shm_dir_unmap(o->dir);
+	o->dir = NULL;
+	o->dir_state = 0;
 	o->hdr = NULL;
 	o->fd = -1;
 	o->retry_at = retry_at;
@@ -175,6 +190,11 @@ static void in_close(struct sw_shm *s, uint32_t i)
 {
 	struct shm_in *l = &s->in[i];
 
+	if (l->hdr && l->dir_slot >= 0 && !s->forked) {
+		/* the sender's writes stop, then its slot goes (shm_dir.c) */
+		atomic_store(&l->hdr->dir_ok, 0);
+		shm_dir_slot_drop(&s->dir, l->dir_slot);
+	}
 	if (l->hdr)
 		munmap(l->hdr, SHM_MAP_BYTES);
 	close(l->fd);
@@ -182,6 +202,7 @@ static void in_close(struct sw_shm *s, uint32_t i)
 	s->in[i] = s->in[--s->nin];
 	s->in[s->nin].fd = -1;
 	s->in[s->nin].hdr = NULL;
+	s->in[s->nin].dir_slot = -1;
 }
 
 /* Contract: see transport_priv.h. The progress thread has stopped. */
@@ -191,6 +212,7 @@ void sw_shm_stop(struct sw_engine *eng)
 
 	if (!s)
 		return;
+	s->forked = eng->fork_gen != sw_fork_gen_now();
 	while (s->nin)
 		in_close(s, s->nin - 1);
 	for (int i = 0; i < SHM_MAX_OUT; i++) {
@@ -199,6 +221,7 @@ void sw_shm_stop(struct sw_engine *eng)
 	}
 	if (s->lfd >= 0)
 		close(s->lfd);
+	shm_dir_destroy(&s->dir);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
 	eng->shm = NULL;
@@ -242,7 +265,7 @@ static int out_connect(struct sw_engine *eng, struct shm_out *o)
 		ret = -errno;
 		goto err_fd;
 	}
-	if (!shm_peer_is(fd, s->uid, NULL)) {
+	if (!shm_peer_is(fd, s->uid, &o->pid)) {
 		ret = -EPERM;
 		goto err_fd;
 	}
@@ -554,6 +577,89 @@ bool sw_shm_pull_ok(struct sw_engine *eng, const union sw_sa *dst)
 }
 
 /* Contract: see transport_priv.h. */
+int sw_shm_push_write(struct sw_engine *eng, const union sw_sa *dst, uint32_t qpn, uint32_t rkey,
+		      uint64_t va, const void *src, uint32_t len)
+{
+	struct sw_shm *s = eng->shm;
+	struct shm_out *o = NULL;
+	int ret = -EAGAIN;
+
+	if (!s)
+		return -EAGAIN;
+	pthread_mutex_lock(&s->lock);
+	for (int i = 0; i < SHM_MAX_OUT; i++) {
+		if (s->out[i].used && sw_sa_same(&s->out[i].dst, dst)) {
+			o = &s->out[i];
+			pthread_mutex_lock(&o->lock);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (!o)
+		return -EAGAIN;
+	if (o->hdr && !o->dir_state &&
+	    atomic_load_explicit(&o->hdr->accepted, memory_order_acquire)) {
+		/* the consumer wrote these before `accepted` */
+		o->dir_slot = o->hdr->dir_slot;
+		o->dir_tag = o->hdr->dir_tag;
+		o->dir = o->dir_slot < SHM_MAX_IN ? shm_dir_map(o->pid, o->hdr->dir_fd) : NULL;
+		o->dir_state = o->dir ? 1 : -1;
+	}
+	if (o->hdr && o->dir_state > 0) {
+		ret = shm_dir_push(o->dir, o->dir_slot, o->dir_tag, &o->hdr->dir_ok, o->pid, qpn,
+				   rkey, va, src, len);
+		if (ret && ret != -EAGAIN && ret != -EFAULT)
+			o->dir_state = -1; /* the kernel will not let us (EPERM, ESRCH, ENOSYS) */
+	}
+	pthread_mutex_unlock(&o->lock);
+	return ret;
+}
+
+/* Contract: see transport_priv.h. */
+void sw_shm_dir_qp(struct sw_engine *eng, const struct sw_qp *qp, bool live)
+{
+	enum ibv_qp_state st = qp->ibv.qp_base.state;
+	uint32_t access = 0;
+	uint64_t pd = 0;
+
+	if (!eng || !eng->shm || eng->fork_gen != sw_fork_gen_now() ||
+	    qp->ibv.qp_base.qp_type != IBV_QPT_RC)
+		return; /* a fork child's copy writes nothing into its parent's; RC QPs only */
+	if (live &&
+	    (st == IBV_QPS_RTR || st == IBV_QPS_RTS || st == IBV_QPS_SQD || st == IBV_QPS_SQE)) {
+		access = qp->attr.access;
+		pd = (uintptr_t)sw_pd_base(qp->ibv.qp_base.pd);
+	}
+	shm_dir_qp_set(&eng->shm->dir, qp->qpn, pd, access);
+}
+
+/* Contract: see transport_priv.h. */
+void sw_shm_dir_mr(struct sw_engine *eng, const struct sw_mr *mr, bool live)
+{
+	uint32_t access = 0;
+
+	if (!eng || !eng->shm || eng->fork_gen != sw_fork_gen_now())
+		return;
+	/* an MR whose placement follows a hint is written by its own responder only */
+	if (live && !mr->mw && !mr->has_hint && !mr->blocked)
+		access = (uint32_t)mr->access;
+	shm_dir_mr_set(&eng->shm->dir, mr->key, (uintptr_t)mr->pd, access, mr->iova, mr->length,
+		       (uintptr_t)mr->host);
+}
+
+/* Contract: see sw/transport.h. */
+void sw_transport_qp_dir(struct sw_qp *qp)
+{
+	sw_shm_dir_qp(sw_engine_of(qp), qp, true);
+}
+
+/* Contract: see sw/transport.h. */
+void sw_transport_mr_dir(struct sw_dev *dev, const struct sw_mr *mr, bool live)
+{
+	sw_shm_dir_mr(dev->eng, mr, live);
+}
+
+/* Contract: see transport_priv.h. */
 bool sw_shm_linked(struct sw_engine *eng, const union sw_sa *dst)
 {
 	uint64_t done, head;
@@ -775,7 +881,7 @@ static bool in_pull_test(struct shm_in *l)
  * Take the hello (and the ring) of link `l`: 1 done, 0 not arrived yet,
  * -EPROTO a bad one (the link is to be closed).
  */
-static int in_hello(struct shm_in *l, bool pull)
+static int in_hello(struct sw_shm *s, struct shm_in *l, bool pull)
 {
 	union {
 		char buf[CMSG_SPACE(4 * sizeof(int))];
@@ -839,6 +945,14 @@ static int in_hello(struct shm_in *l, bool pull)
 	l->bufs_n = l->hdr->bufs_n;
 	if (l->pull)
 		atomic_store_explicit(&l->hdr->pull_ok, 1, memory_order_release);
+	l->dir_slot = l->pull ? shm_dir_slot_take(&s->dir, l->pid) : -1;
+	l->hdr->dir_fd = -1;
+	if (l->dir_slot >= 0) {
+		l->hdr->dir_fd = s->dir.fd;
+		l->hdr->dir_slot = (uint32_t)l->dir_slot;
+		l->hdr->dir_tag = shm_dir_slot_tag(&s->dir, l->dir_slot, (uint32_t)l->gen);
+		atomic_store(&l->hdr->dir_ok, 1);
+	}
 	atomic_store_explicit(&l->hdr->accepted, 1, memory_order_release);
 	ret = 1;
 out:
@@ -870,8 +984,11 @@ static void shm_accept(struct sw_engine *eng, uint64_t now)
 			continue;
 		}
 		/* a slot held without a hello would keep honest peers out */
-		s->in[s->nin++] = (struct shm_in){
-			.fd = fd, .pid = pid, .hello_by = now + SHM_HELLO_NS, .gen = ++s->gens};
+		s->in[s->nin++] = (struct shm_in){.fd = fd,
+						  .pid = pid,
+						  .hello_by = now + SHM_HELLO_NS,
+						  .gen = ++s->gens,
+						  .dir_slot = -1};
 		shm_maps_init(&s->in[s->nin - 1].maps);
 		atomic_fetch_add_explicit(&eng->cnt.shm_links, 1, memory_order_relaxed);
 	}
@@ -932,7 +1049,7 @@ static void shm_serve_links(struct sw_engine *eng, uint64_t now)
 
 	for (uint32_t i = 0; i < s->nin;) {
 		struct shm_in *l = &s->in[i];
-		int r = l->hdr ? 1 : in_hello(l, eng->pull);
+		int r = l->hdr ? 1 : in_hello(eng->shm, l, eng->pull);
 
 		if (r < 0 || (!r && now >= l->hello_by)) {
 			in_close(s, i);

@@ -27,6 +27,11 @@
  * buffers at `bufs_addr` (`bufs_n` struct sw_buf_slot, sw/mem.h): the
  * consumer may read the slot, take the memfd it names with
  * pidfd_getfd(2) and map it read-only (shm_map.c).
+ * The consumer's push directory (struct shm_dir, shm_dir.c): the memfd
+ * numbered `dir_fd` in the consumer, which the producer may take with
+ * pidfd_getfd(2) and map; `dir_slot` names the producer's pusher word in
+ * it, `dir_tag` the value its high half must hold, and `dir_ok` says it may still be used (the
+ * consumer clears it before it lets the slot go). Written before `accepted`.
  */
 #ifndef SV_SW_TRANSPORT_SHM_FORMAT_H
 #define SV_SW_TRANSPORT_SHM_FORMAT_H
@@ -36,9 +41,9 @@
 
 enum {
 	SHM_MAGIC = 0x53564c4b, /* "SVLK" */
-	SHM_VERSION =
-		7, /* 2: IPv6 in the hello; 3: hdr.done; 4: pulls; 5: pushes; 6: runs; 7: maps */
-	SHM_HDR_BYTES = 256, /* the ring's data starts here */
+	SHM_VERSION = 8, /* 2: IPv6 in the hello; 3: hdr.done; 4: pulls; 5: pushes; 6: runs; 7:
+			    maps; 8: push directory */
+	SHM_HDR_BYTES = 512, /* the ring's data starts here */
 	SHM_RING_BYTES = 8 << 20, /* as much as the UDP socket buffer */
 	SHM_MAP_BYTES = SHM_HDR_BYTES + SHM_RING_BYTES, /* the memfd: header, then ring */
 	SHM_MAX_OUT = 64, /* destinations with a link (or a failed try) */
@@ -89,9 +94,53 @@ struct shm_hdr {
 	/* the producer's table of shared buffers (written before the hello) */
 	uint64_t bufs_addr;
 	uint32_t bufs_n;
+	/* the consumer's push directory (written before `accepted`; dir_fd -1: none) */
+	int32_t dir_fd;
+	uint32_t dir_slot;
+	uint64_t dir_tag; /* the slot's busy word's high half (shm_dir.h) */
+	atomic_uint dir_ok;
 };
 
 _Static_assert(sizeof(struct shm_hdr) <= SHM_HDR_BYTES, "ring header too large");
+
+/*
+ * The push directory (shm_dir.c, docs/single-copy.md): what a device's
+ * peers on the same host need to write a small RDMA WRITE straight into
+ * its memory. Entries are seqlocked: the owner makes `seq` odd, writes
+ * the fields, makes it even; a reader takes the fields only between two
+ * equal even reads. A QP entry's `key` is its QPN, `access` its
+ * qp_access_flags (0 unless the QP is in RTR, RTS, SQD or SQE); an MR
+ * entry's `key` the rkey, `iova`/`len` what peers name, `host` where it
+ * lies in the owner. `pd` ties an MR to the QPs that may use it. A
+ * pusher bumps its `busy` word to odd before it reads an entry and back
+ * to even when its write is over; an owner that takes an entry away
+ * (odd seq, sequentially consistent) then waits while any busy word it
+ * sees odd stays unchanged, so no write it did not see is still going.
+ */
+enum {
+	SHM_DIR_MAGIC = 0x53564452, /* "SVDR" */
+	SHM_DIR_QPS = 512, /* power of two: a QP at qpn's hash, if free */
+	SHM_DIR_MRS = 2048, /* power of two: an MR at its key's hash, if free */
+};
+
+struct shm_dir_ent {
+	_Atomic uint32_t seq;
+	uint32_t key;
+	uint32_t access;
+	uint32_t pad;
+	uint64_t pd, iova, len, host;
+};
+
+struct shm_dir_pusher {
+	_Alignas(64) _Atomic uint64_t busy;
+};
+
+struct shm_dir {
+	uint32_t magic, version;
+	struct shm_dir_pusher pushers[SHM_MAX_IN];
+	struct shm_dir_ent qps[SHM_DIR_QPS];
+	struct shm_dir_ent mrs[SHM_DIR_MRS];
+};
 
 /* The first message on a connection (with the ring's memfd attached). */
 struct shm_hello {

@@ -32,19 +32,11 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include "sw/mem.h"
 #include "sw/transport/shm_map.h"
-
-#ifndef SYS_pidfd_open
-#define SYS_pidfd_open 434
-#endif
-#ifndef SYS_pidfd_getfd
-#define SYS_pidfd_getfd 438
-#endif
 
 /* Contract: see shm_map.h. */
 void shm_maps_init(struct shm_maps *ms)
@@ -100,10 +92,10 @@ static void map_in(struct shm_maps *ms, struct shm_map *m, pid_t pid, uint64_t t
 	if (!slot_read(pid, table, nslots, tag, &slot))
 		return;
 	if (ms->pidfd < 0)
-		ms->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+		ms->pidfd = shm_pidfd_open(pid);
 	if (ms->pidfd < 0)
 		return;
-	fd = (int)syscall(SYS_pidfd_getfd, ms->pidfd, slot.fd, 0);
+	fd = shm_pidfd_getfd(ms->pidfd, slot.fd);
 	if (fd < 0)
 		return;
 	seals = fcntl(fd, F_GET_SEALS);

@@ -8,7 +8,28 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
+#include <unistd.h>
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+#ifndef SYS_pidfd_getfd
+#define SYS_pidfd_getfd 438
+#endif
+
+/* A pidfd for process `pid` (pidfd_open(2)), or -1. */
+static inline int shm_pidfd_open(pid_t pid)
+{
+	return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
+/* A copy of descriptor `fd` of the process of `pidfd` (pidfd_getfd(2)), or -1. */
+static inline int shm_pidfd_getfd(int pidfd, int fd)
+{
+	return (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0);
+}
 
 enum {
 	SHM_MAPS = 16, /* buffers mapped per link at most: the least recently used goes */

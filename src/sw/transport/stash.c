@@ -85,15 +85,17 @@ bool sw_stash_put(struct sw_qp *qp, const struct sw_pkt *pkt)
 	    SW_STASH_DEV_MAX)
 		goto undo;
 	/* by reference (single copy): the pieces; the sender keeps the bytes until acknowledged */
-	len = pkt->ref ? pkt->ref_n * sizeof(struct sw_ref_piece) : pkt->paylen;
+	/* placed (its bytes already written, req_push.c): the headers alone */
+	len = pkt->ref ? pkt->ref_n * sizeof(struct sw_ref_piece) : pkt->placed ? 0 : pkt->paylen;
 	e = malloc(sizeof(*e) + len);
 	if (!e)
 		goto undo;
 	e->pkt = *pkt;
-	memcpy(e->data, pkt->ref ? pkt->ref : pkt->payload, len);
+	if (len)
+		memcpy(e->data, pkt->ref ? pkt->ref : pkt->payload, len);
 	if (pkt->ref)
 		e->pkt.ref = e->data;
-	else
+	else if (!pkt->placed)
 		e->pkt.payload = e->data;
 	*slot = e;
 	s->n++;

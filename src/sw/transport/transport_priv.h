@@ -88,6 +88,8 @@ struct sw_counters {
 	atomic_ullong fault_drops, fault_dups, fault_reorders;
 	/* the same-host link (shm.c): packets each way, links accepted, corrupt rings closed */
 	atomic_ullong shm_links, shm_corrupt; /* (shm_tx_pkts, shm_rx_pkts: above) */
+	/* small WRITEs the requester wrote into a peer itself (req_push.c), tries refused */
+	atomic_ullong dir_pushes, dir_refused;
 	/* (single copy: packets by reference, ref_tx_pkts and ref_rx_pkts: above) */
 	/*
 	 * IPv4 IDs (ipid.c): packets whose ICRC matched a non-zero ID or a
@@ -543,6 +545,21 @@ int sw_shm_send(struct sw_engine *eng, const uint8_t *const *pkt, const size_t *
  */
 bool sw_shm_pull_ok(struct sw_engine *eng, const union sw_sa *dst);
 /*
+ * Write `len` bytes from `src` into the peer at `dst` as RDMA WRITE
+ * (QP `qpn`, `rkey`, `va`) through its push directory (shm_dir.h,
+ * shm_dir_push): 0 when they landed, else -errno (-EAGAIN: no link, no
+ * directory, or its entries do not allow it). Any thread.
+ */
+int sw_shm_push_write(struct sw_engine *eng, const union sw_sa *dst, uint32_t qpn, uint32_t rkey,
+		      uint64_t va, const void *src, uint32_t len);
+/*
+ * The push directory's owner side: publish QP `qp`'s state (qp->lock
+ * held) or MR `mr` (as registered; `live` false: taken away, returning
+ * once no peer can still write through it). Any thread.
+ */
+void sw_shm_dir_qp(struct sw_engine *eng, const struct sw_qp *qp, bool live);
+void sw_shm_dir_mr(struct sw_engine *eng, const struct sw_mr *mr, bool live);
+/*
  * Does the link to `dst` hold packets its consumer has not handled yet
  * (read and answered)? *done gets how far it has (bytes, only compared
  * with an earlier value). false when `dst` has no link. Any thread.
@@ -692,6 +709,20 @@ struct sw_req {
 	uint32_t sel_psn; /* the packet sw_req_selective sent again last */
 	uint64_t link_done; /* how far the link's consumer had handled, at the last deferral */
 	uint8_t link_stalls; /* deferrals in a row without the consumer handling more */
+	/* req_push.c: the packets up to push_psn were written into the peer (push_chain) */
+	bool push_chain;
+	uint32_t push_psn;
+	/* the last message started with fewer than SW_PUSH_AHEAD PSNs in flight */
+	bool calm;
+};
+
+enum {
+	/*
+	 * req_push.c: pushed WRITEs not yet acknowledged, at most, before the
+	 * next one goes in its packet: enough for a ping-pong, whose answer
+	 * may come before the ACK of what it answers.
+	 */
+	SW_PUSH_AHEAD = 2,
 };
 
 /*
@@ -795,6 +826,20 @@ uint32_t sw_wqe_npkts(const struct sw_qp *qp, const struct sw_send_wqe *w);
  */
 int sw_req_build(struct sw_qp *qp, struct sw_send_wqe *w, uint32_t k, uint32_t npk, uint8_t *buf,
 		 bool ack_req, struct sw_ref_hold *ref);
+/*
+ * req_push.c (docs/single-copy.md): may WQE `w`, next to start, be
+ * written into the target by this thread (a small RC RDMA WRITE, one
+ * packet, nothing of the QP before it that may still be on its way)?
+ */
+bool sw_req_may_push(const struct sw_qp *qp, const struct sw_send_wqe *w);
+/*
+ * req_push.c: sw_req_build() for such a WQE, which then writes its bytes
+ * into the target through the link's push directory (shm_dir.c) and, if
+ * they landed, makes the packet a placed WRITE (wire.h, ref->placed).
+ * The packet's length (placed or not), or the errors of sw_req_build.
+ */
+int sw_req_push(struct sw_qp *qp, struct sw_send_wqe *w, uint8_t *buf, bool ack_req,
+		struct sw_ref_hold *ref);
 /*
  * req_uc.c: sw_req_run() for a UC QP: each WQE's packets in order, no
  * window, no budget, no timer; a WQE completes once its last packet is
