@@ -14,7 +14,7 @@
  *   c. a WRITE into an MR of B without REMOTE_WRITE: the same;
  *   d. B's QP loses REMOTE_WRITE (ibv_modify_qp in RTS): the same;
  *   e. B deregisters its MR while A writes 8 B into it as fast as it
- *      can, up to 2 WRITEs outstanding (a stream's are not pushed):
+ *      can, one WRITE at a time (a stream's are not pushed):
  *      once ibv_dereg_mr returned, B's buffer (still mapped) never
  *      changes again; A's WRITEs succeed, then end in REM_ACCESS_ERR;
  *   f. B's QP loses REMOTE_WRITE meanwhile instead (ibv_modify_qp in
@@ -294,17 +294,21 @@ static void a_stream(struct t_ep *e, const struct t_addr *peer, int sock)
 				 .send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE},
 			   *bad;
 	unsigned long ok = 0, failed = 0;
-	uint32_t busy = 0; /* outstanding: up to 2, as a ping-pong's (a stream is not pushed) */
+	uint32_t busy = 0; /* outstanding: one at a time, so that each is pushed */
 	bool bad_status = false;
 	char c = 'w';
 
 	wr.wr.rdma.remote_addr = peer->addr + HOT;
 	wr.wr.rdma.rkey = peer->rkey;
+	for (uint64_t i = 0; i < 3; i++) { /* the link up first: else these go over UDP */
+		a_write(e, 20 + i, 8, peer->addr + HOT, peer->rkey, IBV_WC_SUCCESS);
+		usleep(50 * 1000);
+	}
 	for (bool told = false;;) {
 		struct pollfd pf = {.fd = sock, .events = POLLIN};
 		struct ibv_wc wc;
 
-		if (busy < 2 && !failed) {
+		if (!busy && !failed) {
 			busy += ibv_post_send(e->qp, &wr, &bad) == 0;
 			e->buf[SRC] ^= 1; /* each WRITE differs from the one before */
 		}

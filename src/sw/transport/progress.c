@@ -844,6 +844,14 @@ void *sw_progress_main(void *arg)
 			next_timer = run_timers(eng, now);
 			atomic_store(&eng->timers_at, next_timer);
 			sw_shm_service(eng, now);
+		} else {
+			/*
+			 * Links asking to be accepted (at most every 1 ms): a
+			 * target with no timer of its own, kept awake by UDP
+			 * traffic, took them only at its 100 ms idle tick, so a
+			 * new same-host flow went over UDP that long.
+			 */
+			sw_shm_accept_due(eng, now);
 		}
 		if (n > 0)
 			continue;

@@ -1083,18 +1083,26 @@ void sw_shm_ready(struct sw_engine *eng, const struct pollfd *p, int n, uint64_t
 }
 
 /* Contract: see transport_priv.h. */
+void sw_shm_accept_due(struct sw_engine *eng, uint64_t now)
+{
+	struct sw_shm *s = eng->shm;
+
+	if (!s || now < s->io_at)
+		return;
+	s->io_at = now + SHM_IO_NS;
+	if (s->lfd >= 0)
+		shm_accept(eng, now);
+	shm_serve_links(eng, now);
+}
+
+/* Contract: see transport_priv.h. */
 void sw_shm_service(struct sw_engine *eng, uint64_t now)
 {
 	struct sw_shm *s = eng->shm;
 
 	if (!s)
 		return;
-	if (now >= s->io_at) {
-		s->io_at = now + SHM_IO_NS;
-		if (s->lfd >= 0)
-			shm_accept(eng, now);
-		shm_serve_links(eng, now);
-	}
+	sw_shm_accept_due(eng, now);
 	if (now >= s->sweep_at) {
 		s->sweep_at = now + SHM_SWEEP_NS;
 		shm_sweep(s, now);

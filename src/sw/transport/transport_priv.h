@@ -635,6 +635,12 @@ int sw_shm_pollfds(struct sw_engine *eng, struct pollfd *p, int max);
  */
 void sw_shm_service(struct sw_engine *eng, uint64_t now);
 /*
+ * Progress thread, between timer runs: the first part of
+ * sw_shm_service alone (accepts, rings, doorbells, hang-ups), at most
+ * once per SHM_IO_NS.
+ */
+void sw_shm_accept_due(struct sw_engine *eng, uint64_t now);
+/*
  * After poll(2): the `n` descriptors sw_shm_pollfds() gave, with their
  * revents. Accepts if the listener was ready, serves the links if one
  * of theirs was; releases holds.
