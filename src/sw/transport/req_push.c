@@ -15,16 +15,17 @@
  *
  * Ordering: only a WRITE that nothing of its QP may still be ahead of is
  * pushed: every PSN before it acknowledged (so placed), or written the
- * same way (at most SW_PUSH_AHEAD of them unacknowledged). And only
- * while the QP does not stream: its previous message too started with
- * fewer than SW_PUSH_AHEAD PSNs in flight (req->calm). A system call per
- * WRITE would slow a stream, whose packets the ring batches: with pushes
- * at each restart of sv_bench's 8-byte stream (1% of its WRITEs) its
- * rate fell by a tenth or more. A WRITE with immediate data, a SEND, a READ or an atomic
- * goes in its packet, and so does everything after them until they are
- * acknowledged. A WRITE sent again (a rewind, a timeout) carries its
- * bytes: the responder, which has seen its placed packet by then, takes
- * it for a duplicate.
+ * same way (at most SW_PUSH_AHEAD of them unacknowledged). A WRITE with
+ * immediate data, a SEND, a READ or an atomic goes in its packet, and so
+ * does everything after them until they are acknowledged. A WRITE sent
+ * again (a rewind, a timeout) carries its bytes: the responder, which
+ * has seen its placed packet by then, takes it for a duplicate.
+ *
+ * Streams: only while the QP does not stream (its previous message too
+ * started with fewer than SW_PUSH_AHEAD PSNs in flight: req->calm). A
+ * system call per WRITE would slow a stream, whose packets the ring
+ * batches: with pushes at each restart of sv_bench's 8-byte stream (1%
+ * of its WRITEs) its rate fell by a tenth or more.
  */
 #include "sw/transport/transport_priv.h"
 
