@@ -190,12 +190,12 @@ int main(void)
 	/*
 	 * The defect hangs at the first full-entry write delayed; where rsend
 	 * cuts its writes depends on timing (6 of the 16 were full-entry in
-	 * one CI run under ASan, 8 or more usually), so 2 are enough.
+	 * one CI run under ASan, 1 in one of stop 39's, 15 usually), so one
+	 * is enough.
 	 */
 	printf("# %d of the DATA writes filled their entry and were delayed\n",
 	       atomic_load(&delayed));
-	CHECK_MSG(atomic_load(&delayed) >= 2, "only %d full-entry writes were delayed",
-		  atomic_load(&delayed));
+	CHECK_MSG(atomic_load(&delayed) >= 1, "no full-entry write was delayed");
 	rclose(s);
 	devs[0]->ops.post_send = orig_post_send;
 	rdma_free_devices(devs);
