@@ -540,8 +540,8 @@ static void req_run(struct sw_qp *qp)
 		      (stop || !tx || tx->n == SW_TX_BATCH - 1 ||
 		       (!ack_coming(qp) &&
 			(uint32_t)sw_psn_diff(req->psn, req->una_psn) + psns >= req->window));
-		start = req->send_off == 0;
-		calm = (uint32_t)sw_psn_diff(req->psn, req->una_psn) < SW_PUSH_AHEAD;
+		start = req->send_off == 0; /* a message's first packet: is the QP streaming? */
+		calm = start && (uint32_t)sw_psn_diff(req->psn, req->una_psn) < SW_PUSH_AHEAD;
 		pushed = tx && !by_ref && sw_req_may_push(qp, w) && link_pulls(qp, &refs);
 		if (pushed) { /* written into the peer here, if its directory allows (req_push.c) */
 			len = sw_req_push(qp, w, buf, ack, &tx->ref[tx->n]);

@@ -505,32 +505,44 @@ static void shm_release(struct sw_shm *s, uint64_t now)
  * not (0), with *done and *head as in sw_shm_progress, and in *pull
  * whether it takes packets by reference (sw_shm_pull_ok).
  */
+/*
+ * The out entry for `dst` with its lock held, never linking (NULL when
+ * there is none, or no link table).
+ */
+static struct shm_out *out_find(struct sw_shm *s, const union sw_sa *dst)
+{
+	struct shm_out *o = NULL;
+
+	if (!s)
+		return NULL;
+	pthread_mutex_lock(&s->lock);
+	for (int i = 0; i < SHM_MAX_OUT; i++) {
+		if (s->out[i].used && sw_sa_same(&s->out[i].dst, dst)) {
+			o = &s->out[i];
+			pthread_mutex_lock(&o->lock);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&s->lock);
+	return o;
+}
+
 static int out_peek(struct sw_engine *eng, const union sw_sa *dst, uint64_t *done, uint64_t *head,
 		    bool *pull)
 {
-	struct sw_shm *s = eng->shm;
+	struct shm_out *o = out_find(eng->shm, dst);
 	int state = -1;
 
-	if (!s)
+	if (!o)
 		return -1;
-	pthread_mutex_lock(&s->lock);
-	for (int i = 0; i < SHM_MAX_OUT; i++) {
-		struct shm_out *o = &s->out[i];
-
-		if (!o->used || !sw_sa_same(&o->dst, dst))
-			continue;
-		pthread_mutex_lock(&o->lock);
-		if (o->hdr) {
-			*done = atomic_load_explicit(&o->hdr->done, memory_order_acquire);
-			*head = o->head;
-			state = *done != o->head;
-			*pull = atomic_load_explicit(&o->hdr->accepted, memory_order_acquire) &&
-				atomic_load_explicit(&o->hdr->pull_ok, memory_order_acquire);
-		}
-		pthread_mutex_unlock(&o->lock);
-		break;
+	if (o->hdr) {
+		*done = atomic_load_explicit(&o->hdr->done, memory_order_acquire);
+		*head = o->head;
+		state = *done != o->head;
+		*pull = atomic_load_explicit(&o->hdr->accepted, memory_order_acquire) &&
+			atomic_load_explicit(&o->hdr->pull_ok, memory_order_acquire);
 	}
-	pthread_mutex_unlock(&s->lock);
+	pthread_mutex_unlock(&o->lock);
 	return state;
 }
 
@@ -580,21 +592,9 @@ bool sw_shm_pull_ok(struct sw_engine *eng, const union sw_sa *dst)
 int sw_shm_push_write(struct sw_engine *eng, const union sw_sa *dst, uint32_t qpn, uint32_t rkey,
 		      uint64_t va, const void *src, uint32_t len)
 {
-	struct sw_shm *s = eng->shm;
-	struct shm_out *o = NULL;
+	struct shm_out *o = out_find(eng->shm, dst);
 	int ret = -EAGAIN;
 
-	if (!s)
-		return -EAGAIN;
-	pthread_mutex_lock(&s->lock);
-	for (int i = 0; i < SHM_MAX_OUT; i++) {
-		if (s->out[i].used && sw_sa_same(&s->out[i].dst, dst)) {
-			o = &s->out[i];
-			pthread_mutex_lock(&o->lock);
-			break;
-		}
-	}
-	pthread_mutex_unlock(&s->lock);
 	if (!o)
 		return -EAGAIN;
 	if (o->hdr && !o->dir_state &&
