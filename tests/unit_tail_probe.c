@@ -40,7 +40,12 @@
  *   8. a responder that keeps nothing (a fresh QP): the NAKed packet
  *      alone, twice, then go-back-N, and go-back-N only from then on;
  *   9. the same shown by an ACK of just the packet resent alone (rxe,
- *      when no new packet follows to draw its NAK): go-back-N at once.
+ *      when no new packet follows to draw its NAK): go-back-N at once;
+ *  10. a responder that keeps: the packet it NAKed is lost again, a
+ *      probe resends it, and the answer is a sequence NAK of the next
+ *      one (it kept the last): that one alone comes again, no go-back
+ *      (before stop 40 the probe's answer made the requester go back
+ *      over everything in flight, a window on a lossy link).
  * No case may count a retransmit timeout but the last. Every probe the
  * device counts must be a packet the peer saw: one that came late (sent
  * before the peer's ACK of it arrived, on a slow machine) is a stale
@@ -603,6 +608,22 @@ static bool resent_alone(uint32_t first, uint32_t k, uint32_t n, const char *wha
 }
 
 /*
+ * The peer ACKs the WRITE ending at `last` (work request `id`), which
+ * completes it; then nothing comes. The device counted `nsel` selective
+ * resends since `s0`, and no retransmit timeout since `to0`.
+ */
+static void ack_whole(struct ibv_qp *qp, uint32_t last, uint64_t id, unsigned long long s0,
+		      unsigned int nsel, unsigned long long to0)
+{
+	msn++;
+	peer_ack(qp, last);
+	expect_done(id);
+	expect_quiet("after the ACK of the whole WRITE");
+	CHECK_EQ_INT(H_CNT(h, selective) - s0, nsel);
+	CHECK_EQ_INT(H_CNT(h, timeouts) - to0, 0);
+}
+
+/*
  * Case 7: a responder that keeps what follows a gap NAKs the missing
  * packet; the requester sends that one alone again (sw_req_selective),
  * and the ACK of the whole WRITE completes it.
@@ -620,12 +641,49 @@ static void selective(struct ibv_qp *qp, uint32_t first)
 	peer_nak(qp, sw_psn_add(first, 1));
 	if (!resent_alone(first, 1, NPKT, "the packet NAKed"))
 		goto fail;
-	msn++;
-	peer_ack(qp, last);
-	expect_done(7);
-	expect_quiet("after the ACK of the whole WRITE");
-	CHECK_EQ_INT(H_CNT(h, selective) - s0, 1);
-	CHECK_EQ_INT(H_CNT(h, timeouts) - to0, 0);
+	ack_whole(qp, last, 7, s0, 1, to0);
+	return;
+fail:
+	settle(qp, last);
+}
+
+/*
+ * Case 10: of a 4-packet WRITE the peer keeps packets 0 and 3 and NAKs
+ * 1; the packet resent for it is lost too, and the probe resends it
+ * again. That fills the gap up to packet 2, still missing: the peer's
+ * answer is a sequence NAK of 2, which only 2 must follow.
+ */
+static void probe_then_nak(struct ibv_qp *qp, uint32_t first)
+{
+	unsigned long long s0 = H_CNT(h, selective), p0 = H_CNT(h, probes);
+	unsigned long long to0 = H_CNT(h, timeouts);
+	uint32_t last = sw_psn_add(first, NPKT - 1);
+	struct sw_pkt p;
+	uint64_t t;
+	int r;
+
+	case_start("a probe answered by a sequence NAK of the next packet: that one alone again",
+		   sw_psn_add(first, SW_PSN_MASK));
+	CHECK_RET(post_write(qp, 10, NPKT * H_MTU), 0);
+	if (!recv_write(first, 0, NPKT, NULL, (uint64_t[1]){0}))
+		goto fail;
+	peer_nak(qp, sw_psn_add(first, 1));
+	r = next_pkt(&p, H_WAIT_MS, &t);
+	if (!CHECK_MSG(r == 0, "the NAKed packet was not resent (%s)", t_errname(-r)) ||
+	    !IS_WRITE_AT(&p, first, 1, NPKT, true, "the packet NAKed"))
+		goto fail;
+	/* lost as well: nothing answers it */
+	r = next_pkt(&p, PROBE_MS, &t);
+	if (!CHECK_MSG(r == 0, "no probe within %d ms of the resend (the timer: %d ms)", PROBE_MS,
+		       RTO_MS) ||
+	    !IS_WRITE_AT(&p, first, 1, NPKT, true, "the probe"))
+		goto fail;
+	expect_probes(qp, p0, 1, "one probe, for the resend that was lost");
+	peer_nak(qp, sw_psn_add(first, 2));
+	/* (the peer is silent SEL_MS after it: probes of it may follow) */
+	if (!resent_alone(first, 2, NPKT, "the NAK that answered the probe"))
+		goto fail;
+	ack_whole(qp, last, 10, s0, 2, to0);
 	return;
 fail:
 	settle(qp, last);
@@ -716,6 +774,7 @@ int main(void)
 	lost_read(qp, sw_psn_add(SQ_PSN, NWARM + 2 * NPKT), NPKT, 5);
 	lost_read(qp, sw_psn_add(SQ_PSN, NWARM + 3 * NPKT), NPKT - 1, 6);
 	selective(qp, sw_psn_add(SQ_PSN, NWARM + 4 * NPKT));
+	probe_then_nak(qp, sw_psn_add(SQ_PSN, NWARM + 5 * NPKT));
 	no_sample();
 	keeps_nothing(false, SQ_PSN8);
 	keeps_nothing(true, SQ_PSN9);

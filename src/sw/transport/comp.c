@@ -236,9 +236,14 @@ static void on_nak(struct sw_qp *qp, const struct sw_pkt *pkt)
 		if (!sw_req_selective(qp, pkt->psn)) {
 			sw_req_cut(qp);
 			sw_req_rewind(qp, pkt->psn);
-		} else if (!req->on_link) {
-			/* the network may have dropped it for want of room */
-			sw_req_cut_at(qp, pkt->psn);
+		} else {
+			/*
+			 * An answer to a probe too: the responder kept what came
+			 * after the gap it names, so nothing is to go back over.
+			 */
+			req->probe_back = false;
+			if (!req->on_link) /* the network may have dropped it for want of room */
+				sw_req_cut_at(qp, pkt->psn);
 		}
 		req->deadline_ns = 0;
 		progress_done(qp);

@@ -40,17 +40,74 @@
 
 #include "sw/transport/transport_priv.h"
 
+/*
+ * Entry sizes: pieces (by reference) or none (placed), a payload of up
+ * to the largest MTU; each class has a free list per QP, so that a loss
+ * in a stream does not cost a malloc(3) and a free(3) per packet kept
+ * behind it (and the heap trims, with their TLB flushes, when a drain
+ * frees a thousand at once). What the lists keep is bounded per device
+ * (cache_max).
+ */
+enum {
+	CLS_SMALL,
+	CLS_BIG,
+	CLS_N,
+	CLS_NONE = CLS_N, /* larger than any class: malloc'd and freed alone */
+};
+
+static const size_t cls_len[CLS_N] = {SW_REF_PIECES * sizeof(struct sw_ref_piece),
+				      SW_REF_MAX_BYTES};
+static const unsigned int cache_max[CLS_N] = {SW_STASH_DEV_MAX, SW_STASH_DEV_MAX / 8};
+
 /* One kept packet: the parsed headers, the payload after them. */
 struct sw_stash_pkt {
 	struct sw_pkt pkt; /* pkt.payload (or pkt.ref) points at data */
-	uint8_t data[];
+	struct sw_stash_pkt *next; /* on a free list */
+	uint8_t cls;
+	_Alignas(8) uint8_t data[];
 };
 
 struct sw_stash {
 	uint32_t n; /* packets kept */
 	bool broken; /* one was refused since the gap opened: keep none until it is filled */
+	struct sw_stash_pkt *free[CLS_N];
 	struct sw_stash_pkt *slot[SW_STASH_SLOTS]; /* by PSN modulo SW_STASH_SLOTS */
 };
+
+/* An entry for `len` bytes of data: from its class's free list, else malloc'd. */
+static struct sw_stash_pkt *entry_get(struct sw_engine *eng, struct sw_stash *s, size_t len)
+{
+	uint8_t c = len <= cls_len[CLS_SMALL] ? CLS_SMALL :
+		    len <= cls_len[CLS_BIG]   ? CLS_BIG :
+						CLS_NONE;
+	struct sw_stash_pkt *e;
+
+	if (c != CLS_NONE && (e = s->free[c])) {
+		s->free[c] = e->next;
+		atomic_fetch_sub_explicit(&eng->stash_cached[c], 1, memory_order_relaxed);
+		return e;
+	}
+	e = malloc(sizeof(*e) + (c == CLS_NONE ? len : cls_len[c]));
+	if (e)
+		e->cls = c;
+	return e;
+}
+
+/* Back on its free list, or freed when the device's lists hold enough. */
+static void entry_put(struct sw_engine *eng, struct sw_stash *s, struct sw_stash_pkt *e)
+{
+	uint8_t c = e->cls;
+
+	if (c == CLS_NONE || atomic_fetch_add_explicit(&eng->stash_cached[c], 1,
+						       memory_order_relaxed) >= cache_max[c]) {
+		if (c != CLS_NONE)
+			atomic_fetch_sub_explicit(&eng->stash_cached[c], 1, memory_order_relaxed);
+		free(e);
+		return;
+	}
+	e->next = s->free[c];
+	s->free[c] = e;
+}
 
 static struct sw_stash_pkt **slot_of(struct sw_stash *s, uint32_t psn)
 {
@@ -87,7 +144,7 @@ bool sw_stash_put(struct sw_qp *qp, const struct sw_pkt *pkt)
 	/* by reference (single copy): the pieces; the sender keeps the bytes until acknowledged */
 	/* placed (its bytes already written, req_push.c): the headers alone */
 	len = pkt->ref ? pkt->ref_n * sizeof(struct sw_ref_piece) : pkt->placed ? 0 : pkt->paylen;
-	e = malloc(sizeof(*e) + len);
+	e = entry_get(eng, s, len);
 	if (!e)
 		goto undo;
 	e->pkt = *pkt;
@@ -142,7 +199,7 @@ void sw_stash_drop(struct sw_qp *qp, const struct sw_pkt *pkt)
 	struct sw_stash_pkt **slot = slot_of(s, pkt->psn);
 
 	if (*slot && &(*slot)->pkt == pkt) {
-		free(*slot);
+		entry_put(sw_engine_of(qp), s, *slot);
 		*slot = NULL;
 		s->n--;
 		atomic_fetch_sub_explicit(&sw_engine_of(qp)->stash_pkts, 1, memory_order_relaxed);
@@ -165,7 +222,7 @@ void sw_stash_clear(struct sw_qp *qp)
 	for (uint32_t i = 0; i < SW_STASH_SLOTS && s->n; i++) {
 		if (!s->slot[i])
 			continue;
-		free(s->slot[i]);
+		entry_put(sw_engine_of(qp), s, s->slot[i]);
 		s->slot[i] = NULL;
 		s->n--;
 		atomic_fetch_sub_explicit(&sw_engine_of(qp)->stash_pkts, 1, memory_order_relaxed);
@@ -175,9 +232,21 @@ void sw_stash_clear(struct sw_qp *qp)
 /* Contract: see transport_priv.h (qp->lock held). */
 void sw_stash_free(struct sw_qp *qp)
 {
-	if (!qp->resp || !qp->resp->stash)
+	struct sw_stash *s = qp->resp ? qp->resp->stash : NULL;
+
+	if (!s)
 		return;
 	sw_stash_clear(qp);
+	for (int c = 0; c < CLS_N; c++) {
+		while (s->free[c]) {
+			struct sw_stash_pkt *e = s->free[c];
+
+			s->free[c] = e->next;
+			atomic_fetch_sub_explicit(&sw_engine_of(qp)->stash_cached[c], 1,
+						  memory_order_relaxed);
+			free(e);
+		}
+	}
 	free(qp->resp->stash);
 	qp->resp->stash = NULL;
 }

@@ -252,6 +252,7 @@ struct sw_engine {
 	uint32_t rx_ovfl[2]; /* SO_RXQ_OVFL as last seen: address socket, link-local one */
 	struct sw_mcast *mc; /* multicast groups (mcast.c) */
 	atomic_uint stash_pkts; /* packets the responders keep (stash.c) */
+	atomic_uint stash_cached[2]; /* free entries the responders' stashes hold, per size class */
 };
 
 /*
