@@ -51,6 +51,7 @@ struct t_stats {
 	unsigned long long gso_sends, gso_pkts, gso_refused, gro_recvs, gro_pkts;
 	/* receive passes by application threads polling an empty CQ, their packets */
 	unsigned long long app_passes, app_pkts;
+	unsigned long long socks_paced; /* busy-poll passes that did not read the sockets */
 	int lines; /* T_STATS_* bits of the lines seen */
 };
 
@@ -152,14 +153,17 @@ static inline int t_stats_parse(const char *text, struct t_stats *s)
 		} else if (sscanf(p, "softverbs:   progress thread: sleeps %llu", &v[0]) == 1) {
 			s->sleeps += v[0];
 			s->lines |= T_STATS_PROGRESS;
+			v[5] = 0; /* (a report before the count was added) */
 			if (sscanf(p,
 				   "softverbs:   progress thread: sleeps %*u (leased %llu, stalled "
-				   "%llu); application threads: passes %llu packets %llu",
-				   &v[3], &v[4], &v[1], &v[2]) == 4) {
+				   "%llu); application threads: passes %llu packets %llu; socket "
+				   "reads paced %llu",
+				   &v[3], &v[4], &v[1], &v[2], &v[5]) >= 4) {
 				s->leased_sleeps += v[3];
 				s->lease_stalls += v[4];
 				s->app_passes += v[1];
 				s->app_pkts += v[2];
+				s->socks_paced += v[5];
 			}
 		} else if (sscanf(p, "softverbs:   ip id: recovered %llu, refused %llu", &v[0],
 				  &v[1]) == 2) {

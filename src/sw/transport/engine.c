@@ -131,7 +131,7 @@ static void engine_report(struct sw_engine *eng)
 		"softverbs:   resent pkts %llu, socket overflows %llu, budget waits %llu, probes %llu, "
 		"timer deferrals %llu, stashed %llu, selective %llu\n"
 		"softverbs:   progress thread: sleeps %llu (leased %llu, stalled %llu); application "
-		"threads: passes %llu packets %llu\n"
+		"threads: passes %llu packets %llu; socket reads paced %llu\n"
 		"softverbs:   naks rx seq %llu rnr %llu err %llu, tx seq %llu rnr %llu err %llu\n"
 		"softverbs:   drops malformed %llu icrc %llu no_qp %llu state %llu qkey %llu "
 		"no_recv %llu out_of_window %llu\n"
@@ -152,21 +152,22 @@ static void engine_report(struct sw_engine *eng)
 		(unsigned long long)c->selective, (unsigned long long)c->sleeps,
 		(unsigned long long)c->leased_sleeps, (unsigned long long)c->lease_stalls,
 		(unsigned long long)c->app_passes, (unsigned long long)c->app_pkts,
-		(unsigned long long)c->seq_naks_rx, (unsigned long long)c->rnr_naks_rx,
-		(unsigned long long)c->err_naks_rx, (unsigned long long)c->seq_naks_tx,
-		(unsigned long long)c->rnr_naks_tx, (unsigned long long)c->err_naks_tx,
-		(unsigned long long)c->drops_malformed, (unsigned long long)c->drops_icrc,
-		(unsigned long long)c->drops_no_qp, (unsigned long long)c->drops_state,
-		(unsigned long long)c->drops_qkey, (unsigned long long)c->drops_no_recv,
-		(unsigned long long)c->drops_out_of_window, (unsigned long long)c->fault_drops,
-		(unsigned long long)c->fault_dups, (unsigned long long)c->fault_reorders,
-		(unsigned long long)eng->dev->wc_errors, (unsigned long long)eng->dev->wc_flushed,
-		(unsigned long long)c->shm_tx_pkts, (unsigned long long)c->shm_rx_pkts,
-		(unsigned long long)c->shm_links, (unsigned long long)c->shm_corrupt,
-		(unsigned long long)c->rx_ip_id, (unsigned long long)c->drops_ip_id,
-		(unsigned long long)c->ip_id_random, (unsigned long long)c->gso_sends,
-		(unsigned long long)c->gso_pkts, (unsigned long long)c->gso_refused,
-		(unsigned long long)c->gro_recvs, (unsigned long long)c->gro_pkts);
+		(unsigned long long)c->socks_paced, (unsigned long long)c->seq_naks_rx,
+		(unsigned long long)c->rnr_naks_rx, (unsigned long long)c->err_naks_rx,
+		(unsigned long long)c->seq_naks_tx, (unsigned long long)c->rnr_naks_tx,
+		(unsigned long long)c->err_naks_tx, (unsigned long long)c->drops_malformed,
+		(unsigned long long)c->drops_icrc, (unsigned long long)c->drops_no_qp,
+		(unsigned long long)c->drops_state, (unsigned long long)c->drops_qkey,
+		(unsigned long long)c->drops_no_recv, (unsigned long long)c->drops_out_of_window,
+		(unsigned long long)c->fault_drops, (unsigned long long)c->fault_dups,
+		(unsigned long long)c->fault_reorders, (unsigned long long)eng->dev->wc_errors,
+		(unsigned long long)eng->dev->wc_flushed, (unsigned long long)c->shm_tx_pkts,
+		(unsigned long long)c->shm_rx_pkts, (unsigned long long)c->shm_links,
+		(unsigned long long)c->shm_corrupt, (unsigned long long)c->rx_ip_id,
+		(unsigned long long)c->drops_ip_id, (unsigned long long)c->ip_id_random,
+		(unsigned long long)c->gso_sends, (unsigned long long)c->gso_pkts,
+		(unsigned long long)c->gso_refused, (unsigned long long)c->gro_recvs,
+		(unsigned long long)c->gro_pkts);
 	fprintf(stderr,
 		"softverbs:   single copy: sent %llu received %llu packets by reference; "
 		"this process pulled %zu bytes in %zu calls, %zu failed; "

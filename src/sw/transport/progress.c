@@ -58,6 +58,10 @@ enum {
 	RX_TOUCHED = 1024, /* QPs that may owe an ACK at the end of one batch */
 };
 
+/* socks_due() */
+#define SOCK_IDLE_NS (1000 * 1000ull) /* sockets idle, links not: pace the sockets' reads */
+#define SOCK_PACE_NS (50 * 1000ull) /* ... to one per this */
+
 /* A receive buffer for the address socket when it delivers GRO datagrams. */
 struct rx_big {
 	uint8_t *buf; /* RX_GRO_BYTES, in rx_batch.gro_mem */
@@ -97,6 +101,8 @@ struct rx_batch {
 	unsigned int ntouched;
 	unsigned int set; /* the set the next batch fills */
 	unsigned int nreq; /* of this batch's packets, requests (lease_decide) */
+	/* socket pacing (socks_due): when the sockets last gave packets, were read; links gave */
+	uint64_t socks_seen_ns, socks_read_ns, links_seen_ns;
 };
 
 uint64_t sw_now_ns(void)
@@ -111,6 +117,7 @@ static void rx_batch_init(struct rx_batch *b)
 {
 	b->ntouched = 0;
 	b->set = 0;
+	b->socks_seen_ns = b->socks_read_ns = b->links_seen_ns = 0;
 	for (unsigned int i = 0; i < RX_SLOTS; i++) {
 		struct rx_slot *s = &b->slot[i];
 		struct msghdr *h = &b->msg[i].msg_hdr;
@@ -518,6 +525,32 @@ static int rx_group(void *arg, int fd, const union sw_sa *bound, uint32_t *ovfl)
 }
 
 /*
+ * Socket pacing, for a progress thread that busy-polls
+ * (SOFTVERBS_BUSY_POLL=1). Each of its passes reads the sockets (the
+ * address's, the link-local one, the multicast groups') with a system
+ * call each, found empty nearly always where the traffic is on the
+ * same-host links: in a busy-polled ping-pong, where four spinning
+ * threads share two cores, the longest part of a progress thread's turn
+ * on a core it shares with the application thread that waits for the
+ * answer. So while the links gave packets in the last SOCK_IDLE_NS and
+ * the sockets none, a pass reads them only if they were not read in the
+ * last SOCK_PACE_NS: a packet arriving then waits that much more, once,
+ * and from then on the sockets are read at every pass again. Passes of
+ * application threads and of a progress thread that may sleep read them
+ * every time (without the system call's pause, a thread that polls a CQ
+ * in a WRITE 1 MiB stream cost the stream a tenth or more).
+ */
+static bool socks_due(struct rx_batch *b, uint64_t now)
+{
+	if (now - b->links_seen_ns >= SOCK_IDLE_NS || now - b->socks_seen_ns < SOCK_IDLE_NS ||
+	    now - b->socks_read_ns >= SOCK_PACE_NS) {
+		b->socks_read_ns = now;
+		return true;
+	}
+	return false;
+}
+
+/*
  * One receive batch into the next slot set (eng->rx_token held); returns
  * the number of packets taken off the sockets and links. It ends by
  * waiting for the placements it queued (sw_place_fence) and sending the
@@ -533,11 +566,14 @@ static int rx_group(void *arg, int fd, const union sw_sa *bound, uint32_t *ovfl)
 static int rx_batch(struct sw_engine *eng, struct rx_batch *b, bool defer, bool links_only)
 {
 	const struct sw_port *port = &eng->dev->port;
-	int first = (int)b->set * SW_RX_BATCH, end = first + SW_RX_BATCH, n = first, gro = 0;
-	bool gro_full = false, more;
+	int first = (int)b->set * SW_RX_BATCH, end = first + SW_RX_BATCH, n = first, gro = 0, nsock;
+	bool gro_full = false, more, pace = defer && eng->busy_poll;
+	uint64_t now = pace ? sw_now_ns() : 0;
 
 	b->nreq = 0;
-	if (!links_only) {
+	if (!links_only && pace && !socks_due(b, now))
+		atomic_fetch_add_explicit(&eng->cnt.socks_paced, 1, memory_order_relaxed);
+	else if (!links_only) {
 		if (b->gro_mem)
 			gro = rx_gro(eng, b, b->set, !defer, &gro_full);
 		else
@@ -550,8 +586,11 @@ static int rx_batch(struct sw_engine *eng, struct rx_batch *b, bool defer, bool 
 
 			n += sw_mcast_rx(eng, rx_group, &g);
 		}
+		if (pace && (n > first || gro))
+			b->socks_seen_ns = now;
 	}
 	/* then the same-host links, into the slots left */
+	nsock = n;
 	for (; n < end; n++) {
 		struct rx_slot *s = &b->slot[n];
 		struct sw_ref_src ref = {0};
@@ -563,6 +602,8 @@ static int rx_batch(struct sw_engine *eng, struct rx_batch *b, bool defer, bool 
 			rx_one(eng, b, s->buf, &s->src, (size_t)len, &port->local, &ref);
 	}
 	sw_resp_held_flush(); /* nothing is held across batches (resp_hold.c) */
+	if (pace && n > nsock)
+		b->links_seen_ns = now;
 	n -= first;
 	more = n == SW_RX_BATCH || gro_full; /* the sockets may hold more */
 	n += gro;

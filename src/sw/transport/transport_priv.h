@@ -84,6 +84,7 @@ struct sw_counters {
 	 */
 	atomic_ullong sleeps, leased_sleeps, lease_stalls;
 	atomic_ullong app_passes, app_pkts; /* receive passes by application threads */
+	atomic_ullong socks_paced; /* busy-poll passes that left the sockets alone (progress.c) */
 	/* packets fault injection (SOFTVERBS_FAULT) dropped, sent twice, held back */
 	atomic_ullong fault_drops, fault_dups, fault_reorders;
 	/* the same-host link (shm.c): packets each way, links accepted, corrupt rings closed */
